@@ -1,0 +1,158 @@
+import { Consumer, type Handler } from './consumer';
+import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
+import type { MessageProperties } from './message';
+import { binding, type NativeClient, type NativeMessageProperties } from './native';
+import { checkConsumeOptions, delayStrings, type ConnectOptions, type ConsumeOptions, type Logger } from './options';
+
+/** The default broker URL when neither the options nor `AMQP_URL` give one. */
+export const DEFAULT_URL = 'amqp://guest:guest@127.0.0.1:5672';
+
+/** Options of {@link RabbitRetry.publish}. */
+export interface PublishOptions extends Omit<MessageProperties, 'timestamp' | 'expiration' | 'deliveryMode'> {
+  /** A `Date`, or seconds since the epoch. */
+  timestamp?: Date | number;
+  /** Per-message TTL in milliseconds. */
+  expiration?: string | number;
+  /** Whether the broker writes the message to disk. @default true */
+  persistent?: boolean;
+  /** Application headers. */
+  headers?: Record<string, unknown>;
+}
+
+/** A body: raw bytes, text, or any value sent as JSON. */
+export type Body = Buffer | Uint8Array | string | object | number | boolean | null;
+
+function toBuffer(body: Body, opts: PublishOptions): { buf: Buffer; contentType?: string } {
+  if (Buffer.isBuffer(body)) return { buf: body };
+  if (body instanceof Uint8Array) return { buf: Buffer.from(body.buffer, body.byteOffset, body.byteLength) };
+  if (typeof body === 'string') return { buf: Buffer.from(body, 'utf8'), contentType: 'text/plain' };
+  const json = JSON.stringify(body);
+  if (json === undefined) throw new InvalidOptionsError('the body cannot be sent as JSON (undefined, a function or a symbol)');
+  return { buf: Buffer.from(json, 'utf8'), contentType: opts.contentType ?? 'application/json' };
+}
+
+function toNativeProps(opts: PublishOptions, contentType: string | undefined): NativeMessageProperties {
+  const { timestamp, expiration, persistent, headers, ...rest } = opts;
+  const props: NativeMessageProperties = { ...rest };
+  if (contentType !== undefined && props.contentType === undefined) props.contentType = contentType;
+  if (timestamp !== undefined) {
+    props.timestamp = timestamp instanceof Date ? Math.floor(timestamp.getTime() / 1000) : timestamp;
+  }
+  if (expiration !== undefined) props.expiration = String(expiration);
+  props.deliveryMode = persistent === false ? 1 : 2;
+  if (headers !== undefined) {
+    if (headers === null || typeof headers !== 'object' || Array.isArray(headers)) {
+      throw new InvalidOptionsError('headers must be an object of header names to values');
+    }
+    props.headers = headers;
+  }
+  return props;
+}
+
+/**
+ * A connection to RabbitMQ with rabbit-retry's failure path: consumers that
+ * never requeue a handler error, and publishes that wait for the broker's confirm.
+ *
+ * ```ts
+ * const rr = await RabbitRetry.connect({ url: 'amqp://guest:guest@127.0.0.1:5672' });
+ * const consumer = await rr.consume({ queue: 'shipment.requested', onFailure: { delays: ['5s', '1m'] } }, async (msg) => {
+ *   await carrier.rate(msg.json());
+ * });
+ * ```
+ */
+export class RabbitRetry {
+  private readonly consumers = new Set<Consumer>();
+  private closed = false;
+
+  private constructor(
+    private readonly inner: NativeClient,
+    private readonly logger: Logger,
+  ) {}
+
+  /**
+   * Connects to the broker. Rejects with a {@link ConnectionError} when it
+   * does not answer within `connectTimeoutMs`, or an {@link InvalidOptionsError}.
+   */
+  static async connect(options: ConnectOptions = {}): Promise<RabbitRetry> {
+    const url = options.url ?? process.env.AMQP_URL ?? DEFAULT_URL;
+    for (const key of ['heartbeat', 'connectTimeoutMs', 'confirmTimeoutMs'] as const) {
+      const v = options[key];
+      if (v !== undefined && (!Number.isInteger(v) || v < 0 || v > 0xffffffff)) {
+        throw new InvalidOptionsError(`${key} must be a whole number of ${key === 'heartbeat' ? 'seconds' : 'milliseconds'}, got ${String(v)}`);
+      }
+    }
+    const inner = await native(
+      binding.connect({
+        url,
+        connectionName: options.connectionName,
+        heartbeat: options.heartbeat,
+        connectTimeoutMs: options.connectTimeoutMs,
+        confirmTimeoutMs: options.confirmTimeoutMs,
+      }),
+    );
+    return new RabbitRetry(inner, options.logger ?? console);
+  }
+
+  /** The broker URL with its password hidden, safe to log. */
+  get url(): string {
+    return this.inner.safeUrl;
+  }
+
+  /**
+   * Declares the work queue, its retry queues and its parked queue (and the
+   * exchange and binding when given), then starts `handler` on every delivery.
+   * Rejects with a {@link TopologyMismatchError} when a queue exists with other
+   * arguments, or an {@link InvalidOptionsError} naming the bad option.
+   */
+  async consume(options: ConsumeOptions, handler: Handler): Promise<Consumer> {
+    this.assertOpen();
+    checkConsumeOptions(options);
+    if (typeof handler !== 'function') throw new InvalidOptionsError('handler must be a function (msg) => Promise<void>');
+    const delays = delayStrings(options.onFailure?.delays);
+    nativeSync(() => binding.parseDelays(delays));
+    const prefetch = options.prefetch ?? 10;
+    const inner = await native(
+      this.inner.consume({
+        queue: options.queue,
+        exchange: options.exchange,
+        exchangeType: options.exchangeType,
+        routingKey: options.routingKey,
+        prefetch,
+        queueType: options.queueType,
+        delays,
+      }),
+    );
+    const retryable = options.onFailure?.retryable ?? (() => true);
+    const consumer = new Consumer(inner, handler, retryable, prefetch, this.logger, (c) => this.consumers.delete(c));
+    this.consumers.add(consumer);
+    return consumer;
+  }
+
+  /**
+   * Publishes a message with `mandatory` set and waits for the broker's
+   * confirm. Objects are sent as JSON (`application/json`), strings as text.
+   * Rejects with an {@link UnroutableError} when no queue takes it, a
+   * {@link PublishNackedError} when the broker refuses it, or a
+   * {@link PublishFailedError} when the confirm never comes.
+   */
+  async publish(exchange: string, routingKey: string, body: Body, options: PublishOptions = {}): Promise<void> {
+    this.assertOpen();
+    if (typeof exchange !== 'string') throw new InvalidOptionsError("exchange must be a string ('' is the default exchange)");
+    if (typeof routingKey !== 'string') throw new InvalidOptionsError('routingKey must be a string');
+    const { buf, contentType } = toBuffer(body, options);
+    const props = toNativeProps(options, contentType);
+    await native(this.inner.publish(exchange, routingKey, buf, props));
+  }
+
+  /** Closes every consumer (see {@link Consumer.close}), then the connection. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all([...this.consumers].map((c) => c.close()));
+    await native(this.inner.close());
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new ClosedError('this RabbitRetry client is closed; connect again');
+  }
+}

@@ -1,0 +1,226 @@
+import { EventEmitter } from 'node:events';
+
+import { NonRetryableError, RabbitRetryError, fromNative, native, nativeSync } from './errors';
+import { Message } from './message';
+import type { NativeConsumer, NativeDelivery, NativeEvent } from './native';
+import type { Logger } from './options';
+
+/** A handler: resolve to ack the message, throw to retry or park it. */
+export type Handler = (msg: Message) => unknown;
+
+/** Emitted when a failed message was copied to a retry queue and acked. */
+export interface RetryEvent {
+  /** The work queue. */
+  queue: string;
+  /** The retry queue it waits in. */
+  target: string;
+  /** Its message id, if any. */
+  messageId?: string;
+  /** The `retry-attempt` it carries now. */
+  attempt: number;
+  /** The delay's label, such as `5s`. */
+  delay: string;
+  /** The handler's error message. */
+  error: string;
+}
+
+/** Emitted when a failed message was copied to the parked queue and acked. */
+export interface ParkedEvent {
+  /** The work queue. */
+  queue: string;
+  /** The parked queue. */
+  target: string;
+  /** Its message id, if any. */
+  messageId?: string;
+  /** `exhausted` or `non-retryable`. */
+  reason: string;
+  /** The `retry-attempt` it carries. */
+  attempt: number;
+  /** The handler's error message. */
+  error: string;
+}
+
+/** Emitted when a failed message could not be republished; it stays unacked and nothing is lost. */
+export interface PublishFailedEvent {
+  /** The work queue. */
+  queue: string;
+  /** Where it was meant to go. */
+  target: string;
+  /** Its message id, if any. */
+  messageId?: string;
+  /** Why the publish failed (an {@link UnroutableError}, {@link PublishNackedError}, ...). */
+  error: RabbitRetryError;
+}
+
+/** The events a {@link Consumer} emits. */
+export interface ConsumerEvents {
+  /** A failed message went to a retry queue. */
+  retry: [RetryEvent];
+  /** A failed message was parked. */
+  parked: [ParkedEvent];
+  /** A republish failed; the message stays unacked until the channel closes. */
+  publishFailed: [PublishFailedEvent];
+  /** The consumer hit an error (a failed ack, a lost channel). */
+  error: [Error];
+}
+
+function errorInfo(err: unknown): { name: string; message: string; stack: string } {
+  if (err instanceof Error) {
+    return { name: err.name || err.constructor?.name || 'Error', message: err.message, stack: err.stack ?? '' };
+  }
+  if (err === undefined || err === null) {
+    return {
+      name: 'Error',
+      message: `the handler threw ${String(err)}; throw an Error to keep a message and a stack`,
+      stack: '',
+    };
+  }
+  if (typeof err === 'object') {
+    const o = err as { name?: unknown; message?: unknown; stack?: unknown };
+    let text: string;
+    try {
+      text = JSON.stringify(err);
+    } catch {
+      text = String(err);
+    }
+    return {
+      name: typeof o.name === 'string' ? o.name : 'Error',
+      message: typeof o.message === 'string' ? o.message : `the handler threw a non-Error object: ${text}`,
+      stack: typeof o.stack === 'string' ? o.stack : '',
+    };
+  }
+  return { name: 'Error', message: String(err), stack: '' };
+}
+
+/**
+ * A running consumer of one work queue. Created by {@link RabbitRetry.consume}.
+ *
+ * Events: `retry`, `parked`, `publishFailed` and `error` (see {@link ConsumerEvents}).
+ */
+export class Consumer extends EventEmitter<ConsumerEvents> {
+  /** The work queue. */
+  readonly queue: string;
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly loopDone: Promise<void>;
+  private closing?: Promise<void>;
+
+  /** @internal */
+  constructor(
+    private readonly inner: NativeConsumer,
+    private readonly handler: Handler,
+    private readonly retryable: (err: unknown, msg: Message) => boolean,
+    private readonly batchSize: number,
+    private readonly logger: Logger,
+    private readonly onClosed: (c: Consumer) => void,
+  ) {
+    super();
+    this.queue = inner.queue;
+    this.loopDone = this.loop();
+  }
+
+  /** Handlers running now. */
+  get inFlightCount(): number {
+    return this.inFlight.size;
+  }
+
+  /**
+   * Stops taking deliveries, lets in-flight handlers finish and settles them,
+   * puts deliveries that never started back in the queue, then closes the
+   * consumer's channel. Safe to call more than once.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.shutdown();
+    return this.closing;
+  }
+
+  private async shutdown(): Promise<void> {
+    await native(this.inner.stop());
+    await this.loopDone;
+    await Promise.allSettled([...this.inFlight]);
+    await native(this.inner.finish());
+    for (const e of this.inner.takeEvents()) this.report(e);
+    this.onClosed(this);
+  }
+
+  private async loop(): Promise<void> {
+    for (;;) {
+      let batch;
+      try {
+        batch = await this.inner.recv(this.batchSize);
+      } catch (err) {
+        this.fail(fromNative(err));
+        return;
+      }
+      for (const e of batch.events) this.report(e);
+      for (const d of batch.deliveries) this.start(d);
+      if (batch.closed) return;
+    }
+  }
+
+  private start(d: NativeDelivery): void {
+    const run = this.handle(d);
+    this.inFlight.add(run);
+    void run.finally(() => this.inFlight.delete(run));
+  }
+
+  private async handle(d: NativeDelivery): Promise<void> {
+    const msg = new Message(d);
+    try {
+      await this.handler(msg);
+    } catch (err) {
+      let retryable: boolean;
+      try {
+        retryable = !(err instanceof NonRetryableError) && this.retryable(err, msg);
+      } catch (predicateErr) {
+        retryable = false;
+        this.logger.warn(
+          `rabbit-retry: onFailure.retryable threw (${errorInfo(predicateErr).message}); parking the message of queue '${this.queue}'`,
+        );
+      }
+      this.settle(() => this.inner.fail(d.id, { ...errorInfo(err), retryable }));
+      return;
+    }
+    this.settle(() => this.inner.ack(d.id));
+  }
+
+  private settle(f: () => void): void {
+    try {
+      nativeSync(f);
+    } catch (err) {
+      // Settling only fails once the consumer is gone: the broker takes the message back.
+      this.fail(err);
+    }
+  }
+
+  private report(e: NativeEvent): void {
+    const messageId = e.messageId ?? undefined;
+    const target = e.target ?? '';
+    switch (e.kind) {
+      case 'retry':
+        this.emit('retry', { queue: this.queue, target, messageId, attempt: e.attempt ?? 0, delay: e.delay ?? '', error: e.error });
+        return;
+      case 'parked':
+        this.emit('parked', { queue: this.queue, target, messageId, reason: e.reason ?? '', attempt: e.attempt ?? 0, error: e.error });
+        return;
+      case 'publish-failed': {
+        const error = fromNative(new Error(e.error)) as RabbitRetryError;
+        if (this.listenerCount('publishFailed') > 0) {
+          this.emit('publishFailed', { queue: this.queue, target, messageId, error });
+        } else {
+          this.logger.warn(
+            `rabbit-retry: could not move message ${messageId ?? '(no id)'} of '${this.queue}' to '${target}'; it stays unacked and the broker will redeliver it: ${error.message}`,
+          );
+        }
+        return;
+      }
+      default:
+        this.fail(fromNative(new Error(e.error)));
+    }
+  }
+
+  private fail(err: unknown): void {
+    const error = err instanceof Error ? err : new Error(String(err));
+    if (this.listenerCount('error') > 0) this.emit('error', error);
+    else this.logger.error(`rabbit-retry: consumer of '${this.queue}': ${error.message}`);
+  }
+}

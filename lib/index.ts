@@ -1,0 +1,37 @@
+/**
+ * rabbit-retry: the failure path of a RabbitMQ consumer. Handler errors are
+ * never requeued; failed messages wait in one retry queue per delay and park
+ * with their error when retries run out; every move is a confirmed publish
+ * before the ack.
+ */
+export { RabbitRetry, DEFAULT_URL, type PublishOptions, type Body } from './client';
+export {
+  Consumer,
+  type Handler,
+  type ConsumerEvents,
+  type RetryEvent,
+  type ParkedEvent,
+  type PublishFailedEvent,
+} from './consumer';
+export { Message, type MessageProperties } from './message';
+export {
+  DEFAULT_DELAYS,
+  type ConnectOptions,
+  type ConsumeOptions,
+  type OnFailureOptions,
+  type Delay,
+  type Logger,
+} from './options';
+export {
+  RabbitRetryError,
+  NonRetryableError,
+  TopologyMismatchError,
+  UnroutableError,
+  PublishNackedError,
+  PublishFailedError,
+  ConnectionError,
+  InvalidOptionsError,
+  ClosedError,
+  type ErrorCode,
+} from './errors';
+export { delayLabel, retryQueueName, parkedQueueName } from './names';

@@ -1,0 +1,89 @@
+import { NonRetryableError } from './errors';
+import type { NativeDelivery } from './native';
+
+/** AMQP properties of a message, as a handler reads them and `publish` writes them. */
+export interface MessageProperties {
+  /** Application message id; kept through every retry, handy for idempotency. */
+  messageId?: string;
+  /** Correlation id; kept through every retry. */
+  correlationId?: string;
+  /** MIME type of the body, such as `application/json`. */
+  contentType?: string;
+  /** Encoding of the body, such as `gzip`. */
+  contentEncoding?: string;
+  /** Application message type name. */
+  type?: string;
+  /** Id of the publishing application. */
+  appId?: string;
+  /** Seconds since the epoch (AMQP timestamps have second precision). */
+  timestamp?: number;
+  /** Priority, 0 to 255. */
+  priority?: number;
+  /** 1 transient, 2 persistent. */
+  deliveryMode?: number;
+  /** Reply-to address. */
+  replyTo?: string;
+  /** Per-message TTL in milliseconds, as a string. Dropped on republish. */
+  expiration?: string;
+  /** Publishing user; the broker checks it against the connection's user. */
+  userId?: string;
+}
+
+/**
+ * A delivery, as a handler receives it. Resolve the handler to ack it; throw
+ * to retry it (or to park it, with a {@link NonRetryableError}).
+ */
+export class Message {
+  /** The raw body. */
+  readonly body: Buffer;
+  /** The message's properties. */
+  readonly properties: MessageProperties;
+  /**
+   * Application headers. Strings, numbers, booleans, arrays and tables come
+   * as their JavaScript counterparts; byte arrays and non-UTF-8 strings as
+   * arrays of byte values; decimals as numbers; timestamps as seconds.
+   */
+  readonly headers: Record<string, unknown>;
+  /** The exchange the message was delivered through (`''` after a retry hop). */
+  readonly exchange: string;
+  /** The routing key it was delivered with. */
+  readonly routingKey: string;
+  /** Whether the broker delivered it before (after a crash or a close). */
+  readonly redelivered: boolean;
+  /** How many earlier attempts of this message failed: 0 on the first delivery. */
+  readonly attempt: number;
+
+  /** @internal */
+  constructor(d: NativeDelivery) {
+    this.body = d.body;
+    const { headers, ...props } = d.properties;
+    const properties: MessageProperties = {};
+    for (const [k, v] of Object.entries(props)) {
+      if (v !== undefined && v !== null) (properties as Record<string, unknown>)[k] = v;
+    }
+    this.properties = properties;
+    this.headers = (headers ?? {}) as Record<string, unknown>;
+    this.exchange = d.exchange;
+    this.routingKey = d.routingKey;
+    this.redelivered = d.redelivered;
+    this.attempt = d.attempt;
+  }
+
+  /** The body decoded as UTF-8. */
+  text(): string {
+    return this.body.toString('utf8');
+  }
+
+  /**
+   * The body parsed as JSON. Invalid JSON throws a {@link NonRetryableError},
+   * so a malformed message is parked at once instead of retried.
+   */
+  json<T = unknown>(): T {
+    try {
+      return JSON.parse(this.text()) as T;
+    } catch (err) {
+      const reason = err instanceof Error ? err.message : String(err);
+      throw new NonRetryableError(`the message body is not valid JSON: ${reason}`, { cause: err });
+    }
+  }
+}

@@ -1,0 +1,109 @@
+import { InvalidOptionsError } from './errors';
+import type { Message } from './message';
+
+/** A delay: `'500ms'`, `'5s'`, `'1m'`, `'2h'`, or a number of milliseconds. */
+export type Delay = string | number;
+
+/** How to connect to the broker. */
+export interface ConnectOptions {
+  /**
+   * `amqp://user:password@host:5672/vhost`.
+   * @default process.env.AMQP_URL, else `amqp://guest:guest@127.0.0.1:5672`
+   */
+  url?: string;
+  /** The name the broker's tools show for this connection. */
+  connectionName?: string;
+  /** Heartbeat in seconds. @default the broker's (60) */
+  heartbeat?: number;
+  /** Milliseconds to wait for the broker before `connect` rejects. @default 10000 */
+  connectTimeoutMs?: number;
+  /** Milliseconds to wait for a publisher confirm before a publish counts as failed. @default 30000 */
+  confirmTimeoutMs?: number;
+  /** Where warnings go when nobody listens for a consumer's `error` event. @default console */
+  logger?: Logger;
+}
+
+/** The part of a logger rabbit-retry uses. */
+export interface Logger {
+  /** Logs a warning. */
+  warn(message: string): void;
+  /** Logs an error. */
+  error(message: string): void;
+}
+
+/** What to do when a handler throws. */
+export interface OnFailureOptions {
+  /**
+   * One retry queue per delay, tried in order; after the last the message parks.
+   * `[]` parks on the first failure.
+   * @default ['5s', '1m', '10m']
+   */
+  delays?: Delay[];
+  /**
+   * Whether an error is worth another attempt; `false` parks the message at once.
+   * @default every error but a {@link NonRetryableError}
+   */
+  retryable?: (err: unknown, msg: Message) => boolean;
+}
+
+/** What a consumer consumes, and how. */
+export interface ConsumeOptions {
+  /** The work queue; declared durable if missing. */
+  queue: string;
+  /** An exchange to declare (durable) and bind the queue to. */
+  exchange?: string;
+  /** The exchange's type. @default 'topic' */
+  exchangeType?: 'topic' | 'direct' | 'fanout' | 'headers';
+  /** The binding key. @default the queue name */
+  routingKey?: string;
+  /** At most this many handlers in flight. @default 10 */
+  prefetch?: number;
+  /** Queue type of the work, retry and parked queues. @default 'classic' */
+  queueType?: 'classic' | 'quorum';
+  /** What to do when the handler throws. */
+  onFailure?: OnFailureOptions;
+}
+
+/** Default retry delays. */
+export const DEFAULT_DELAYS: readonly Delay[] = ['5s', '1m', '10m'];
+
+/** @internal */
+export function delayStrings(delays: readonly Delay[] | undefined, option = 'onFailure.delays'): string[] {
+  const list = delays ?? DEFAULT_DELAYS;
+  if (!Array.isArray(list)) throw new InvalidOptionsError(`${option} must be an array such as ['5s', '1m']`);
+  return list.map((d, i) => {
+    if (typeof d === 'number') {
+      if (!Number.isInteger(d) || d <= 0) {
+        throw new InvalidOptionsError(`${option}[${i}] is ${d}: a number of milliseconds must be a positive whole number`);
+      }
+      return String(d);
+    }
+    if (typeof d !== 'string') {
+      throw new InvalidOptionsError(`${option}[${i}] must be a string such as '5s' or a number of milliseconds`);
+    }
+    return d;
+  });
+}
+
+/** @internal */
+export function checkConsumeOptions(o: ConsumeOptions): void {
+  if (o === null || typeof o !== 'object') throw new InvalidOptionsError('consume options must be an object with at least { queue }');
+  if (typeof o.queue !== 'string' || o.queue.length === 0) {
+    throw new InvalidOptionsError('queue must be a non-empty string: the work queue to consume');
+  }
+  for (const key of ['exchange', 'routingKey'] as const) {
+    if (o[key] !== undefined && typeof o[key] !== 'string') throw new InvalidOptionsError(`${key} must be a string`);
+  }
+  if (o.prefetch !== undefined && (!Number.isInteger(o.prefetch) || o.prefetch < 1 || o.prefetch > 65535)) {
+    throw new InvalidOptionsError(`prefetch must be a whole number from 1 to 65535, got ${String(o.prefetch)}`);
+  }
+  if (o.queueType !== undefined && o.queueType !== 'classic' && o.queueType !== 'quorum') {
+    throw new InvalidOptionsError(`queueType must be 'classic' or 'quorum', got '${String(o.queueType)}'`);
+  }
+  if (o.exchangeType !== undefined && !['topic', 'direct', 'fanout', 'headers'].includes(o.exchangeType)) {
+    throw new InvalidOptionsError(`exchangeType must be 'topic', 'direct', 'fanout' or 'headers', got '${String(o.exchangeType)}'`);
+  }
+  if (o.onFailure?.retryable !== undefined && typeof o.onFailure.retryable !== 'function') {
+    throw new InvalidOptionsError('onFailure.retryable must be a function (err, msg) => boolean');
+  }
+}

@@ -1,0 +1,164 @@
+//! The connection to the broker, and the confirmed publisher every republish
+//! goes through.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lapin::uri::AMQPUri;
+use lapin::{Connection, ConnectionProperties};
+
+use super::error::{Error, ErrorKind, Result};
+use super::publisher::Publisher;
+
+/// How to reach the broker.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// An `amqp://` or `amqps://` URL with credentials and vhost.
+    pub url: String,
+    /// The name the broker shows for this connection.
+    pub connection_name: Option<String>,
+    /// Heartbeat interval in seconds; `None` takes the broker's.
+    pub heartbeat_secs: Option<u16>,
+    /// How long to wait for the connection before giving up.
+    pub connect_timeout: Duration,
+    /// How long to wait for a publisher confirm before calling the publish failed.
+    pub confirm_timeout: Duration,
+}
+
+/// One connection to the broker, shared by the consumers and the publisher.
+pub struct Broker {
+    conn: Connection,
+    publisher: Arc<Publisher>,
+    safe_url: String,
+}
+
+impl Broker {
+    /// Connects to the broker and opens the confirm channel.
+    pub async fn connect(opts: ConnectOptions) -> Result<Arc<Broker>> {
+        let safe_url = redact_url(&opts.url);
+        let mut uri: AMQPUri = opts.url.parse().map_err(|e: String| {
+            Error::new(
+                ErrorKind::InvalidOptions,
+                format!("url {safe_url} is not an AMQP URL ({e}): use amqp://user:password@host:5672/vhost"),
+            )
+        })?;
+        if let Some(h) = opts.heartbeat_secs {
+            uri.query.heartbeat = Some(h);
+        }
+        let mut props = ConnectionProperties::default();
+        if let Some(name) = &opts.connection_name {
+            props = props.with_connection_name(name.as_str().into());
+        }
+        let conn = tokio::time::timeout(opts.connect_timeout, Connection::connect_uri(uri, props))
+            .await
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::Connection,
+                    format!(
+                        "no answer from {safe_url} within {} ms: is the broker running? (`npm run broker` starts a local one)",
+                        opts.connect_timeout.as_millis()
+                    ),
+                )
+            })?
+            .map_err(|e| connection_error(&safe_url, &e))?;
+        let publisher = Arc::new(Publisher::new(opts.confirm_timeout));
+        let broker = Arc::new(Broker {
+            conn,
+            publisher,
+            safe_url,
+        });
+        // Open the confirm channel now, so a broker that refuses confirms fails connect().
+        broker.publisher.channel(&broker.conn).await?;
+        Ok(broker)
+    }
+
+    /// The lapin connection.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// The confirmed publisher shared by every consumer of this connection.
+    pub fn publisher(&self) -> &Arc<Publisher> {
+        &self.publisher
+    }
+
+    /// The URL with its password replaced, safe for logs and errors.
+    pub fn safe_url(&self) -> &str {
+        &self.safe_url
+    }
+
+    /// Opens a new channel.
+    pub async fn channel(&self) -> Result<lapin::Channel> {
+        self.conn
+            .create_channel()
+            .await
+            .map_err(|e| connection_error(&self.safe_url, &e))
+    }
+
+    /// Closes the connection; consumers should be closed first.
+    pub async fn close(&self) -> Result<()> {
+        if self.conn.status().connected() {
+            self.conn
+                .close(200, "closed by client".into())
+                .await
+                .map_err(|e| connection_error(&self.safe_url, &e))?;
+        }
+        Ok(())
+    }
+}
+
+/// A connection error naming the broker without its password.
+pub fn connection_error(safe_url: &str, e: &lapin::Error) -> Error {
+    Error::new(
+        ErrorKind::Connection,
+        format!("connection to {safe_url} failed: {e}"),
+    )
+}
+
+/// Replaces the password of an AMQP URL with `***`.
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    match authority.rfind('@') {
+        Some(at) => {
+            let userinfo = &authority[..at];
+            match userinfo.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme_end + 3],
+                    &userinfo[..colon],
+                    &rest[at..]
+                ),
+                None => url.to_owned(),
+            }
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn redacts_passwords() {
+        let cases = [
+            (
+                "amqp://guest:guest@127.0.0.1:5672",
+                "amqp://guest:***@127.0.0.1:5672",
+            ),
+            ("amqps://u:p%40ss@host/vh", "amqps://u:***@host/vh"),
+            ("amqp://u@host", "amqp://u@host"),
+            ("amqp://host:5672", "amqp://host:5672"),
+            ("not a url", "not a url"),
+            ("amqp://a:b:c@h/x@y", "amqp://a:***@h/x@y"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(redact_url(input), want, "{input}");
+        }
+    }
+}

@@ -1,0 +1,618 @@
+//! A consumer of one work queue. Deliveries are handed to JavaScript in
+//! batches through an inbox; JavaScript settles each one with a cheap
+//! synchronous call, and a single task per consumer acks successes and routes
+//! failures (confirmed republish to a retry or parked queue, then ack).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures_util::StreamExt;
+use lapin::message::Delivery;
+use lapin::options::{
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{BasicProperties, Channel};
+use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::task::JoinSet;
+
+use super::connection::Broker;
+use super::error::{Error, ErrorKind, Result};
+use super::fields::{header, header_str, table_size, to_field_value};
+use super::topology::Topology;
+use crate::retry::{
+    attempt_count, failure_headers, is_broker_death_header, parked_queue_name, retry_queue_name,
+    route_failure, FailureInput, HeaderValue, Route,
+};
+
+/// How long `stop` waits for the broker to finish a cancel before it goes on.
+const CANCEL_DRAIN: Duration = Duration::from_secs(5);
+
+/// What a consumer needs besides the broker.
+#[derive(Debug, Clone)]
+pub struct ConsumerConfig {
+    /// The queues to declare and consume.
+    pub topology: Topology,
+    /// At most this many deliveries unacknowledged at once.
+    pub prefetch: u16,
+}
+
+/// A handler's error, as data (JavaScript passes name, message and stack).
+#[derive(Debug, Clone, Default)]
+pub struct Failure {
+    /// The error's name or class.
+    pub name: String,
+    /// The error's message.
+    pub message: String,
+    /// The error's stack.
+    pub stack: String,
+    /// Whether another attempt could succeed.
+    pub retryable: bool,
+}
+
+/// How JavaScript settled a delivery.
+#[derive(Debug, Clone)]
+pub enum Settlement {
+    /// The handler resolved: ack.
+    Ack,
+    /// The handler threw: retry or park.
+    Fail(Failure),
+}
+
+/// A delivery as JavaScript sees it.
+#[derive(Debug, Clone)]
+pub struct DeliveryData {
+    /// The consumer's own id for the delivery, used to settle it.
+    pub id: u64,
+    /// The body.
+    pub body: Vec<u8>,
+    /// The exchange it was published to.
+    pub exchange: String,
+    /// Its routing key.
+    pub routing_key: String,
+    /// Whether the broker delivered it before.
+    pub redelivered: bool,
+    /// Earlier failed attempts.
+    pub attempt: u32,
+    /// Its properties and headers.
+    pub properties: BasicProperties,
+}
+
+/// What happened to a failed delivery, or to the consumer.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// Sent to a retry queue and acked.
+    Retried {
+        /// The delivery id.
+        id: u64,
+        /// The message id, if it has one.
+        message_id: Option<String>,
+        /// The retry queue.
+        target: String,
+        /// The `retry-attempt` written.
+        attempt: u32,
+        /// The delay's label.
+        delay: String,
+        /// The handler's error message.
+        error: String,
+    },
+    /// Sent to the parked queue and acked.
+    Parked {
+        /// The delivery id.
+        id: u64,
+        /// The message id, if it has one.
+        message_id: Option<String>,
+        /// The parked queue.
+        target: String,
+        /// `exhausted` or `non-retryable`.
+        reason: String,
+        /// The `retry-attempt` written.
+        attempt: u32,
+        /// The handler's error message.
+        error: String,
+    },
+    /// The republish failed; the delivery stays unacked and the broker
+    /// redelivers it when the channel closes.
+    PublishFailed {
+        /// The delivery id.
+        id: u64,
+        /// The message id, if it has one.
+        message_id: Option<String>,
+        /// Where it was meant to go.
+        target: String,
+        /// Why it failed.
+        error: Error,
+    },
+    /// The consumer itself hit an error (a failed ack, a closed channel).
+    ConsumerError {
+        /// What went wrong.
+        error: Error,
+    },
+}
+
+/// One thing for JavaScript: a delivery to handle or an event to report.
+#[derive(Debug)]
+pub enum Item {
+    /// A delivery to handle.
+    Delivery(Box<DeliveryData>),
+    /// An event to report.
+    Event(Event),
+}
+
+#[derive(Default)]
+struct InboxState {
+    items: VecDeque<Item>,
+    closed: bool,
+}
+
+/// Hands items to JavaScript's pull loop.
+#[derive(Default)]
+struct Inbox {
+    state: Mutex<InboxState>,
+    notify: Notify,
+}
+
+impl Inbox {
+    fn push(&self, item: Item) {
+        self.state.lock().expect("inbox lock").items.push_back(item);
+        self.notify.notify_one();
+    }
+
+    fn close(&self) {
+        self.state.lock().expect("inbox lock").closed = true;
+        self.notify.notify_one();
+    }
+}
+
+enum Command {
+    Settle(u64, Settlement),
+    Stop(oneshot::Sender<()>),
+    Finish(oneshot::Sender<()>),
+}
+
+/// A running consumer; cheap to share.
+pub struct ConsumerHandle {
+    inbox: Arc<Inbox>,
+    ctl: mpsc::UnboundedSender<Command>,
+    queue: String,
+}
+
+struct Pending {
+    delivery: Delivery,
+    attempt: u32,
+}
+
+impl ConsumerHandle {
+    /// Declares the topology, sets the prefetch and starts consuming.
+    pub async fn start(broker: Arc<Broker>, config: ConsumerConfig) -> Result<ConsumerHandle> {
+        // Declaring on its own channel: a mismatch closes the channel it happened on.
+        let declare_ch = broker.channel().await?;
+        let declared = config.topology.declare(&declare_ch).await;
+        if declare_ch.status().connected() {
+            let _ = declare_ch.close(200, "declared".into()).await;
+        }
+        declared?;
+
+        let ch = broker.channel().await?;
+        ch.basic_qos(config.prefetch, BasicQosOptions::default())
+            .await
+            .map_err(|e| Error::new(ErrorKind::Connection, format!("basic.qos failed: {e}")))?;
+        let queue = config.topology.queue.clone();
+        let consumer = ch
+            .basic_consume(
+                queue.as_str().into(),
+                "".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Connection,
+                    format!("could not consume from '{queue}': {e}"),
+                )
+            })?;
+        let inbox = Arc::new(Inbox::default());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = ConsumerTask {
+            broker,
+            config: Arc::new(config),
+            channel: ch,
+            inbox: inbox.clone(),
+            pending: HashMap::new(),
+            next_id: 0,
+            failures: JoinSet::new(),
+        };
+        tokio::spawn(task.run(consumer, rx));
+        Ok(ConsumerHandle {
+            inbox,
+            ctl: tx,
+            queue,
+        })
+    }
+
+    /// The work queue.
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// Waits for at least one item and returns up to `max` of them; an empty
+    /// list means the consumer is closed and nothing is left.
+    pub async fn recv(&self, max: usize) -> Vec<Item> {
+        loop {
+            let notified = self.inbox.notify.notified();
+            {
+                let mut st = self.inbox.state.lock().expect("inbox lock");
+                if !st.items.is_empty() {
+                    let n = st.items.len().min(max.max(1));
+                    return st.items.drain(..n).collect();
+                }
+                if st.closed {
+                    return Vec::new();
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Settles delivery `id`; returns at once, the work happens on the consumer's task.
+    pub fn settle(&self, id: u64, settlement: Settlement) -> Result<()> {
+        self.ctl
+            .send(Command::Settle(id, settlement))
+            .map_err(|_| Error::new(ErrorKind::Closed, "the consumer is closed"))
+    }
+
+    /// Stops deliveries: cancels the consumer and puts every delivery that
+    /// JavaScript has not taken yet back in the queue.
+    pub async fn stop(&self) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        if self.ctl.send(Command::Stop(tx)).is_err() {
+            return Ok(());
+        }
+        let _ = rx.await;
+        Ok(())
+    }
+
+    /// Waits for every republish in flight, then closes the consumer's
+    /// channel (the broker takes back any delivery still unacked).
+    pub async fn finish(&self) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        if self.ctl.send(Command::Finish(tx)).is_err() {
+            return Ok(());
+        }
+        let _ = rx.await;
+        Ok(())
+    }
+
+    /// Takes the events JavaScript has not pulled yet.
+    pub fn take_events(&self) -> Vec<Event> {
+        let mut st = self.inbox.state.lock().expect("inbox lock");
+        let items = std::mem::take(&mut st.items);
+        let mut events = Vec::new();
+        for item in items {
+            match item {
+                Item::Event(e) => events.push(e),
+                other => st.items.push_back(other),
+            }
+        }
+        events
+    }
+}
+
+struct ConsumerTask {
+    broker: Arc<Broker>,
+    config: Arc<ConsumerConfig>,
+    channel: Channel,
+    inbox: Arc<Inbox>,
+    pending: HashMap<u64, Pending>,
+    next_id: u64,
+    failures: JoinSet<()>,
+}
+
+impl ConsumerTask {
+    async fn run(
+        mut self,
+        mut consumer: lapin::Consumer,
+        mut rx: mpsc::UnboundedReceiver<Command>,
+    ) {
+        let mut consuming = true;
+        let mut finish: Option<oneshot::Sender<()>> = None;
+        loop {
+            if let Some(reply) = finish.take() {
+                if self.failures.is_empty() {
+                    if self.channel.status().connected() {
+                        let _ = self.channel.close(200, "consumer closed".into()).await;
+                    }
+                    self.inbox.close();
+                    let _ = reply.send(());
+                    return;
+                }
+                finish = Some(reply);
+            }
+            tokio::select! {
+                cmd = rx.recv() => match cmd {
+                    Some(Command::Settle(id, s)) => self.settle(id, s).await,
+                    Some(Command::Stop(reply)) => {
+                        if consuming {
+                            consuming = false;
+                            self.stop(&mut consumer).await;
+                        }
+                        let _ = reply.send(());
+                    }
+                    Some(Command::Finish(reply)) => finish = Some(reply),
+                    None => return,
+                },
+                next = consumer.next(), if consuming => match next {
+                    Some(Ok(d)) => self.accept(d),
+                    Some(Err(e)) => {
+                        consuming = false;
+                        self.inbox.push(Item::Event(Event::ConsumerError {
+                            error: Error::new(ErrorKind::Connection, format!("consuming from '{}' stopped: {e}", self.config.topology.queue)),
+                        }));
+                        self.inbox.close();
+                    }
+                    None => {
+                        // Cancelled by the broker (queue deleted) or by us.
+                        consuming = false;
+                        self.inbox.close();
+                    }
+                },
+                Some(_) = self.failures.join_next(), if !self.failures.is_empty() => {}
+            }
+        }
+    }
+
+    fn accept(&mut self, d: Delivery) {
+        self.next_id += 1;
+        let id = self.next_id;
+        let headers = d.properties.headers().as_ref();
+        let attempt = attempt_count(
+            header(headers, "retry-attempt")
+                .map(to_field_value)
+                .as_ref(),
+            header(headers, "x-death").map(to_field_value).as_ref(),
+            &self.config.topology.queue,
+        );
+        let data = DeliveryData {
+            id,
+            body: d.data.clone(),
+            exchange: d.exchange.as_str().to_owned(),
+            routing_key: d.routing_key.as_str().to_owned(),
+            redelivered: d.redelivered,
+            attempt,
+            properties: d.properties.clone(),
+        };
+        self.pending.insert(
+            id,
+            Pending {
+                delivery: d,
+                attempt,
+            },
+        );
+        self.inbox.push(Item::Delivery(Box::new(data)));
+    }
+
+    async fn settle(&mut self, id: u64, s: Settlement) {
+        let Some(p) = self.pending.remove(&id) else {
+            return;
+        };
+        match s {
+            Settlement::Ack => {
+                if let Err(e) = p.delivery.acker.ack(BasicAckOptions::default()).await {
+                    self.inbox.push(Item::Event(Event::ConsumerError {
+                        error: Error::new(
+                            ErrorKind::Connection,
+                            format!("ack failed; the broker will redeliver the message: {e}"),
+                        ),
+                    }));
+                }
+            }
+            Settlement::Fail(f) => {
+                let broker = self.broker.clone();
+                let config = self.config.clone();
+                let inbox = self.inbox.clone();
+                self.failures.spawn(async move {
+                    let event = handle_failure(&broker, &config, id, p, f).await;
+                    inbox.push(Item::Event(event));
+                });
+            }
+        }
+    }
+
+    async fn stop(&mut self, consumer: &mut lapin::Consumer) {
+        let tag = consumer.tag();
+        if self.channel.status().connected() {
+            let _ = self
+                .channel
+                .basic_cancel(tag, BasicCancelOptions::default())
+                .await;
+            // Deliveries already on their way end the stream after the cancel.
+            let _ = tokio::time::timeout(CANCEL_DRAIN, async {
+                while let Some(Ok(d)) = consumer.next().await {
+                    let _ = d.acker.nack(requeue()).await;
+                }
+            })
+            .await;
+        }
+        let unstarted: Vec<u64> = {
+            let mut st = self.inbox.state.lock().expect("inbox lock");
+            let items = std::mem::take(&mut st.items);
+            let mut ids = Vec::new();
+            for item in items {
+                match item {
+                    Item::Delivery(d) => ids.push(d.id),
+                    other => st.items.push_back(other),
+                }
+            }
+            st.closed = true;
+            ids
+        };
+        for id in unstarted {
+            if let Some(p) = self.pending.remove(&id) {
+                let _ = p.delivery.acker.nack(requeue()).await;
+            }
+        }
+        self.inbox.notify.notify_one();
+    }
+}
+
+fn requeue() -> BasicNackOptions {
+    BasicNackOptions {
+        multiple: false,
+        requeue: true,
+    }
+}
+
+/// Routes a failed delivery: confirmed publish to its retry or parked queue,
+/// then ack. On a failed publish the delivery stays unacked.
+async fn handle_failure(
+    broker: &Broker,
+    config: &ConsumerConfig,
+    id: u64,
+    p: Pending,
+    f: Failure,
+) -> Event {
+    let topo = &config.topology;
+    let route = route_failure(p.attempt, &topo.delays, f.retryable);
+    let target = match &route {
+        Route::Retry { delay, .. } => retry_queue_name(&topo.queue, *delay),
+        Route::Park { .. } => parked_queue_name(&topo.queue),
+    };
+    let props = &p.delivery.properties;
+    let message_id = props.message_id().as_ref().map(|s| s.as_str().to_owned());
+    let original = props.headers().as_ref();
+    let mut kept = FieldTable::default();
+    if let Some(h) = original {
+        for (k, v) in h.inner() {
+            if !is_broker_death_header(k.as_str()) && !is_ours(k.as_str()) {
+                kept.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let first = header_str(original, "retry-first-failed-at");
+    let orig_exchange = header_str(original, "retry-original-exchange");
+    let orig_key = header_str(original, "retry-original-routing-key");
+    let input = FailureInput {
+        route: &route,
+        queue: &topo.queue,
+        error_name: &f.name,
+        error_message: &f.message,
+        error_stack: &f.stack,
+        now_ms,
+        delivery_exchange: p.delivery.exchange.as_str(),
+        delivery_routing_key: p.delivery.routing_key.as_str(),
+        previous_first_failed_at: first.as_deref(),
+        previous_original_exchange: orig_exchange.as_deref(),
+        previous_original_routing_key: orig_key.as_deref(),
+        kept_headers_bytes: table_size(&kept),
+    };
+    for (name, value) in failure_headers(&input) {
+        let v = match value {
+            HeaderValue::Int(i) => AMQPValue::LongLongInt(i),
+            HeaderValue::Str(s) => AMQPValue::LongString(LongString::from(s.into_bytes())),
+        };
+        kept.insert(name.into(), v);
+    }
+    let properties = republish_properties(props, kept);
+    let published = broker
+        .publisher()
+        .publish(
+            broker.connection(),
+            "",
+            &target,
+            &p.delivery.data,
+            properties,
+        )
+        .await;
+    if let Err(error) = published {
+        // Not acked: the broker gives the message back when the channel closes.
+        return Event::PublishFailed {
+            id,
+            message_id,
+            target,
+            error,
+        };
+    }
+    if let Err(e) = p.delivery.acker.ack(BasicAckOptions::default()).await {
+        return Event::ConsumerError {
+            error: Error::new(
+                ErrorKind::Connection,
+                format!("the message was copied to '{target}' but its ack failed; the broker will redeliver it, so it may be handled twice: {e}"),
+            ),
+        };
+    }
+    match route {
+        Route::Retry {
+            delay,
+            next_attempt,
+            ..
+        } => Event::Retried {
+            id,
+            message_id,
+            target,
+            attempt: next_attempt,
+            delay: delay.label(),
+            error: f.message,
+        },
+        Route::Park { reason, attempt } => Event::Parked {
+            id,
+            message_id,
+            target,
+            reason: reason.as_str().to_owned(),
+            attempt,
+            error: f.message,
+        },
+    }
+}
+
+/// Headers this library writes; a republish replaces them.
+fn is_ours(name: &str) -> bool {
+    name.starts_with("retry-")
+}
+
+/// The original properties minus `expiration`, with `headers`.
+fn republish_properties(p: &BasicProperties, headers: FieldTable) -> BasicProperties {
+    let mut out = BasicProperties::default().with_headers(headers);
+    if let Some(v) = p.content_type() {
+        out = out.with_content_type(v.clone());
+    }
+    if let Some(v) = p.content_encoding() {
+        out = out.with_content_encoding(v.clone());
+    }
+    if let Some(v) = p.delivery_mode() {
+        out = out.with_delivery_mode(*v);
+    }
+    if let Some(v) = p.priority() {
+        out = out.with_priority(*v);
+    }
+    if let Some(v) = p.correlation_id() {
+        out = out.with_correlation_id(v.clone());
+    }
+    if let Some(v) = p.reply_to() {
+        out = out.with_reply_to(v.clone());
+    }
+    if let Some(v) = p.message_id() {
+        out = out.with_message_id(v.clone());
+    }
+    if let Some(v) = p.timestamp() {
+        out = out.with_timestamp(*v);
+    }
+    if let Some(v) = p.kind() {
+        out = out.with_type(v.clone());
+    }
+    if let Some(v) = p.user_id() {
+        out = out.with_user_id(v.clone());
+    }
+    if let Some(v) = p.app_id() {
+        out = out.with_app_id(v.clone());
+    }
+    if let Some(v) = p.cluster_id() {
+        out = out.with_cluster_id(v.clone());
+    }
+    out
+}

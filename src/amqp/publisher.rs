@@ -1,0 +1,150 @@
+//! The one place messages are published: a confirm channel separate from the
+//! consuming ones, `mandatory` on every publish, and only an `Ack` without a
+//! return counts as success.
+
+use std::time::Duration;
+
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::types::ShortString;
+use lapin::{BasicProperties, Channel, Confirmation, Connection};
+use tokio::sync::Mutex;
+
+use super::error::{amqp_reply, Error, ErrorKind, Result};
+
+/// Publishes with confirms on its own channel, reopening it after the broker
+/// closed it (publishing to a missing exchange closes the channel).
+pub struct Publisher {
+    channel: Mutex<Option<Channel>>,
+    confirm_timeout: Duration,
+}
+
+impl Publisher {
+    /// A publisher whose channel is opened on first use.
+    pub fn new(confirm_timeout: Duration) -> Self {
+        Self {
+            channel: Mutex::new(None),
+            confirm_timeout,
+        }
+    }
+
+    /// The confirm channel, opened (again) when it is missing or closed.
+    pub async fn channel(&self, conn: &Connection) -> Result<Channel> {
+        let mut slot = self.channel.lock().await;
+        if let Some(ch) = slot.as_ref() {
+            if ch.status().connected() {
+                return Ok(ch.clone());
+            }
+        }
+        let ch = conn.create_channel().await.map_err(|e| {
+            Error::new(
+                ErrorKind::Connection,
+                format!("could not open the confirm channel: {e}"),
+            )
+        })?;
+        ch.confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Connection,
+                    format!("the broker refused publisher confirms: {e}"),
+                )
+            })?;
+        *slot = Some(ch.clone());
+        Ok(ch)
+    }
+
+    /// Publishes `body` to `exchange` with `routing_key`, mandatory, and waits
+    /// for the broker's confirm. Succeeds only on an `Ack` with no return.
+    pub async fn publish(
+        &self,
+        conn: &Connection,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+        properties: BasicProperties,
+    ) -> Result<()> {
+        let exchange_name = short("exchange", exchange)?;
+        let key = short("routing key", routing_key)?;
+        let ch = self.channel(conn).await?;
+        let target = describe(exchange, routing_key);
+        let confirm = ch
+            .basic_publish(
+                exchange_name,
+                key,
+                BasicPublishOptions {
+                    mandatory: true,
+                    immediate: false,
+                },
+                body,
+                properties,
+            )
+            .await
+            .map_err(|e| publish_error(&target, &e))?;
+        let confirmation = tokio::time::timeout(self.confirm_timeout, confirm)
+            .await
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::PublishFailed,
+                    format!(
+                        "no confirm for the publish to {target} within {} ms; it may or may not have been stored",
+                        self.confirm_timeout.as_millis()
+                    ),
+                )
+            })?
+            .map_err(|e| publish_error(&target, &e))?;
+        match confirmation {
+            Confirmation::Ack(None) => Ok(()),
+            Confirmation::Ack(Some(returned)) => Err(Error::new(
+                ErrorKind::Unroutable,
+                format!(
+                    "the broker returned the publish to {target} ({} {}): no queue is bound to it; declare the queue or check the names",
+                    returned.reply_code, returned.reply_text
+                ),
+            )),
+            Confirmation::Nack(_) => Err(Error::new(
+                ErrorKind::PublishNacked,
+                format!(
+                    "the broker refused the publish to {target} (basic.nack): the queue may be full with reject-publish overflow, or the broker had an internal error"
+                ),
+            )),
+            Confirmation::NotRequested => Err(Error::new(
+                ErrorKind::PublishFailed,
+                format!("the publish to {target} was not confirmed: the channel is not in confirm mode"),
+            )),
+        }
+    }
+}
+
+fn describe(exchange: &str, routing_key: &str) -> String {
+    if exchange.is_empty() {
+        format!("queue '{routing_key}'")
+    } else {
+        format!("exchange '{exchange}' with routing key '{routing_key}'")
+    }
+}
+
+fn short(what: &str, value: &str) -> Result<ShortString> {
+    ShortString::try_new(value).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidOptions,
+            format!(
+                "{what} is {} bytes long; AMQP names are at most 255 bytes",
+                value.len()
+            ),
+        )
+    })
+}
+
+fn publish_error(target: &str, e: &lapin::Error) -> Error {
+    match amqp_reply(e) {
+        // 404: the exchange does not exist; nothing could route the message.
+        Some((404, text)) => Error::new(
+            ErrorKind::Unroutable,
+            format!("cannot publish to {target}: {text}; declare the exchange first"),
+        ),
+        _ => Error::new(
+            ErrorKind::PublishFailed,
+            format!("the publish to {target} failed: {e}"),
+        ),
+    }
+}

@@ -1,0 +1,204 @@
+//! Declares the queues a consumer needs: the work queue, one retry queue per
+//! delay dead-lettering back to it through the default exchange, and the
+//! parked queue. Declaring is idempotent; a queue that exists with other
+//! arguments is reported by name and argument.
+
+use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{Channel, ExchangeKind};
+
+use super::error::{amqp_reply, Error, ErrorKind, Result};
+use crate::retry::{parked_queue_name, retry_queue_name, Delay};
+
+/// The kind of queue declared for work, retry and parked queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueType {
+    /// RabbitMQ's classic queue.
+    Classic,
+    /// A Raft-replicated quorum queue.
+    Quorum,
+}
+
+impl QueueType {
+    /// Parses `classic` or `quorum`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "classic" => Ok(QueueType::Classic),
+            "quorum" => Ok(QueueType::Quorum),
+            other => Err(Error::new(
+                ErrorKind::InvalidOptions,
+                format!("queueType '{other}' is not known: use 'classic' or 'quorum'"),
+            )),
+        }
+    }
+}
+
+/// What to declare for one consumer.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    /// The work queue.
+    pub queue: String,
+    /// An exchange to declare and bind the work queue to.
+    pub exchange: Option<String>,
+    /// The exchange's type (`topic`, `direct`, `fanout`, `headers`).
+    pub exchange_type: String,
+    /// The binding key; the queue name when not given.
+    pub routing_key: String,
+    /// Classic or quorum.
+    pub queue_type: QueueType,
+    /// One retry queue per delay.
+    pub delays: Vec<Delay>,
+}
+
+impl Topology {
+    /// The arguments of the work queue.
+    pub fn work_args(&self) -> FieldTable {
+        self.base_args()
+    }
+
+    /// The arguments of the retry queue for `delay`.
+    pub fn retry_args(&self, delay: Delay) -> FieldTable {
+        let mut args = self.base_args();
+        args.insert(
+            "x-message-ttl".into(),
+            AMQPValue::LongLongInt(delay.millis() as i64),
+        );
+        args.insert(
+            "x-dead-letter-exchange".into(),
+            AMQPValue::LongString(LongString::from("")),
+        );
+        args.insert(
+            "x-dead-letter-routing-key".into(),
+            AMQPValue::LongString(LongString::from(self.queue.as_str())),
+        );
+        args
+    }
+
+    /// The arguments of the parked queue.
+    pub fn parked_args(&self) -> FieldTable {
+        self.base_args()
+    }
+
+    fn base_args(&self) -> FieldTable {
+        let mut args = FieldTable::default();
+        if self.queue_type == QueueType::Quorum {
+            args.insert(
+                "x-queue-type".into(),
+                AMQPValue::LongString(LongString::from("quorum")),
+            );
+        }
+        args
+    }
+
+    /// Declares everything on `ch`. A mismatch closes the channel, so `ch`
+    /// should be one opened for this purpose.
+    pub async fn declare(&self, ch: &Channel) -> Result<()> {
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        let parked = parked_queue_name(&self.queue);
+        declare_queue(ch, &parked, durable, self.parked_args()).await?;
+        for d in &self.delays {
+            let name = retry_queue_name(&self.queue, *d);
+            declare_queue(ch, &name, durable, self.retry_args(*d)).await?;
+        }
+        declare_queue(ch, &self.queue, durable, self.work_args()).await?;
+        if let Some(exchange) = &self.exchange {
+            let kind = match self.exchange_type.as_str() {
+                "direct" => ExchangeKind::Direct,
+                "fanout" => ExchangeKind::Fanout,
+                "headers" => ExchangeKind::Headers,
+                "topic" => ExchangeKind::Topic,
+                other => ExchangeKind::Custom(other.to_owned()),
+            };
+            ch.exchange_declare(
+                name(exchange)?,
+                kind,
+                ExchangeDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| declare_error("exchange", exchange, &e))?;
+            ch.queue_bind(
+                name(&self.queue)?,
+                name(exchange)?,
+                name(&self.routing_key)?,
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| declare_error("binding of queue", &self.queue, &e))?;
+        }
+        Ok(())
+    }
+}
+
+async fn declare_queue(
+    ch: &Channel,
+    queue: &str,
+    options: QueueDeclareOptions,
+    args: FieldTable,
+) -> Result<()> {
+    ch.queue_declare(name(queue)?, options, args)
+        .await
+        .map(|_| ())
+        .map_err(|e| declare_error("queue", queue, &e))
+}
+
+fn name(s: &str) -> Result<ShortString> {
+    ShortString::try_new(s).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidOptions,
+            format!(
+                "name '{}…' is {} bytes long; AMQP names are at most 255 bytes",
+                s.chars().take(40).collect::<String>(),
+                s.len()
+            ),
+        )
+    })
+}
+
+fn declare_error(what: &str, name: &str, e: &lapin::Error) -> Error {
+    match amqp_reply(e) {
+        Some((406, text)) => {
+            let arg = mismatched_arg(&text).unwrap_or_else(|| "an argument".into());
+            Error::new(
+                ErrorKind::TopologyMismatch,
+                format!(
+                    "{what} '{name}' already exists with a different '{arg}' ({text}); delete it or change the options to match"
+                ),
+            )
+        }
+        Some((code, text)) => Error::new(
+            ErrorKind::Connection,
+            format!("declaring {what} '{name}' failed: {code} {text}"),
+        ),
+        None => Error::new(
+            ErrorKind::Connection,
+            format!("declaring {what} '{name}' failed: {e}"),
+        ),
+    }
+}
+
+/// The argument named in the broker's `inequivalent arg 'x'` reply.
+fn mismatched_arg(text: &str) -> Option<String> {
+    let start = text.find("inequivalent arg '")? + "inequivalent arg '".len();
+    let len = text[start..].find('\'')?;
+    Some(text[start..start + len].to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mismatched_arg;
+
+    #[test]
+    fn finds_the_mismatched_argument() {
+        let text = "PRECONDITION_FAILED - inequivalent arg 'x-message-ttl' for queue 'q.retry.5s' in vhost '/': received the value '5000' of type 'long' but current is the value '999' of type 'signedint'";
+        assert_eq!(mismatched_arg(text).as_deref(), Some("x-message-ttl"));
+        assert_eq!(mismatched_arg("PRECONDITION_FAILED - something else"), None);
+    }
+}

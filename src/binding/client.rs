@@ -1,0 +1,147 @@
+//! `NativeClient`: one connection, its publisher, and the consumers made from it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use napi::bindgen_prelude::Buffer;
+use napi_derive::napi;
+
+use super::consumer::{ConsumeOptions, NativeConsumer};
+use super::convert::{invalid, js_error, MessageProperties};
+use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions};
+use crate::amqp::consumer::{ConsumerConfig, ConsumerHandle};
+use crate::amqp::topology::{QueueType, Topology};
+use crate::retry::{parse_delays, validate_name, validate_topology_names};
+
+/// How to connect.
+#[napi(object)]
+pub struct ConnectOptions {
+    /// `amqp://user:password@host:5672/vhost`.
+    pub url: String,
+    /// The name the broker's management tools show for the connection.
+    pub connection_name: Option<String>,
+    /// Heartbeat in seconds. @default the broker's (60)
+    pub heartbeat: Option<u32>,
+    /// Milliseconds to wait for the broker. @default 10000
+    pub connect_timeout_ms: Option<u32>,
+    /// Milliseconds to wait for a publisher confirm. @default 30000
+    pub confirm_timeout_ms: Option<u32>,
+}
+
+/// A connection to the broker.
+#[napi]
+pub struct NativeClient {
+    broker: Arc<Broker>,
+}
+
+/// Connects to the broker; rejects with `CONNECTION` or `INVALID_OPTIONS`.
+#[napi]
+pub async fn connect(options: ConnectOptions) -> napi::Result<NativeClient> {
+    let heartbeat =
+        match options.heartbeat {
+            Some(h) => Some(u16::try_from(h).map_err(|_| {
+                invalid(format!("heartbeat must be at most 65535 seconds, got {h}"))
+            })?),
+            None => None,
+        };
+    let opts = AmqpConnectOptions {
+        url: options.url,
+        connection_name: options.connection_name,
+        heartbeat_secs: heartbeat,
+        connect_timeout: Duration::from_millis(u64::from(
+            options.connect_timeout_ms.unwrap_or(10_000),
+        )),
+        confirm_timeout: Duration::from_millis(u64::from(
+            options.confirm_timeout_ms.unwrap_or(30_000),
+        )),
+    };
+    let broker = Broker::connect(opts).await.map_err(js_error)?;
+    Ok(NativeClient { broker })
+}
+
+#[napi]
+impl NativeClient {
+    /// The broker URL without its password.
+    #[napi(getter)]
+    pub fn safe_url(&self) -> String {
+        self.broker.safe_url().to_owned()
+    }
+
+    /// Declares the topology and starts a consumer.
+    #[napi]
+    pub async fn consume(&self, options: ConsumeOptions) -> napi::Result<NativeConsumer> {
+        let delays =
+            parse_delays(&options.delays).map_err(|e| invalid(format!("onFailure.delays: {e}")))?;
+        validate_name("queue name", &options.queue, false)
+            .map_err(|e| invalid(format!("queue: {e}")))?;
+        validate_topology_names(&options.queue, &delays)
+            .map_err(|e| invalid(format!("queue: {e}")))?;
+        if let Some(x) = &options.exchange {
+            validate_name("exchange name", x, false)
+                .map_err(|e| invalid(format!("exchange: {e}")))?;
+        }
+        let routing_key = options
+            .routing_key
+            .clone()
+            .unwrap_or_else(|| options.queue.clone());
+        validate_name("routing key", &routing_key, true)
+            .map_err(|e| invalid(format!("routingKey: {e}")))?;
+        let prefetch = options.prefetch.unwrap_or(10);
+        if prefetch == 0 || prefetch > 65_535 {
+            return Err(invalid(format!(
+                "prefetch must be between 1 and 65535, got {prefetch}"
+            )));
+        }
+        let queue_type = QueueType::parse(options.queue_type.as_deref().unwrap_or("classic"))
+            .map_err(js_error)?;
+        let exchange_type = options
+            .exchange_type
+            .clone()
+            .unwrap_or_else(|| "topic".into());
+        let config = ConsumerConfig {
+            topology: Topology {
+                queue: options.queue,
+                exchange: options.exchange,
+                exchange_type,
+                routing_key,
+                queue_type,
+                delays,
+            },
+            prefetch: prefetch as u16,
+        };
+        let handle = ConsumerHandle::start(self.broker.clone(), config)
+            .await
+            .map_err(js_error)?;
+        Ok(NativeConsumer::new(handle))
+    }
+
+    /// Publishes with `mandatory` on the confirm channel and waits for the
+    /// broker; rejects with `UNROUTABLE`, `PUBLISH_NACKED` or `PUBLISH_FAILED`.
+    #[napi]
+    pub async fn publish(
+        &self,
+        exchange: String,
+        routing_key: String,
+        body: Buffer,
+        properties: Option<MessageProperties>,
+    ) -> napi::Result<()> {
+        let props = properties.unwrap_or_default().to_amqp()?;
+        self.broker
+            .publisher()
+            .publish(
+                self.broker.connection(),
+                &exchange,
+                &routing_key,
+                &body,
+                props,
+            )
+            .await
+            .map_err(js_error)
+    }
+
+    /// Closes the connection.
+    #[napi]
+    pub async fn close(&self) -> napi::Result<()> {
+        self.broker.close().await.map_err(js_error)
+    }
+}

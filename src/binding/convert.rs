@@ -1,0 +1,161 @@
+//! Conversions between native values and the objects JavaScript sees.
+
+use lapin::types::ShortString;
+use lapin::BasicProperties;
+use napi_derive::napi;
+
+use crate::amqp::error::{Error as AmqpError, ErrorKind};
+use crate::amqp::fields::{table_from_json, table_to_json};
+use crate::retry::{parse_delays as parse_delay_list, DelayError};
+
+/// Turns an AMQP-layer error into a JavaScript error carrying its code.
+pub fn js_error(e: AmqpError) -> napi::Error {
+    napi::Error::from_reason(e.coded_message())
+}
+
+/// An `INVALID_OPTIONS` error for JavaScript.
+pub fn invalid(message: impl Into<String>) -> napi::Error {
+    js_error(AmqpError::new(ErrorKind::InvalidOptions, message))
+}
+
+/// Message properties as JavaScript reads and writes them.
+#[napi(object)]
+#[derive(Default)]
+pub struct MessageProperties {
+    /// Application message id.
+    pub message_id: Option<String>,
+    /// Correlation id.
+    pub correlation_id: Option<String>,
+    /// MIME content type.
+    pub content_type: Option<String>,
+    /// MIME content encoding.
+    pub content_encoding: Option<String>,
+    /// Message type name.
+    #[napi(js_name = "type")]
+    pub kind: Option<String>,
+    /// Creating application id.
+    pub app_id: Option<String>,
+    /// Seconds since the epoch, as AMQP carries it.
+    pub timestamp: Option<i64>,
+    /// Priority, 0 to 255.
+    pub priority: Option<u32>,
+    /// 1 transient, 2 persistent.
+    pub delivery_mode: Option<u32>,
+    /// Reply-to address.
+    pub reply_to: Option<String>,
+    /// Per-message TTL in milliseconds, as a string.
+    pub expiration: Option<String>,
+    /// Creating user id (checked by the broker).
+    pub user_id: Option<String>,
+    /// Application headers.
+    pub headers: Option<serde_json::Value>,
+}
+
+fn short(field: &str, v: &str) -> napi::Result<ShortString> {
+    ShortString::try_new(v).map_err(|_| {
+        invalid(format!(
+            "{field} is {} bytes long; AMQP allows at most 255",
+            v.len()
+        ))
+    })
+}
+
+fn octet(field: &str, v: u32) -> napi::Result<u8> {
+    u8::try_from(v).map_err(|_| invalid(format!("{field} must be between 0 and 255, got {v}")))
+}
+
+impl MessageProperties {
+    /// Builds AMQP properties; publishes are persistent unless told otherwise.
+    pub fn to_amqp(&self) -> napi::Result<BasicProperties> {
+        let mut p = BasicProperties::default()
+            .with_delivery_mode(octet("deliveryMode", self.delivery_mode.unwrap_or(2))?);
+        if let Some(v) = &self.message_id {
+            p = p.with_message_id(short("messageId", v)?);
+        }
+        if let Some(v) = &self.correlation_id {
+            p = p.with_correlation_id(short("correlationId", v)?);
+        }
+        if let Some(v) = &self.content_type {
+            p = p.with_content_type(short("contentType", v)?);
+        }
+        if let Some(v) = &self.content_encoding {
+            p = p.with_content_encoding(short("contentEncoding", v)?);
+        }
+        if let Some(v) = &self.kind {
+            p = p.with_type(short("type", v)?);
+        }
+        if let Some(v) = &self.app_id {
+            p = p.with_app_id(short("appId", v)?);
+        }
+        if let Some(v) = self.timestamp {
+            let t = u64::try_from(v)
+                .map_err(|_| invalid(format!("timestamp must not be negative, got {v}")))?;
+            p = p.with_timestamp(t);
+        }
+        if let Some(v) = self.priority {
+            p = p.with_priority(octet("priority", v)?);
+        }
+        if let Some(v) = &self.reply_to {
+            p = p.with_reply_to(short("replyTo", v)?);
+        }
+        if let Some(v) = &self.expiration {
+            p = p.with_expiration(short("expiration", v)?);
+        }
+        if let Some(v) = &self.user_id {
+            p = p.with_user_id(short("userId", v)?);
+        }
+        if let Some(h) = &self.headers {
+            p = p.with_headers(table_from_json(h).map_err(invalid)?);
+        }
+        Ok(p)
+    }
+
+    /// Reads AMQP properties.
+    pub fn from_amqp(p: &BasicProperties) -> Self {
+        let s = |v: &Option<ShortString>| v.as_ref().map(|x| x.as_str().to_owned());
+        MessageProperties {
+            message_id: s(p.message_id()),
+            correlation_id: s(p.correlation_id()),
+            content_type: s(p.content_type()),
+            content_encoding: s(p.content_encoding()),
+            kind: s(p.kind()),
+            app_id: s(p.app_id()),
+            timestamp: p.timestamp().map(|t| t as i64),
+            priority: p.priority().map(u32::from),
+            delivery_mode: p.delivery_mode().map(u32::from),
+            reply_to: s(p.reply_to()),
+            expiration: s(p.expiration()),
+            user_id: s(p.user_id()),
+            headers: Some(
+                p.headers()
+                    .as_ref()
+                    .map(table_to_json)
+                    .unwrap_or_else(|| serde_json::Value::Object(Default::default())),
+            ),
+        }
+    }
+}
+
+/// A parsed delay: milliseconds and the label used in queue names.
+#[napi(object)]
+pub struct DelayInfo {
+    /// Milliseconds.
+    pub ms: f64,
+    /// The largest exact unit: `500ms`, `5s`, `1m`, `2h`.
+    pub label: String,
+}
+
+/// Parses and checks a list of delays (`"5s"`, `"1m"`, `"500"` milliseconds);
+/// rejects with `INVALID_OPTIONS` when one is malformed, zero, repeated or out of order.
+#[napi]
+pub fn parse_delays(delays: Vec<String>) -> napi::Result<Vec<DelayInfo>> {
+    let parsed = parse_delay_list(&delays)
+        .map_err(|e: DelayError| invalid(format!("onFailure.delays: {e}")))?;
+    Ok(parsed
+        .into_iter()
+        .map(|d| DelayInfo {
+            ms: d.millis() as f64,
+            label: d.label(),
+        })
+        .collect())
+}

@@ -1,0 +1,19 @@
+//! Pure retry logic: delays, attempt counting, routing, header building and
+//! naming. Nothing here does I/O, so every rule can be tested on its own.
+
+pub mod attempt;
+pub mod delay;
+pub mod headers;
+pub mod names;
+pub mod route;
+pub mod time;
+
+pub use attempt::{attempt_count, FieldValue};
+pub use delay::{parse_delay, parse_delays, Delay, DelayError};
+pub use headers::{
+    failure_headers, is_broker_death_header, FailureInput, HeaderValue, FRAME_MAX, HEADER_HEADROOM,
+};
+pub use names::{
+    parked_queue_name, retry_queue_name, validate_name, validate_topology_names, NameError,
+};
+pub use route::{route_failure, ParkReason, Route};

@@ -1,0 +1,152 @@
+//! Deciding where a failed message goes next.
+
+use super::delay::Delay;
+
+/// Why a message is parked instead of retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParkReason {
+    /// The handler said the failure will not go away by retrying.
+    NonRetryable,
+    /// Every configured delay has been used.
+    Exhausted,
+}
+
+impl ParkReason {
+    /// The value written to the `retry-reason` header.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ParkReason::NonRetryable => "non-retryable",
+            ParkReason::Exhausted => "exhausted",
+        }
+    }
+}
+
+/// Where a failed message goes next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Publish to the retry queue for `delay`.
+    Retry {
+        /// How long the message waits before coming back.
+        delay: Delay,
+        /// Position of `delay` in the configured list.
+        index: usize,
+        /// The attempt count to record on the republished message.
+        next_attempt: u32,
+    },
+    /// Publish to the parked queue for a person to look at.
+    Park {
+        /// Why the message is parked.
+        reason: ParkReason,
+        /// The number of earlier failed attempts.
+        attempt: u32,
+    },
+}
+
+impl Route {
+    /// The value written to the `retry-reason` header.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Route::Retry { .. } => "retry",
+            Route::Park { reason, .. } => reason.as_str(),
+        }
+    }
+
+    /// The value written to the `retry-attempt` header.
+    pub fn attempt_header(&self) -> u32 {
+        match *self {
+            Route::Retry { next_attempt, .. } => next_attempt,
+            Route::Park { attempt, .. } => attempt,
+        }
+    }
+}
+
+/// Routes a failure after `attempt` earlier failed attempts: non-retryable
+/// failures park at once, retryable ones take the next delay until the list
+/// runs out.
+pub fn route_failure(attempt: u32, delays: &[Delay], retryable: bool) -> Route {
+    if !retryable {
+        return Route::Park {
+            reason: ParkReason::NonRetryable,
+            attempt,
+        };
+    }
+    let index = usize::try_from(attempt).unwrap_or(usize::MAX);
+    match delays.get(index) {
+        Some(&delay) => Route::Retry {
+            delay,
+            index,
+            next_attempt: attempt.saturating_add(1),
+        },
+        None => Route::Park {
+            reason: ParkReason::Exhausted,
+            attempt,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(ms: u64) -> Delay {
+        Delay::from_millis(ms).unwrap()
+    }
+
+    fn retry(ms: u64, index: usize) -> Route {
+        Route::Retry {
+            delay: d(ms),
+            index,
+            next_attempt: index as u32 + 1,
+        }
+    }
+
+    fn park(reason: ParkReason, attempt: u32) -> Route {
+        Route::Park { reason, attempt }
+    }
+
+    #[test]
+    fn outcome_table() {
+        use ParkReason::*;
+        let three = [d(5_000), d(60_000), d(600_000)];
+        let cases: Vec<(u32, &[Delay], bool, Route)> = vec![
+            (0, &[], true, park(Exhausted, 0)),
+            (0, &[], false, park(NonRetryable, 0)),
+            (5, &[], true, park(Exhausted, 5)),
+            (0, &three, true, retry(5_000, 0)),
+            (1, &three, true, retry(60_000, 1)),
+            (2, &three, true, retry(600_000, 2)),
+            (3, &three, true, park(Exhausted, 3)),
+            (4, &three, true, park(Exhausted, 4)),
+            (1_000, &three, true, park(Exhausted, 1_000)),
+            (u32::MAX, &three, true, park(Exhausted, u32::MAX)),
+            (0, &three, false, park(NonRetryable, 0)),
+            (2, &three, false, park(NonRetryable, 2)),
+            (9, &three, false, park(NonRetryable, 9)),
+            (u32::MAX, &three, false, park(NonRetryable, u32::MAX)),
+        ];
+        for (attempt, delays, retryable, want) in cases {
+            assert_eq!(
+                route_failure(attempt, delays, retryable),
+                want,
+                "attempt {attempt}, {} delays, retryable {retryable}",
+                delays.len()
+            );
+        }
+    }
+
+    #[test]
+    fn header_values() {
+        let cases = [
+            (retry(5_000, 0), "retry", 1),
+            (retry(60_000, 1), "retry", 2),
+            (park(ParkReason::Exhausted, 3), "exhausted", 3),
+            (park(ParkReason::NonRetryable, 0), "non-retryable", 0),
+        ];
+        for (route, reason, attempt) in cases {
+            assert_eq!(route.reason(), reason, "{route:?}");
+            assert_eq!(route.attempt_header(), attempt, "{route:?}");
+        }
+        assert_eq!(ParkReason::Exhausted.as_str(), "exhausted");
+        assert_eq!(ParkReason::NonRetryable.as_str(), "non-retryable");
+    }
+}
