@@ -22,6 +22,12 @@ export declare class NativeClient {
   publish(exchange: string, routingKey: string, body: Buffer, properties?: MessageProperties | undefined | null): Promise<void>
   /** Closes the connection. */
   close(): Promise<void>
+  /** Depth and consumers of `queue`; `null` when it does not exist. */
+  queueInfo(queue: string): Promise<NativeQueueInfo | null>
+  /** Removes every ready message of `queue`; resolves to how many. */
+  purge(queue: string): Promise<number>
+  /** Opens a session on `parkedQueue`, whose messages belong to `workQueue`. */
+  openParked(parkedQueue: string, workQueue: string): Promise<NativeParkedSession>
 }
 
 /** A running consumer. */
@@ -40,6 +46,19 @@ export declare class NativeConsumer {
   finish(): Promise<void>
   /** Events not pulled yet. */
   takeEvents(): Array<NativeEvent>
+}
+
+/** A session on one parked queue. */
+export declare class NativeParkedSession {
+  /** Takes the next message without acking it; `null` when none is left. */
+  get(): Promise<NativeHeld | null>
+  /**
+   * Publishes held message `id` to `exchange`/`routingKey` with its attempt
+   * count reset, then acks it.
+   */
+  replay(id: number, exchange: string, routingKey: string): Promise<void>
+  /** Closes the session; held messages go back to the queue. */
+  close(): Promise<void>
 }
 
 /** Connects to the broker; rejects with `CONNECTION` or `INVALID_OPTIONS`. */
@@ -176,6 +195,22 @@ export interface NativeEvent {
   delay?: string
   /** The handler's error message, or the consumer's error as `[CODE] message`. */
   error: string
+}
+
+/** A message held by a session, and how many are left behind it. */
+export interface NativeHeld {
+  /** The message. */
+  delivery: NativeDelivery
+  /** Messages left in the queue after it. */
+  remaining: number
+}
+
+/** Depth and consumers of a queue. */
+export interface NativeQueueInfo {
+  /** Messages ready. */
+  messages: number
+  /** Consumers subscribed. */
+  consumers: number
 }
 
 /**

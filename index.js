@@ -837,5 +837,6 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.NativeClient = nativeBinding.NativeClient
 module.exports.NativeConsumer = nativeBinding.NativeConsumer
+module.exports.NativeParkedSession = nativeBinding.NativeParkedSession
 module.exports.connect = nativeBinding.connect
 module.exports.parseDelays = nativeBinding.parseDelays

@@ -1,8 +1,10 @@
 import { Consumer, type Handler } from './consumer';
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
 import type { MessageProperties } from './message';
+import { Parked } from './parked';
 import { binding, type NativeClient, type NativeMessageProperties } from './native';
-import { checkConsumeOptions, delayStrings, type ConnectOptions, type ConsumeOptions, type Logger } from './options';
+import { consumerMetrics } from './metrics';
+import { checkConsumeOptions, delayStrings, type ConnectOptions, type ConsumeOptions } from './options';
 
 /** The default broker URL when neither the options nor `AMQP_URL` give one. */
 export const DEFAULT_URL = 'amqp://guest:guest@127.0.0.1:5672';
@@ -66,7 +68,7 @@ export class RabbitRetry {
 
   private constructor(
     private readonly inner: NativeClient,
-    private readonly logger: Logger,
+    private readonly options: ConnectOptions,
   ) {}
 
   /**
@@ -90,7 +92,7 @@ export class RabbitRetry {
         confirmTimeoutMs: options.confirmTimeoutMs,
       }),
     );
-    return new RabbitRetry(inner, options.logger ?? console);
+    return new RabbitRetry(inner, options);
   }
 
   /** The broker URL with its password hidden, safe to log. */
@@ -122,8 +124,24 @@ export class RabbitRetry {
         delays,
       }),
     );
-    const retryable = options.onFailure?.retryable ?? (() => true);
-    const consumer = new Consumer(inner, handler, retryable, prefetch, this.logger, (c) => this.consumers.delete(c));
+    const parkedDepth = async () => (await native(this.inner.queueInfo(`${options.queue}.parked`)))?.messages;
+    let alert;
+    if (options.alert) {
+      const every = delayStrings([options.alert.every ?? '1m'], 'alert.every');
+      const everyMs = nativeSync(() => binding.parseDelays(every))[0].ms;
+      alert = { parkedAbove: options.alert.parkedAbove, everyMs, onAlert: options.alert.onAlert };
+    }
+    const consumer = new Consumer({
+      inner,
+      handler,
+      retryable: options.onFailure?.retryable ?? (() => true),
+      batchSize: prefetch,
+      logger: this.options.logger ?? console,
+      metrics: consumerMetrics(options.queue, this.options.meterProvider, parkedDepth),
+      parkedDepth,
+      alert,
+      onClosed: (c) => this.consumers.delete(c),
+    });
     this.consumers.add(consumer);
     return consumer;
   }
@@ -142,6 +160,22 @@ export class RabbitRetry {
     const { buf, contentType } = toBuffer(body, options);
     const props = toNativeProps(options, contentType);
     await native(this.inner.publish(exchange, routingKey, buf, props));
+  }
+
+  /**
+   * The parked queue of work queue `queue` (`<queue>.parked`), to count, look
+   * at, replay and purge its messages.
+   */
+  parked(queue: string): Parked {
+    this.assertOpen();
+    if (typeof queue !== 'string' || queue.length === 0) throw new InvalidOptionsError('queue must be the name of a work queue');
+    return new Parked(this.inner, queue);
+  }
+
+  /** Messages and consumers of `queue`, or `null` when it does not exist. */
+  async queueInfo(queue: string): Promise<{ messages: number; consumers: number } | null> {
+    this.assertOpen();
+    return (await native(this.inner.queueInfo(queue))) ?? null;
   }
 
   /** Closes every consumer (see {@link Consumer.close}), then the connection. */

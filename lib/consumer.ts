@@ -3,6 +3,7 @@ import { EventEmitter } from 'node:events';
 import { NonRetryableError, RabbitRetryError, fromNative, native, nativeSync } from './errors';
 import { Message } from './message';
 import type { NativeConsumer, NativeDelivery, NativeEvent } from './native';
+import type { ConsumerMetrics } from './metrics';
 import type { Logger } from './options';
 
 /** A handler: resolve to ack the message, throw to retry or park it. */
@@ -52,8 +53,61 @@ export interface PublishFailedEvent {
   error: RabbitRetryError;
 }
 
+/** Emitted once each time the parked queue's depth rises above the alert threshold. */
+export interface ParkedAlert {
+  /** The work queue. */
+  queue: string;
+  /** The parked queue. */
+  parkedQueue: string;
+  /** Messages in the parked queue at the check. */
+  depth: number;
+  /** The threshold it rose above. */
+  threshold: number;
+}
+
+/** Counts since the consumer started, as {@link Consumer.stats} returns them. */
+export interface ConsumerStats {
+  /** The work queue. */
+  queue: string;
+  /** `consuming`, `closing` or `closed`. */
+  state: 'consuming' | 'closing' | 'closed';
+  /** Handlers running now. */
+  inFlight: number;
+  /** Messages handled successfully and acked. */
+  acked: number;
+  /** Handler failures. */
+  failed: number;
+  /** Failed messages sent to a retry queue. */
+  retried: number;
+  /** `retried`, by delay label. */
+  retriedByDelay: Record<string, number>;
+  /** Failed messages parked. */
+  parked: number;
+  /** `parked`, by reason. */
+  parkedByReason: Record<string, number>;
+  /** Republishes that failed (the message stayed unacked). */
+  publishFailed: number;
+  /** Handler durations in milliseconds. */
+  handlerMs: { count: number; total: number; max: number };
+}
+
+/** @internal */
+export interface ConsumerContext {
+  inner: NativeConsumer;
+  handler: Handler;
+  retryable: (err: unknown, msg: Message) => boolean;
+  batchSize: number;
+  logger: Logger;
+  metrics: ConsumerMetrics;
+  parkedDepth: () => Promise<number | undefined>;
+  alert?: { parkedAbove: number; everyMs: number; onAlert?: (a: ParkedAlert) => void };
+  onClosed: (c: Consumer) => void;
+}
+
 /** The events a {@link Consumer} emits. */
 export interface ConsumerEvents {
+  /** The parked queue rose above `alert.parkedAbove`. */
+  alert: [ParkedAlert];
   /** A failed message went to a retry queue. */
   retry: [RetryEvent];
   /** A failed message was parked. */
@@ -100,22 +154,76 @@ function errorInfo(err: unknown): { name: string; message: string; stack: string
 export class Consumer extends EventEmitter<ConsumerEvents> {
   /** The work queue. */
   readonly queue: string;
+  private readonly inner: NativeConsumer;
+  private readonly handler: Handler;
+  private readonly retryable: (err: unknown, msg: Message) => boolean;
+  private readonly logger: Logger;
+  private readonly metrics: ConsumerMetrics;
   private readonly inFlight = new Set<Promise<void>>();
   private readonly loopDone: Promise<void>;
+  private readonly alertTimer?: NodeJS.Timeout;
+  private alerting = false;
   private closing?: Promise<void>;
+  private closed = false;
+  private readonly counts: Omit<ConsumerStats, 'queue' | 'state' | 'inFlight'> = {
+    acked: 0,
+    failed: 0,
+    retried: 0,
+    retriedByDelay: {},
+    parked: 0,
+    parkedByReason: {},
+    publishFailed: 0,
+    handlerMs: { count: 0, total: 0, max: 0 },
+  };
 
   /** @internal */
-  constructor(
-    private readonly inner: NativeConsumer,
-    private readonly handler: Handler,
-    private readonly retryable: (err: unknown, msg: Message) => boolean,
-    private readonly batchSize: number,
-    private readonly logger: Logger,
-    private readonly onClosed: (c: Consumer) => void,
-  ) {
+  constructor(private readonly ctx: ConsumerContext) {
     super();
-    this.queue = inner.queue;
+    this.inner = ctx.inner;
+    this.handler = ctx.handler;
+    this.retryable = ctx.retryable;
+    this.logger = ctx.logger;
+    this.metrics = ctx.metrics;
+    this.queue = ctx.inner.queue;
+    if (ctx.alert) {
+      const alert = ctx.alert;
+      this.alertTimer = setInterval(() => void this.checkAlert(alert), alert.everyMs);
+      this.alertTimer.unref();
+      void this.checkAlert(alert);
+    }
     this.loopDone = this.loop();
+  }
+
+  /** Counts since the consumer started; the same numbers the metrics report. */
+  stats(): ConsumerStats {
+    const c = this.counts;
+    return {
+      queue: this.queue,
+      state: this.closed ? 'closed' : this.closing ? 'closing' : 'consuming',
+      inFlight: this.inFlight.size,
+      ...c,
+      retriedByDelay: { ...c.retriedByDelay },
+      parkedByReason: { ...c.parkedByReason },
+      handlerMs: { ...c.handlerMs },
+    };
+  }
+
+  private async checkAlert(alert: NonNullable<ConsumerContext['alert']>): Promise<void> {
+    const depth = await this.ctx.parkedDepth().catch(() => undefined);
+    if (depth === undefined) return;
+    if (depth > alert.parkedAbove) {
+      if (this.alerting) return;
+      this.alerting = true;
+      const a: ParkedAlert = { queue: this.queue, parkedQueue: `${this.queue}.parked`, depth, threshold: alert.parkedAbove };
+      try {
+        alert.onAlert?.(a);
+      } catch (err) {
+        this.logger.warn(`rabbit-retry: alert.onAlert threw: ${errorInfo(err).message}`);
+      }
+      this.emit('alert', a);
+    } else {
+      this.alerting = false;
+    }
   }
 
   /** Handlers running now. */
@@ -134,19 +242,22 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   }
 
   private async shutdown(): Promise<void> {
+    if (this.alertTimer) clearInterval(this.alertTimer);
     await native(this.inner.stop());
     await this.loopDone;
     await Promise.allSettled([...this.inFlight]);
     await native(this.inner.finish());
     for (const e of this.inner.takeEvents()) this.report(e);
-    this.onClosed(this);
+    this.metrics.stop();
+    this.closed = true;
+    this.ctx.onClosed(this);
   }
 
   private async loop(): Promise<void> {
     for (;;) {
       let batch;
       try {
-        batch = await this.inner.recv(this.batchSize);
+        batch = await this.inner.recv(this.ctx.batchSize);
       } catch (err) {
         this.fail(fromNative(err));
         return;
@@ -165,9 +276,12 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
 
   private async handle(d: NativeDelivery): Promise<void> {
     const msg = new Message(d);
+    const started = performance.now();
     try {
       await this.handler(msg);
     } catch (err) {
+      this.timed(started, 'failure');
+      this.counts.failed++;
       let retryable: boolean;
       try {
         retryable = !(err instanceof NonRetryableError) && this.retryable(err, msg);
@@ -180,7 +294,19 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       this.settle(() => this.inner.fail(d.id, { ...errorInfo(err), retryable }));
       return;
     }
+    this.timed(started, 'success');
     this.settle(() => this.inner.ack(d.id));
+    this.counts.acked++;
+    this.metrics.acked();
+  }
+
+  private timed(started: number, outcome: 'success' | 'failure'): void {
+    const ms = performance.now() - started;
+    const h = this.counts.handlerMs;
+    h.count++;
+    h.total += ms;
+    if (ms > h.max) h.max = ms;
+    this.metrics.handlerDuration(ms, outcome);
   }
 
   private settle(f: () => void): void {
@@ -196,13 +322,25 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     const messageId = e.messageId ?? undefined;
     const target = e.target ?? '';
     switch (e.kind) {
-      case 'retry':
-        this.emit('retry', { queue: this.queue, target, messageId, attempt: e.attempt ?? 0, delay: e.delay ?? '', error: e.error });
+      case 'retry': {
+        const delay = e.delay ?? '';
+        this.counts.retried++;
+        this.counts.retriedByDelay[delay] = (this.counts.retriedByDelay[delay] ?? 0) + 1;
+        this.metrics.retried(delay);
+        this.emit('retry', { queue: this.queue, target, messageId, attempt: e.attempt ?? 0, delay, error: e.error });
         return;
-      case 'parked':
-        this.emit('parked', { queue: this.queue, target, messageId, reason: e.reason ?? '', attempt: e.attempt ?? 0, error: e.error });
+      }
+      case 'parked': {
+        const reason = e.reason ?? '';
+        this.counts.parked++;
+        this.counts.parkedByReason[reason] = (this.counts.parkedByReason[reason] ?? 0) + 1;
+        this.metrics.parked(reason);
+        this.emit('parked', { queue: this.queue, target, messageId, reason, attempt: e.attempt ?? 0, error: e.error });
         return;
+      }
       case 'publish-failed': {
+        this.counts.publishFailed++;
+        this.metrics.publishFailed();
         const error = fromNative(new Error(e.error)) as RabbitRetryError;
         if (this.listenerCount('publishFailed') > 0) {
           this.emit('publishFailed', { queue: this.queue, target, messageId, error });

@@ -12,7 +12,10 @@ export {
   type RetryEvent,
   type ParkedEvent,
   type PublishFailedEvent,
+  type ParkedAlert,
+  type ConsumerStats,
 } from './consumer';
+export type { MeterProviderLike } from './metrics';
 export { Message, type MessageProperties } from './message';
 export {
   DEFAULT_DELAYS,
@@ -21,6 +24,7 @@ export {
   type OnFailureOptions,
   type Delay,
   type Logger,
+  type AlertOptions,
 } from './options';
 export {
   RabbitRetryError,
@@ -34,4 +38,14 @@ export {
   ClosedError,
   type ErrorCode,
 } from './errors';
+export {
+  Parked,
+  ParkedMessage,
+  type ParkedFilter,
+  type PeekOptions,
+  type ReplayOptions,
+  type ReplayProgress,
+  type ReplayResult,
+  type ReplayTarget,
+} from './parked';
 export { delayLabel, retryQueueName, parkedQueueName } from './names';

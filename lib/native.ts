@@ -11,6 +11,7 @@ export type {
   NativeDelivery,
   NativeEvent,
   NativeBatch,
+  NativeParkedSession,
   MessageProperties as NativeMessageProperties,
 } from '../index';
 

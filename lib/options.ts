@@ -1,5 +1,6 @@
 import { InvalidOptionsError } from './errors';
 import type { Message } from './message';
+import type { MeterProviderLike } from './metrics';
 
 /** A delay: `'500ms'`, `'5s'`, `'1m'`, `'2h'`, or a number of milliseconds. */
 export type Delay = string | number;
@@ -21,6 +22,21 @@ export interface ConnectOptions {
   confirmTimeoutMs?: number;
   /** Where warnings go when nobody listens for a consumer's `error` event. @default console */
   logger?: Logger;
+  /**
+   * The OpenTelemetry meter provider for metrics.
+   * @default the global one of `@opentelemetry/api` when installed; else no metrics
+   */
+  meterProvider?: MeterProviderLike;
+}
+
+/** Checks the parked queue on a timer and alerts once each time its depth rises above a threshold. */
+export interface AlertOptions {
+  /** Alert when the parked queue holds more than this many messages. */
+  parkedAbove: number;
+  /** How often to check. @default '1m' */
+  every?: Delay;
+  /** Called on each crossing (the consumer also emits `alert`). */
+  onAlert?: (alert: import('./consumer').ParkedAlert) => void;
 }
 
 /** The part of a logger rabbit-retry uses. */
@@ -62,6 +78,8 @@ export interface ConsumeOptions {
   queueType?: 'classic' | 'quorum';
   /** What to do when the handler throws. */
   onFailure?: OnFailureOptions;
+  /** Alert when the parked queue fills up. */
+  alert?: AlertOptions;
 }
 
 /** Default retry delays. */
@@ -102,6 +120,14 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
   }
   if (o.exchangeType !== undefined && !['topic', 'direct', 'fanout', 'headers'].includes(o.exchangeType)) {
     throw new InvalidOptionsError(`exchangeType must be 'topic', 'direct', 'fanout' or 'headers', got '${String(o.exchangeType)}'`);
+  }
+  if (o.alert !== undefined) {
+    if (o.alert === null || typeof o.alert !== 'object' || !Number.isInteger(o.alert.parkedAbove) || o.alert.parkedAbove < 0) {
+      throw new InvalidOptionsError('alert.parkedAbove must be a whole number of messages (0 or more)');
+    }
+    if (o.alert.onAlert !== undefined && typeof o.alert.onAlert !== 'function') {
+      throw new InvalidOptionsError('alert.onAlert must be a function');
+    }
   }
   if (o.onFailure?.retryable !== undefined && typeof o.onFailure.retryable !== 'function') {
     throw new InvalidOptionsError('onFailure.retryable must be a function (err, msg) => boolean');

@@ -29,6 +29,7 @@ pub struct ConnectOptions {
 pub struct Broker {
     conn: Connection,
     publisher: Arc<Publisher>,
+    republisher: Arc<Publisher>,
     safe_url: String,
 }
 
@@ -61,14 +62,15 @@ impl Broker {
                 )
             })?
             .map_err(|e| connection_error(&safe_url, &e))?;
-        let publisher = Arc::new(Publisher::new(opts.confirm_timeout));
         let broker = Arc::new(Broker {
             conn,
-            publisher,
+            publisher: Arc::new(Publisher::new(opts.confirm_timeout)),
+            republisher: Arc::new(Publisher::new(opts.confirm_timeout)),
             safe_url,
         });
-        // Open the confirm channel now, so a broker that refuses confirms fails connect().
+        // Open the confirm channels now, so a broker that refuses confirms fails connect().
         broker.publisher.channel(&broker.conn).await?;
+        broker.republisher.channel(&broker.conn).await?;
         Ok(broker)
     }
 
@@ -77,9 +79,16 @@ impl Broker {
         &self.conn
     }
 
-    /// The confirmed publisher shared by every consumer of this connection.
+    /// The confirmed publisher of the application's own publishes.
     pub fn publisher(&self) -> &Arc<Publisher> {
         &self.publisher
+    }
+
+    /// The confirmed publisher of failed messages, shared by every consumer of
+    /// this connection. It is kept apart from `publisher` because a publish to a
+    /// missing exchange closes its channel, and with it every confirm in flight.
+    pub fn republisher(&self) -> &Arc<Publisher> {
+        &self.republisher
     }
 
     /// The URL with its password replaced, safe for logs and errors.

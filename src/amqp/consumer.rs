@@ -20,6 +20,7 @@ use tokio::task::JoinSet;
 use super::connection::Broker;
 use super::error::{Error, ErrorKind, Result};
 use super::fields::{header, header_str, table_size, to_field_value};
+use super::publisher::republish_properties;
 use super::topology::Topology;
 use crate::retry::{
     attempt_count, failure_headers, is_broker_death_header, parked_queue_name, retry_queue_name,
@@ -353,8 +354,12 @@ impl ConsumerTask {
                         self.inbox.close();
                     }
                     None => {
-                        // Cancelled by the broker (queue deleted) or by us.
+                        // Only the broker ends the stream while we still consume:
+                        // the queue was deleted, or its node went away.
                         consuming = false;
+                        self.inbox.push(Item::Event(Event::ConsumerError {
+                            error: Error::new(ErrorKind::Connection, format!("the broker cancelled the consumer of '{}' (was the queue deleted?); no more deliveries will come", self.config.topology.queue)),
+                        }));
                         self.inbox.close();
                     }
                 },
@@ -573,46 +578,4 @@ async fn handle_failure(
 /// Headers this library writes; a republish replaces them.
 fn is_ours(name: &str) -> bool {
     name.starts_with("retry-")
-}
-
-/// The original properties minus `expiration`, with `headers`.
-fn republish_properties(p: &BasicProperties, headers: FieldTable) -> BasicProperties {
-    let mut out = BasicProperties::default().with_headers(headers);
-    if let Some(v) = p.content_type() {
-        out = out.with_content_type(v.clone());
-    }
-    if let Some(v) = p.content_encoding() {
-        out = out.with_content_encoding(v.clone());
-    }
-    if let Some(v) = p.delivery_mode() {
-        out = out.with_delivery_mode(*v);
-    }
-    if let Some(v) = p.priority() {
-        out = out.with_priority(*v);
-    }
-    if let Some(v) = p.correlation_id() {
-        out = out.with_correlation_id(v.clone());
-    }
-    if let Some(v) = p.reply_to() {
-        out = out.with_reply_to(v.clone());
-    }
-    if let Some(v) = p.message_id() {
-        out = out.with_message_id(v.clone());
-    }
-    if let Some(v) = p.timestamp() {
-        out = out.with_timestamp(*v);
-    }
-    if let Some(v) = p.kind() {
-        out = out.with_type(v.clone());
-    }
-    if let Some(v) = p.user_id() {
-        out = out.with_user_id(v.clone());
-    }
-    if let Some(v) = p.app_id() {
-        out = out.with_app_id(v.clone());
-    }
-    if let Some(v) = p.cluster_id() {
-        out = out.with_cluster_id(v.clone());
-    }
-    out
 }

@@ -5,5 +5,6 @@ pub mod connection;
 pub mod consumer;
 pub mod error;
 pub mod fields;
+pub mod parked;
 pub mod publisher;
 pub mod topology;

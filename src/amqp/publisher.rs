@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
-use lapin::types::ShortString;
+use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Confirmation, Connection};
 use tokio::sync::Mutex;
 
@@ -147,4 +147,46 @@ fn publish_error(target: &str, e: &lapin::Error) -> Error {
             format!("the publish to {target} failed: {e}"),
         ),
     }
+}
+
+/// The original properties minus `expiration`, with `headers`.
+pub fn republish_properties(p: &BasicProperties, headers: FieldTable) -> BasicProperties {
+    let mut out = BasicProperties::default().with_headers(headers);
+    if let Some(v) = p.content_type() {
+        out = out.with_content_type(v.clone());
+    }
+    if let Some(v) = p.content_encoding() {
+        out = out.with_content_encoding(v.clone());
+    }
+    if let Some(v) = p.delivery_mode() {
+        out = out.with_delivery_mode(*v);
+    }
+    if let Some(v) = p.priority() {
+        out = out.with_priority(*v);
+    }
+    if let Some(v) = p.correlation_id() {
+        out = out.with_correlation_id(v.clone());
+    }
+    if let Some(v) = p.reply_to() {
+        out = out.with_reply_to(v.clone());
+    }
+    if let Some(v) = p.message_id() {
+        out = out.with_message_id(v.clone());
+    }
+    if let Some(v) = p.timestamp() {
+        out = out.with_timestamp(*v);
+    }
+    if let Some(v) = p.kind() {
+        out = out.with_type(v.clone());
+    }
+    if let Some(v) = p.user_id() {
+        out = out.with_user_id(v.clone());
+    }
+    if let Some(v) = p.app_id() {
+        out = out.with_app_id(v.clone());
+    }
+    if let Some(v) = p.cluster_id() {
+        out = out.with_cluster_id(v.clone());
+    }
+    out
 }

@@ -8,8 +8,10 @@ use napi_derive::napi;
 
 use super::consumer::{ConsumeOptions, NativeConsumer};
 use super::convert::{invalid, js_error, MessageProperties};
+use super::parked::{NativeParkedSession, NativeQueueInfo};
 use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions};
 use crate::amqp::consumer::{ConsumerConfig, ConsumerHandle};
+use crate::amqp::parked::{purge, queue_info, ParkedSession};
 use crate::amqp::topology::{QueueType, Topology};
 use crate::retry::{parse_delays, validate_name, validate_topology_names};
 
@@ -143,5 +145,38 @@ impl NativeClient {
     #[napi]
     pub async fn close(&self) -> napi::Result<()> {
         self.broker.close().await.map_err(js_error)
+    }
+
+    /// Depth and consumers of `queue`; `null` when it does not exist.
+    #[napi]
+    pub async fn queue_info(&self, queue: String) -> napi::Result<Option<NativeQueueInfo>> {
+        let info = queue_info(&self.broker, &queue).await.map_err(js_error)?;
+        Ok(info.map(|i| NativeQueueInfo {
+            messages: i.messages,
+            consumers: i.consumers,
+        }))
+    }
+
+    /// Removes every ready message of `queue`; resolves to how many.
+    #[napi]
+    pub async fn purge(&self, queue: String) -> napi::Result<u32> {
+        purge(&self.broker, &queue).await.map_err(js_error)
+    }
+
+    /// Opens a session on `parkedQueue`, whose messages belong to `workQueue`.
+    #[napi]
+    pub async fn open_parked(
+        &self,
+        parked_queue: String,
+        work_queue: String,
+    ) -> napi::Result<NativeParkedSession> {
+        let session = ParkedSession::open(&self.broker, &parked_queue)
+            .await
+            .map_err(js_error)?;
+        Ok(NativeParkedSession::new(
+            self.broker.clone(),
+            session,
+            work_queue,
+        ))
     }
 }

@@ -7,7 +7,9 @@
 mod client;
 mod consumer;
 mod convert;
+mod parked;
 
 pub use client::*;
 pub use consumer::*;
 pub use convert::*;
+pub use parked::*;

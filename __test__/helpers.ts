@@ -1,0 +1,208 @@
+import { randomBytes } from 'node:crypto';
+
+import amqp, { type Channel, type ChannelModel, type MessageProperties as AmqpProperties } from 'amqplib';
+
+import { RabbitRetry, type ConnectOptions, type Consumer, type Delay, parkedQueueName, retryQueueName } from '../lib';
+
+export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+
+/** A queue name no other test (or earlier run) uses. */
+export function uniqueName(prefix = 'rr-test'): string {
+  return `${prefix}-${randomBytes(6).toString('hex')}`;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Polls `predicate` until it holds; rejects with `what` when `timeoutMs` passes first. */
+export async function waitFor(
+  predicate: () => boolean | Promise<boolean>,
+  timeoutMs = 10_000,
+  what = 'condition',
+  intervalMs = 50,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await predicate()) return;
+    if (Date.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+// One amqplib connection per test file; opened on first use, closed by closeAmqp().
+let connection: Promise<ChannelModel> | undefined;
+
+function amqpConnection(): Promise<ChannelModel> {
+  connection ??= amqp.connect(AMQP_URL).then((c) => {
+    // A failed passive declare closes only its channel; the connection must not crash the run.
+    c.on('error', () => undefined);
+    return c;
+  });
+  return connection;
+}
+
+export async function closeAmqp(): Promise<void> {
+  const c = connection;
+  connection = undefined;
+  if (c) await (await c).close();
+}
+
+/**
+ * Runs `f` on a fresh channel and closes it. A broker error (404 on a missing
+ * queue, 406 on a mismatch) closes the channel, so each operation gets its own.
+ */
+export async function withChannel<T>(f: (ch: Channel) => Promise<T>): Promise<T> {
+  const ch = await (await amqpConnection()).createChannel();
+  ch.on('error', () => undefined);
+  let closed = false;
+  ch.on('close', () => {
+    closed = true;
+  });
+  try {
+    return await f(ch);
+  } finally {
+    if (!closed) await ch.close().catch(() => undefined);
+  }
+}
+
+function isNotFound(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === 404;
+}
+
+/** Whether the queue exists. */
+export async function queueExists(name: string): Promise<boolean> {
+  try {
+    await withChannel((ch) => ch.checkQueue(name));
+    return true;
+  } catch (err) {
+    if (isNotFound(err)) return false;
+    throw err;
+  }
+}
+
+/** Ready messages in the queue; 0 when the queue does not exist. */
+export async function queueDepth(name: string): Promise<number> {
+  try {
+    return (await withChannel((ch) => ch.checkQueue(name))).messageCount;
+  } catch (err) {
+    if (isNotFound(err)) return 0;
+    throw err;
+  }
+}
+
+export interface GotMessage {
+  content: Buffer;
+  properties: AmqpProperties;
+  headers: Record<string, unknown>;
+  exchange: string;
+  routingKey: string;
+}
+
+/** Takes one message off the queue (basic.get, then ack); null when it is empty. */
+export async function getOne(name: string): Promise<GotMessage | null> {
+  return withChannel(async (ch) => {
+    const m = await ch.get(name, { noAck: false });
+    if (m === false) return null;
+    ch.ack(m);
+    return {
+      content: m.content,
+      properties: m.properties,
+      headers: (m.properties.headers ?? {}) as Record<string, unknown>,
+      exchange: m.fields.exchange,
+      routingKey: m.fields.routingKey,
+    };
+  });
+}
+
+/** Waits until the queue holds a message, then takes it. */
+export async function waitForOne(name: string, timeoutMs = 10_000): Promise<GotMessage> {
+  await waitFor(async () => (await queueDepth(name)) > 0, timeoutMs, `a message in '${name}'`);
+  const m = await getOne(name);
+  if (m === null) throw new Error(`'${name}' was emptied by someone else`);
+  return m;
+}
+
+export async function deleteQueue(name: string): Promise<void> {
+  try {
+    await withChannel((ch) => ch.deleteQueue(name));
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
+}
+
+/** Deletes Q, its retry queue for each delay, and Q.parked. */
+export async function deleteQueues(base: string, delays: readonly Delay[] = []): Promise<void> {
+  const names = [base, ...delays.map((d) => retryQueueName(base, d)), parkedQueueName(base)];
+  for (const n of names) await deleteQueue(n);
+}
+
+export async function deleteExchange(name: string): Promise<void> {
+  try {
+    await withChannel((ch) => ch.deleteExchange(name));
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
+}
+
+/** Depths of Q, each retry queue, and Q.parked. */
+export async function topologyDepths(
+  base: string,
+  delays: readonly Delay[],
+): Promise<{ work: number; retry: Record<string, number>; parked: number }> {
+  const retry: Record<string, number> = {};
+  for (const d of delays) {
+    const name = retryQueueName(base, d);
+    retry[name] = await queueDepth(name);
+  }
+  return { work: await queueDepth(base), retry, parked: await queueDepth(parkedQueueName(base)) };
+}
+
+// What each test created; cleanup() (afterEach) closes and deletes it all.
+const clients: RabbitRetry[] = [];
+const consumers: Consumer[] = [];
+const queues: { base: string; delays: readonly Delay[] }[] = [];
+const extraQueues: string[] = [];
+const exchanges: string[] = [];
+
+/** Connects a client that cleanup() closes. */
+export async function connectClient(options: ConnectOptions = {}): Promise<RabbitRetry> {
+  const rr = await RabbitRetry.connect({ url: AMQP_URL, ...options });
+  clients.push(rr);
+  return rr;
+}
+
+/** Registers a consumer that cleanup() closes before its client. */
+export function track(consumer: Consumer): Consumer {
+  consumers.push(consumer);
+  return consumer;
+}
+
+/** A unique work queue whose whole topology cleanup() deletes. */
+export function testQueue(delays: readonly Delay[] = []): string {
+  const base = uniqueName();
+  queues.push({ base, delays });
+  return base;
+}
+
+/** A unique name for a queue outside a retry topology, deleted by cleanup(). */
+export function extraQueue(): string {
+  const name = uniqueName('rr-test-extra');
+  extraQueues.push(name);
+  return name;
+}
+
+/** A unique exchange name, deleted by cleanup(). */
+export function testExchange(): string {
+  const name = uniqueName('rr-test-ex');
+  exchanges.push(name);
+  return name;
+}
+
+export async function cleanup(): Promise<void> {
+  for (const c of consumers.splice(0)) await c.close().catch(() => undefined);
+  for (const rr of clients.splice(0)) await rr.close().catch(() => undefined);
+  for (const q of queues.splice(0)) await deleteQueues(q.base, q.delays);
+  for (const q of extraQueues.splice(0)) await deleteQueue(q);
+  for (const e of exchanges.splice(0)) await deleteExchange(e);
+}

@@ -1,0 +1,127 @@
+import {
+  ClosedError,
+  ConnectionError,
+  InvalidOptionsError,
+  Message,
+  NonRetryableError,
+  PublishFailedError,
+  PublishNackedError,
+  RabbitRetryError,
+  TopologyMismatchError,
+  UnroutableError,
+  delayLabel,
+  parkedQueueName,
+  retryQueueName,
+} from '../lib';
+
+type Delivery = ConstructorParameters<typeof Message>[0];
+
+function message(body: string | Buffer, overrides: Partial<Delivery> = {}): Message {
+  return new Message({
+    id: 1,
+    body: Buffer.isBuffer(body) ? body : Buffer.from(body, 'utf8'),
+    exchange: 'orders',
+    routingKey: 'order.created',
+    redelivered: false,
+    attempt: 0,
+    properties: { messageId: 'm-1', contentType: 'application/json', headers: { tenant: 'acme' } },
+    ...overrides,
+  });
+}
+
+describe('error classes', () => {
+  const cases: [string, new (message: string) => RabbitRetryError, string][] = [
+    ['NonRetryableError', NonRetryableError, 'NON_RETRYABLE'],
+    ['TopologyMismatchError', TopologyMismatchError, 'TOPOLOGY_MISMATCH'],
+    ['UnroutableError', UnroutableError, 'UNROUTABLE'],
+    ['PublishNackedError', PublishNackedError, 'PUBLISH_NACKED'],
+    ['PublishFailedError', PublishFailedError, 'PUBLISH_FAILED'],
+    ['ConnectionError', ConnectionError, 'CONNECTION'],
+    ['InvalidOptionsError', InvalidOptionsError, 'INVALID_OPTIONS'],
+    ['ClosedError', ClosedError, 'CLOSED'],
+  ];
+
+  it.each(cases)('%s has its code and name and is a RabbitRetryError', (name, Ctor, code) => {
+    const err = new Ctor('what to do next');
+    expect(err).toBeInstanceOf(Ctor);
+    expect(err).toBeInstanceOf(RabbitRetryError);
+    expect(err).toBeInstanceOf(Error);
+    expect(err.code).toBe(code);
+    expect(err.name).toBe(name);
+    expect(err.message).toBe('what to do next');
+    expect(err.stack).toContain(name);
+  });
+
+  it('NonRetryableError keeps its cause', () => {
+    const cause = new Error('root');
+    const err = new NonRetryableError('bad input', { cause });
+    expect(err.cause).toBe(cause);
+  });
+});
+
+describe('delay labels and queue names', () => {
+  it.each<[string | number, string]>([
+    [500, '500ms'],
+    ['500ms', '500ms'],
+    ['90s', '90s'],
+    [90_000, '90s'],
+    ['60s', '1m'],
+    ['1m', '1m'],
+    ['10m', '10m'],
+    [7_200_000, '2h'],
+    ['120m', '2h'],
+    [1500, '1500ms'],
+  ])('delayLabel(%p) is %p', (delay, label) => {
+    expect(delayLabel(delay)).toBe(label);
+  });
+
+  it('retryQueueName uses the label', () => {
+    expect(retryQueueName('shipment.requested', 500)).toBe('shipment.requested.retry.500ms');
+    expect(retryQueueName('shipment.requested', '90s')).toBe('shipment.requested.retry.90s');
+    expect(retryQueueName('shipment.requested', '1m')).toBe('shipment.requested.retry.1m');
+    expect(retryQueueName('shipment.requested', 7_200_000)).toBe('shipment.requested.retry.2h');
+  });
+
+  it('parkedQueueName appends .parked', () => {
+    expect(parkedQueueName('shipment.requested')).toBe('shipment.requested.parked');
+  });
+
+  it.each<[string | number]>([[0], [-5], ['5d'], ['0s'], [1.5]])('delayLabel(%p) throws InvalidOptionsError', (delay) => {
+    expect(() => delayLabel(delay)).toThrow(InvalidOptionsError);
+  });
+});
+
+describe('Message', () => {
+  it('json() parses the body', () => {
+    expect(message('{"orderId":48213}').json<{ orderId: number }>()).toEqual({ orderId: 48213 });
+  });
+
+  it('json() on invalid JSON throws a NonRetryableError', () => {
+    const msg = message('{"orderId":');
+    let thrown: unknown;
+    try {
+      msg.json();
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(NonRetryableError);
+    expect((thrown as NonRetryableError).code).toBe('NON_RETRYABLE');
+    expect((thrown as NonRetryableError).message).toMatch(/JSON/);
+  });
+
+  it('text(), properties, headers and delivery info', () => {
+    const msg = message('héllo', { attempt: 2, redelivered: true });
+    expect(msg.text()).toBe('héllo');
+    expect(msg.properties).toEqual({ messageId: 'm-1', contentType: 'application/json' });
+    expect(msg.headers).toEqual({ tenant: 'acme' });
+    expect(msg.exchange).toBe('orders');
+    expect(msg.routingKey).toBe('order.created');
+    expect(msg.redelivered).toBe(true);
+    expect(msg.attempt).toBe(2);
+  });
+
+  it('headers default to an empty object', () => {
+    const msg = message('x', { properties: {} });
+    expect(msg.headers).toEqual({});
+  });
+});

@@ -1,0 +1,91 @@
+/**
+ * OpenTelemetry metrics through `@opentelemetry/api`, an optional peer
+ * dependency: when it is not installed, metrics are off and nothing breaks.
+ */
+
+/** The part of an OpenTelemetry `MeterProvider` rabbit-retry uses. */
+export interface MeterProviderLike {
+  /** Returns a meter (an `@opentelemetry/api` `Meter`). */
+  getMeter(name: string, version?: string): unknown;
+}
+
+interface Counter {
+  add(value: number, attributes?: Record<string, string>): void;
+}
+interface Histogram {
+  record(value: number, attributes?: Record<string, string>): void;
+}
+interface ObservableResult {
+  observe(value: number, attributes?: Record<string, string>): void;
+}
+interface ObservableGauge {
+  addCallback(cb: (r: ObservableResult) => void | Promise<void>): void;
+  removeCallback(cb: (r: ObservableResult) => void | Promise<void>): void;
+}
+interface Meter {
+  createCounter(name: string, options?: { description?: string; unit?: string }): Counter;
+  createHistogram(name: string, options?: { description?: string; unit?: string }): Histogram;
+  createObservableGauge(name: string, options?: { description?: string; unit?: string }): ObservableGauge;
+}
+
+/** The instruments of one consumer. @internal */
+export interface ConsumerMetrics {
+  acked(): void;
+  retried(delay: string): void;
+  parked(reason: string): void;
+  publishFailed(): void;
+  handlerDuration(ms: number, outcome: 'success' | 'failure'): void;
+  stop(): void;
+}
+
+const noop: ConsumerMetrics = {
+  acked() {},
+  retried() {},
+  parked() {},
+  publishFailed() {},
+  handlerDuration() {},
+  stop() {},
+};
+
+function loadGlobalProvider(): MeterProviderLike | undefined {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const api = require('@opentelemetry/api') as { metrics: MeterProviderLike };
+    return api.metrics;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Instruments for `queue`, or no-ops when OpenTelemetry is not there. @internal */
+export function consumerMetrics(
+  queue: string,
+  provider: MeterProviderLike | undefined,
+  parkedDepth: () => Promise<number | undefined>,
+): ConsumerMetrics {
+  const p = provider ?? loadGlobalProvider();
+  if (!p) return noop;
+  const meter = p.getMeter('rabbit-retry') as Meter;
+  const base = { queue };
+  const acked = meter.createCounter('rabbit_retry.messages.acked', { description: 'Messages whose handler succeeded and that were acked' });
+  const retried = meter.createCounter('rabbit_retry.messages.retried', { description: 'Failed messages sent to a retry queue' });
+  const parked = meter.createCounter('rabbit_retry.messages.parked', { description: 'Failed messages sent to the parked queue' });
+  const failed = meter.createCounter('rabbit_retry.republish.failed', {
+    description: 'Failed messages whose republish failed (left unacked for redelivery)',
+  });
+  const duration = meter.createHistogram('rabbit_retry.handler.duration', { description: 'Handler duration', unit: 'ms' });
+  const depth = meter.createObservableGauge('rabbit_retry.parked.depth', { description: 'Messages in the parked queue' });
+  const observe = async (r: ObservableResult) => {
+    const n = await parkedDepth().catch(() => undefined);
+    if (n !== undefined) r.observe(n, base);
+  };
+  depth.addCallback(observe);
+  return {
+    acked: () => acked.add(1, base),
+    retried: (delay) => retried.add(1, { ...base, delay }),
+    parked: (reason) => parked.add(1, { ...base, reason }),
+    publishFailed: () => failed.add(1, base),
+    handlerDuration: (ms, outcome) => duration.record(ms, { ...base, outcome }),
+    stop: () => depth.removeCallback(observe),
+  };
+}

@@ -1,0 +1,243 @@
+import { InvalidOptionsError, native } from './errors';
+import { Message } from './message';
+import type { NativeClient, NativeParkedSession } from './native';
+
+/**
+ * Selects parked messages. Every field given must match; a message no filter
+ * selects stays parked.
+ */
+export interface ParkedFilter {
+  /** `retry-reason` is this value, or one of these (`exhausted`, `non-retryable`, ...). */
+  reason?: string | string[];
+  /** `retry-error-name` is exactly this. */
+  errorName?: string;
+  /** `retry-last-error` contains this text. */
+  errorMessage?: string;
+  /** Each of these headers has this value (compared as text). */
+  headers?: Record<string, string | number | boolean>;
+  /** Any other test. */
+  where?: (msg: ParkedMessage) => boolean;
+}
+
+/** Options of {@link Parked.peek}. */
+export interface PeekOptions {
+  /** Return at most this many messages. @default 20 */
+  limit?: number;
+  /** Return only the messages it selects. */
+  filter?: ParkedFilter;
+  /** Look at no more than this many messages to find `limit` matches. @default 10000 */
+  scanLimit?: number;
+}
+
+/** Where {@link Parked.replay} sends messages. */
+export interface ReplayTarget {
+  /** The exchange (`''` for the default exchange). */
+  exchange: string;
+  /** The routing key. */
+  routingKey: string;
+}
+
+/** Progress of a replay, reported after each message. */
+export interface ReplayProgress {
+  /** Replayed so far. */
+  replayed: number;
+  /** Looked at and left parked so far (not selected by the filter). */
+  skipped: number;
+  /** The most that will be replayed (`limit`, or the queue's depth at the start). */
+  total: number;
+}
+
+/** Options of {@link Parked.replay}. */
+export interface ReplayOptions {
+  /** Replay at most this many. @default all that the filter selects */
+  limit?: number;
+  /** At most this many publishes a second. @default 50 */
+  ratePerSec?: number;
+  /** Replay only the messages it selects. */
+  filter?: ParkedFilter;
+  /** Where to send them. @default the work queue, through the default exchange */
+  to?: ReplayTarget;
+  /** Called after each replayed message. */
+  onProgress?: (p: ReplayProgress) => void;
+}
+
+/** What a replay did. */
+export interface ReplayResult {
+  /** Messages moved out of the parked queue. */
+  replayed: number;
+  /** Messages looked at and left parked. */
+  skipped: number;
+  /** Milliseconds the replay took. */
+  durationMs: number;
+}
+
+/** A parked message: a {@link Message} with its `retry-*` headers read out. */
+export class ParkedMessage extends Message {
+  /** `retry-reason`: `exhausted`, `non-retryable`, ... */
+  get reason(): string | undefined {
+    return str(this.headers['retry-reason']);
+  }
+  /** `retry-error-name`. */
+  get errorName(): string | undefined {
+    return str(this.headers['retry-error-name']);
+  }
+  /** `retry-last-error`. */
+  get errorMessage(): string | undefined {
+    return str(this.headers['retry-last-error']);
+  }
+  /** `retry-error-stack`. */
+  get errorStack(): string | undefined {
+    return str(this.headers['retry-error-stack']);
+  }
+  /** `retry-failed-at`, as a Date. */
+  get failedAt(): Date | undefined {
+    const s = str(this.headers['retry-failed-at']);
+    return s === undefined ? undefined : new Date(s);
+  }
+  /** Every `retry-*` header. */
+  get retryHeaders(): Record<string, unknown> {
+    return Object.fromEntries(Object.entries(this.headers).filter(([k]) => k.startsWith('retry-')));
+  }
+}
+
+function str(v: unknown): string | undefined {
+  return typeof v === 'string' ? v : undefined;
+}
+
+/** Whether `filter` selects `m`. @internal */
+export function selects(filter: ParkedFilter | undefined, m: ParkedMessage): boolean {
+  if (!filter) return true;
+  if (filter.reason !== undefined) {
+    const reasons = Array.isArray(filter.reason) ? filter.reason : [filter.reason];
+    if (m.reason === undefined || !reasons.includes(m.reason)) return false;
+  }
+  if (filter.errorName !== undefined && m.errorName !== filter.errorName) return false;
+  if (filter.errorMessage !== undefined && !(m.errorMessage ?? '').includes(filter.errorMessage)) return false;
+  if (filter.headers) {
+    for (const [k, v] of Object.entries(filter.headers)) {
+      const actual = m.headers[k];
+      if (actual === undefined || actual === null || String(actual) !== String(v)) return false;
+    }
+  }
+  return filter.where ? filter.where(m) : true;
+}
+
+function positiveInt(name: string, v: number | undefined): void {
+  if (v !== undefined && (!Number.isInteger(v) || v < 1)) {
+    throw new InvalidOptionsError(`${name} must be a whole number of at least 1, got ${String(v)}`);
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * The parked queue of one work queue (`<queue>.parked`): count, look, replay
+ * at a safe rate, purge. Get one with {@link RabbitRetry.parked}.
+ *
+ * Looking uses `basic.get` without an ack and gives every message back when
+ * done: RabbitMQ puts them back in their place, and marks them `redelivered`.
+ */
+export class Parked {
+  /** The parked queue's name. */
+  readonly name: string;
+
+  /** @internal */
+  constructor(
+    private readonly client: NativeClient,
+    /** The work queue the parked messages belong to. */
+    readonly queue: string,
+  ) {
+    this.name = `${queue}.parked`;
+  }
+
+  /** Messages in the parked queue (0 when it does not exist). */
+  async count(): Promise<number> {
+    const info = await native(this.client.queueInfo(this.name));
+    return info?.messages ?? 0;
+  }
+
+  /**
+   * Up to `limit` parked messages that `filter` selects, with body, properties
+   * and headers. Every message stays parked.
+   */
+  async peek(options: PeekOptions = {}): Promise<ParkedMessage[]> {
+    const limit = options.limit ?? 20;
+    const scanLimit = options.scanLimit ?? 10_000;
+    positiveInt('limit', limit);
+    positiveInt('scanLimit', scanLimit);
+    const out: ParkedMessage[] = [];
+    await this.withSession(async (s) => {
+      for (let scanned = 0; scanned < scanLimit && out.length < limit; scanned++) {
+        const held = await native(s.get());
+        if (!held) break;
+        const m = new ParkedMessage(held.delivery);
+        if (selects(options.filter, m)) out.push(m);
+      }
+    });
+    return out;
+  }
+
+  /**
+   * Moves parked messages back to the work queue (or `to`), with
+   * `retry-attempt` reset to 0 and a `retry-replayed-at` header, message and
+   * correlation ids kept, at no more than `ratePerSec`. Each message is acked
+   * from the parked queue only after its publish was confirmed; when a publish
+   * fails the replay stops, that message and the rest stay parked, and the
+   * error says how far it got.
+   */
+  async replay(options: ReplayOptions = {}): Promise<ReplayResult> {
+    const rate = options.ratePerSec ?? 50;
+    if (typeof rate !== 'number' || !(rate > 0) || !Number.isFinite(rate)) {
+      throw new InvalidOptionsError(`ratePerSec must be a positive number, got ${String(rate)}`);
+    }
+    positiveInt('limit', options.limit);
+    const to = options.to ?? { exchange: '', routingKey: this.queue };
+    const started = Date.now();
+    let replayed = 0;
+    let skipped = 0;
+    const depth = await this.count();
+    const total = Math.min(options.limit ?? depth, depth);
+    const interval = 1000 / rate;
+    await this.withSession(async (s) => {
+      while (options.limit === undefined || replayed < options.limit) {
+        const held = await native(s.get());
+        if (!held) break;
+        const m = new ParkedMessage(held.delivery);
+        if (!selects(options.filter, m)) {
+          skipped++;
+          continue;
+        }
+        const due = started + replayed * interval;
+        const wait = due - Date.now();
+        if (wait > 0) await sleep(wait);
+        try {
+          await native(s.replay(held.delivery.id, to.exchange, to.routingKey));
+        } catch (err) {
+          if (err instanceof Error) {
+            err.message = `replay of '${this.name}' stopped after ${replayed} message(s); the rest stay parked: ${err.message}`;
+          }
+          throw err;
+        }
+        replayed++;
+        options.onProgress?.({ replayed, skipped, total });
+      }
+    });
+    return { replayed, skipped, durationMs: Date.now() - started };
+  }
+
+  /** Deletes every parked message; resolves to how many. */
+  async purge(): Promise<number> {
+    const info = await native(this.client.queueInfo(this.name));
+    if (!info) return 0;
+    return native(this.client.purge(this.name));
+  }
+
+  private async withSession(f: (s: NativeParkedSession) => Promise<void>): Promise<void> {
+    const s = await native(this.client.openParked(this.name, this.queue));
+    try {
+      await f(s);
+    } finally {
+      await native(s.close());
+    }
+  }
+}

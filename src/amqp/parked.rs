@@ -1,0 +1,254 @@
+//! Operations on a queue nobody consumes (the parked queue): its depth, and a
+//! session that takes messages with `basic.get` without acking them, so an
+//! operator can look at them and move some back, each acked only after its
+//! publish was confirmed. Whatever the session still holds when it closes goes
+//! back to the queue.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use lapin::message::Delivery;
+use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions, QueuePurgeOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{BasicProperties, Channel};
+use tokio::sync::Mutex;
+
+use super::connection::Broker;
+use super::error::{amqp_reply, Error, ErrorKind, Result};
+use super::publisher::republish_properties;
+use crate::retry::{is_broker_death_header, time::iso8601_utc};
+
+/// Depth and consumers of a queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueInfo {
+    /// Messages ready in the queue.
+    pub messages: u32,
+    /// Consumers subscribed to it.
+    pub consumers: u32,
+}
+
+fn short(s: &str) -> Result<ShortString> {
+    ShortString::try_new(s).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidOptions,
+            format!(
+                "queue name is {} bytes long; AMQP names are at most 255 bytes",
+                s.len()
+            ),
+        )
+    })
+}
+
+/// The depth and consumer count of `queue`, or `None` when it does not exist.
+pub async fn queue_info(broker: &Broker, queue: &str) -> Result<Option<QueueInfo>> {
+    // A passive declare of a missing queue closes its channel: use a throwaway one.
+    let ch = broker.channel().await?;
+    let res = ch
+        .queue_declare(
+            short(queue)?,
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await;
+    match res {
+        Ok(q) => {
+            let _ = ch.close(200, "done".into()).await;
+            Ok(Some(QueueInfo {
+                messages: q.message_count(),
+                consumers: q.consumer_count(),
+            }))
+        }
+        Err(e) => match amqp_reply(&e) {
+            Some((404, _)) => Ok(None),
+            _ => Err(Error::new(
+                ErrorKind::Connection,
+                format!("could not read queue '{queue}': {e}"),
+            )),
+        },
+    }
+}
+
+/// Removes every ready message of `queue`; returns how many.
+pub async fn purge(broker: &Broker, queue: &str) -> Result<u32> {
+    let ch = broker.channel().await?;
+    let n = ch
+        .queue_purge(short(queue)?, QueuePurgeOptions::default())
+        .await
+        .map_err(|e| match amqp_reply(&e) {
+            Some((404, _)) => Error::new(
+                ErrorKind::InvalidOptions,
+                format!("queue '{queue}' does not exist"),
+            ),
+            _ => Error::new(
+                ErrorKind::Connection,
+                format!("purging '{queue}' failed: {e}"),
+            ),
+        })?;
+    let _ = ch.close(200, "done".into()).await;
+    Ok(n)
+}
+
+/// A message taken from the queue and held unacked by a session.
+#[derive(Debug, Clone)]
+pub struct HeldMessage {
+    /// The session's id for it.
+    pub id: u64,
+    /// The body.
+    pub body: Vec<u8>,
+    /// The exchange it was last published to.
+    pub exchange: String,
+    /// Its routing key.
+    pub routing_key: String,
+    /// Whether the broker delivered it before.
+    pub redelivered: bool,
+    /// Its properties and headers.
+    pub properties: BasicProperties,
+    /// Messages left in the queue after this one was taken.
+    pub remaining: u32,
+}
+
+/// Takes messages from one queue without acking them.
+pub struct ParkedSession {
+    queue: String,
+    channel: Channel,
+    held: Mutex<HashMap<u64, Arc<Delivery>>>,
+}
+
+impl ParkedSession {
+    /// Opens a session on `queue`, which must exist.
+    pub async fn open(broker: &Broker, queue: &str) -> Result<ParkedSession> {
+        if queue_info(broker, queue).await?.is_none() {
+            return Err(Error::new(
+                ErrorKind::InvalidOptions,
+                format!("queue '{queue}' does not exist; is the name right, and has a consumer of its work queue run?"),
+            ));
+        }
+        let channel = broker.channel().await?;
+        Ok(ParkedSession {
+            queue: queue.to_owned(),
+            channel,
+            held: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Takes the next message, or `None` when the queue has no more ready.
+    pub async fn get(&self) -> Result<Option<HeldMessage>> {
+        let got = self
+            .channel
+            .basic_get(short(&self.queue)?, BasicGetOptions { no_ack: false })
+            .await
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Connection,
+                    format!("reading '{}' failed: {e}", self.queue),
+                )
+            })?;
+        let Some(m) = got else {
+            return Ok(None);
+        };
+        let d = m.delivery;
+        let id = d.delivery_tag;
+        let held = HeldMessage {
+            id,
+            body: d.data.clone(),
+            exchange: d.exchange.as_str().to_owned(),
+            routing_key: d.routing_key.as_str().to_owned(),
+            redelivered: d.redelivered,
+            properties: d.properties.clone(),
+            remaining: m.message_count,
+        };
+        self.held.lock().await.insert(id, Arc::new(d));
+        Ok(Some(held))
+    }
+
+    /// Publishes held message `id` to `exchange` with `routing_key` with its
+    /// attempt count reset to 0 and a `retry-replayed-at` header, waits for the
+    /// confirm, then acks it. On failure the message stays held (and goes
+    /// back to the queue when the session closes).
+    pub async fn replay(
+        &self,
+        broker: &Broker,
+        id: u64,
+        exchange: &str,
+        routing_key: &str,
+    ) -> Result<()> {
+        let delivery = self.held.lock().await.get(&id).cloned().ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidOptions,
+                format!("message {id} is not held by this session"),
+            )
+        })?;
+        let mut headers = FieldTable::default();
+        if let Some(h) = delivery.properties.headers() {
+            for (k, v) in h.inner() {
+                if !is_broker_death_header(k.as_str()) {
+                    headers.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        headers.insert("retry-attempt".into(), AMQPValue::LongLongInt(0));
+        headers.insert(
+            "retry-replayed-at".into(),
+            AMQPValue::LongString(LongString::from(iso8601_utc(now_ms).into_bytes())),
+        );
+        let props = republish_properties(&delivery.properties, headers);
+        broker
+            .publisher()
+            .publish(
+                broker.connection(),
+                exchange,
+                routing_key,
+                &delivery.data,
+                props,
+            )
+            .await?;
+        delivery
+            .acker
+            .ack(BasicAckOptions::default())
+            .await
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Connection,
+                    format!("message {id} was replayed but its ack failed; it stays parked too, so it may run twice: {e}"),
+                )
+            })?;
+        self.held.lock().await.remove(&id);
+        Ok(())
+    }
+
+    /// Acks held message `id`: it leaves the queue for good.
+    pub async fn discard(&self, id: u64) -> Result<()> {
+        if let Some(d) = self.held.lock().await.remove(&id) {
+            d.acker
+                .ack(BasicAckOptions::default())
+                .await
+                .map_err(|e| Error::new(ErrorKind::Connection, format!("ack failed: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Closes the session; every message still held goes back to the queue.
+    pub async fn close(&self) -> Result<()> {
+        self.held.lock().await.clear();
+        if self.channel.status().connected() {
+            self.channel
+                .close(200, "session closed".into())
+                .await
+                .map_err(|e| {
+                    Error::new(
+                        ErrorKind::Connection,
+                        format!("closing the session failed: {e}"),
+                    )
+                })?;
+        }
+        Ok(())
+    }
+}
