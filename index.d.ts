@@ -34,6 +34,8 @@ export declare class NativeClient {
 export declare class NativeConsumer {
   /** The work queue. */
   get queue(): string
+  /** `connected`, `recovering` or `closed`. */
+  get state(): string
   /** Waits for deliveries or events and returns up to `max` of them. */
   recv(max: number): Promise<NativeBatch>
   /** The handler of delivery `id` resolved: ack it. */
@@ -94,6 +96,12 @@ export interface ConsumeOptions {
   queueType?: string
   /** The retry delays, in order. */
   delays: Array<string>
+  /** First wait before reconnecting, in ms. @default 500 */
+  recoveryInitialDelayMs?: number
+  /** Longest wait between reconnect tries, in ms. @default 30000 */
+  recoveryMaxDelayMs?: number
+  /** Give up after this many tries; 0 or none never gives up. */
+  recoveryMaxAttempts?: number
 }
 
 /** A parsed delay: milliseconds and the label used in queue names. */
@@ -179,7 +187,7 @@ export interface NativeDelivery {
 
 /** Something that happened to a failed message or to the consumer. */
 export interface NativeEvent {
-  /** `retry`, `parked`, `publish-failed` or `error`. */
+  /** `retry`, `parked`, `publish-failed`, `disconnected`, `recovered` or `error`. */
   kind: string
   /** The delivery concerned, if any. */
   id?: number
@@ -193,6 +201,8 @@ export interface NativeEvent {
   attempt?: number
   /** For `retry`: the delay's label. */
   delay?: string
+  /** For `recovered`: milliseconds since the loss. */
+  afterMs?: number
   /** The handler's error message, or the consumer's error as `[CODE] message`. */
   error: string
 }

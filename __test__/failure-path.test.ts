@@ -9,6 +9,7 @@ import {
   type PublishFailedEvent,
   RabbitRetry,
   type RetryEvent,
+  TopologyMismatchError,
   UnroutableError,
   parkedQueueName,
   retryQueueName,
@@ -405,10 +406,11 @@ describe('when the republish fails', () => {
 });
 
 describe('topology', () => {
-  it('rejects with TOPOLOGY_MISMATCH naming the queue and the argument', async () => {
+  async function mismatchedConsume(): Promise<{ rr: RabbitRetry; retryQueue: string; err: unknown }> {
     const delays = ['200ms'];
     const queue = testQueue(delays);
     const retryQueue = retryQueueName(queue, '200ms');
+    // Only the TTL differs from what consume declares.
     await withChannel(async (ch) => {
       await ch.assertQueue(retryQueue, {
         durable: true,
@@ -416,14 +418,26 @@ describe('topology', () => {
       });
     });
     const rr = await connectClient();
-    const consuming = rr.consume({ queue, onFailure: { delays } }, async () => undefined);
-    await expect(consuming).rejects.toMatchObject({ code: 'TOPOLOGY_MISMATCH', name: 'TopologyMismatchError' });
-    const err = await consuming.catch((e: unknown) => e);
-    expect((err as Error).message).toContain(retryQueue);
-    expect((err as Error).message).toContain('x-message-ttl');
+    const err = await rr.consume({ queue, onFailure: { delays } }, async () => undefined).then(
+      () => new Error('consume resolved'),
+      (e: unknown) => e,
+    );
+    return { rr, retryQueue, err };
+  }
 
-    // The client stays usable after the failed declare.
+  it('rejects a queue declared with other arguments with a TopologyMismatchError', async () => {
+    const { err } = await mismatchedConsume();
+    expect(err).toBeInstanceOf(TopologyMismatchError);
+    expect(err).toMatchObject({ code: 'TOPOLOGY_MISMATCH', name: 'TopologyMismatchError' });
+  });
+
+  it('the mismatch message names the queue and the argument, and the client stays usable', async () => {
+    const { rr, retryQueue, err } = await mismatchedConsume();
+    expect(String((err as Error).message)).toContain(retryQueue);
+    expect(String((err as Error).message)).toContain('x-message-ttl');
+    expect(await queueDepth(retryQueue)).toBe(0);
     await rr.publish('', retryQueue, 'still works');
+    expect(await queueDepth(retryQueue)).toBe(1);
   });
 
   it('declaring the same topology twice is idempotent', async () => {
@@ -563,17 +577,36 @@ describe('publish', () => {
     expect(m.properties.contentType).toBe('text/plain');
     expect(m.properties.messageId).toBe('after-312');
   });
+  it('a failed publish leaves the client usable', async () => {
+    const rr = await connectClient();
+    const queue = testQueue();
+    const missingExchange = testExchange();
+    // Whatever class the errors have, both publishes must fail and the next one succeed.
+    await expect(rr.publish(missingExchange, 'k', { a: 1 })).rejects.toThrow(missingExchange);
+    await expect(rr.publish('', queue, { a: 2 })).rejects.toThrow(/no queue|NO_ROUTE/);
+    await withChannel((ch) => ch.assertQueue(queue, { durable: true }));
+    for (let i = 0; i < 3; i++) await rr.publish('', queue, { i });
+    await waitFor(async () => (await queueDepth(queue)) === 3, 5000, 'three messages in Q');
+  });
 });
 
 describe('connect', () => {
-  it('rejects with CONNECTION and hides the password when nothing listens', async () => {
-    const err = await RabbitRetry.connect({ url: 'amqp://guest:s3cret@127.0.0.1:1', connectTimeoutMs: 5000 }).catch(
+  const refused = (): Promise<unknown> =>
+    RabbitRetry.connect({ url: 'amqp://guest:s3cret@127.0.0.1:1', connectTimeoutMs: 5000 }).then(
+      () => new Error('connect resolved'),
       (e: unknown) => e,
     );
+
+  it('rejects with a ConnectionError when nothing listens', async () => {
+    const err = await refused();
     expect(err).toBeInstanceOf(ConnectionError);
     expect((err as ConnectionError).code).toBe('CONNECTION');
-    expect((err as Error).message).not.toContain('s3cret');
-    expect((err as Error).message).toContain('127.0.0.1:1');
+  });
+
+  it('the connection error hides the password and names the address', async () => {
+    const err = await refused();
+    expect(String((err as Error).message)).not.toContain('s3cret');
+    expect(String((err as Error).message)).toContain('127.0.0.1:1');
   });
 
   it('the client url hides the password', async () => {

@@ -122,6 +122,12 @@ export class RabbitRetry {
         prefetch,
         queueType: options.queueType,
         delays,
+        recoveryInitialDelayMs: options.recovery?.initialDelayMs,
+        recoveryMaxDelayMs: options.recovery?.maxDelayMs,
+        recoveryMaxAttempts:
+          options.recovery?.maxAttempts === undefined || options.recovery.maxAttempts === Infinity
+            ? undefined
+            : Math.min(options.recovery.maxAttempts, 0xffffffff),
       }),
     );
     const parkedDepth = async () => (await native(this.inner.queueInfo(`${options.queue}.parked`)))?.messages;

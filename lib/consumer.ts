@@ -65,12 +65,15 @@ export interface ParkedAlert {
   threshold: number;
 }
 
+/** What a consumer is doing. */
+export type ConsumerState = 'connected' | 'recovering' | 'closing' | 'closed';
+
 /** Counts since the consumer started, as {@link Consumer.stats} returns them. */
 export interface ConsumerStats {
   /** The work queue. */
   queue: string;
-  /** `consuming`, `closing` or `closed`. */
-  state: 'consuming' | 'closing' | 'closed';
+  /** `connected`, `recovering`, `closing` or `closed`. */
+  state: ConsumerState;
   /** Handlers running now. */
   inFlight: number;
   /** Messages handled successfully and acked. */
@@ -104,8 +107,30 @@ export interface ConsumerContext {
   onClosed: (c: Consumer) => void;
 }
 
+/** Emitted when the consumer lost its channel or connection and starts recovering. */
+export interface DisconnectedEvent {
+  /** The work queue. */
+  queue: string;
+  /** What happened. */
+  error: Error;
+}
+
+/** Emitted when the consumer consumes again after a loss. */
+export interface RecoveredEvent {
+  /** The work queue. */
+  queue: string;
+  /** Tries it took. */
+  attempts: number;
+  /** Milliseconds since the loss. */
+  afterMs: number;
+}
+
 /** The events a {@link Consumer} emits. */
 export interface ConsumerEvents {
+  /** The channel or connection was lost; the consumer reconnects with backoff. */
+  disconnected: [DisconnectedEvent];
+  /** The consumer consumes again; deliveries whose ack was lost come again (`redelivered`). */
+  recovered: [RecoveredEvent];
   /** The parked queue rose above `alert.parkedAbove`. */
   alert: [ParkedAlert];
   /** A failed message went to a retry queue. */
@@ -194,12 +219,23 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.loopDone = this.loop();
   }
 
+  /**
+   * `connected` while consuming, `recovering` after a lost channel or
+   * connection until it consumes again, `closing` during {@link close},
+   * `closed` after it (or when recovery gave up).
+   */
+  get state(): ConsumerState {
+    if (this.closed) return 'closed';
+    if (this.closing) return 'closing';
+    return this.inner.state as ConsumerState;
+  }
+
   /** Counts since the consumer started; the same numbers the metrics report. */
   stats(): ConsumerStats {
     const c = this.counts;
     return {
       queue: this.queue,
-      state: this.closed ? 'closed' : this.closing ? 'closing' : 'consuming',
+      state: this.state,
       inFlight: this.inFlight.size,
       ...c,
       retriedByDelay: { ...c.retriedByDelay },
@@ -351,6 +387,15 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         }
         return;
       }
+      case 'disconnected': {
+        const error = fromNative(new Error(e.error)) as Error;
+        if (this.listenerCount('disconnected') > 0) this.emit('disconnected', { queue: this.queue, error });
+        else this.logger.warn(`rabbit-retry: consumer of '${this.queue}' lost its channel, recovering: ${error.message}`);
+        return;
+      }
+      case 'recovered':
+        this.emit('recovered', { queue: this.queue, attempts: e.attempt ?? 1, afterMs: e.afterMs ?? 0 });
+        return;
       default:
         this.fail(fromNative(new Error(e.error)));
     }

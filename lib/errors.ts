@@ -103,8 +103,11 @@ const byCode: Record<string, new (message: string) => RabbitRetryError> = {
  * @internal
  */
 export function fromNative(err: unknown): unknown {
-  const message = err instanceof Error ? err.message : typeof err === 'string' ? err : undefined;
-  if (message === undefined) return err;
+  // Not `instanceof Error`: errors made by the native addon come from the main
+  // realm, which is not the realm of a Jest test file or a vm context.
+  const raw = typeof err === 'string' ? err : (err as { message?: unknown } | null)?.message;
+  if (typeof raw !== 'string') return err;
+  const message = raw;
   const m = /^\[([A-Z_]+)\] ([\s\S]*)$/.exec(message);
   if (!m) return err;
   const Ctor = byCode[m[1]];

@@ -14,6 +14,9 @@ export {
   type PublishFailedEvent,
   type ParkedAlert,
   type ConsumerStats,
+  type ConsumerState,
+  type DisconnectedEvent,
+  type RecoveredEvent,
 } from './consumer';
 export type { MeterProviderLike } from './metrics';
 export { Message, type MessageProperties } from './message';
@@ -25,6 +28,7 @@ export {
   type Delay,
   type Logger,
   type AlertOptions,
+  type RecoveryOptions,
 } from './options';
 export {
   RabbitRetryError,

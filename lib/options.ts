@@ -80,6 +80,21 @@ export interface ConsumeOptions {
   onFailure?: OnFailureOptions;
   /** Alert when the parked queue fills up. */
   alert?: AlertOptions;
+  /** How the consumer reconnects after losing its channel or connection. */
+  recovery?: RecoveryOptions;
+}
+
+/** Reconnecting after a lost channel or connection: exponential backoff with jitter. */
+export interface RecoveryOptions {
+  /** The first wait, in milliseconds. @default 500 */
+  initialDelayMs?: number;
+  /** The longest wait, in milliseconds. @default 30000 */
+  maxDelayMs?: number;
+  /**
+   * Give up after this many tries: the consumer closes and emits `error`.
+   * @default Infinity (never give up)
+   */
+  maxAttempts?: number;
 }
 
 /** Default retry delays. */
@@ -127,6 +142,18 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
     }
     if (o.alert.onAlert !== undefined && typeof o.alert.onAlert !== 'function') {
       throw new InvalidOptionsError('alert.onAlert must be a function');
+    }
+  }
+  if (o.recovery !== undefined) {
+    for (const key of ['initialDelayMs', 'maxDelayMs'] as const) {
+      const v = o.recovery[key];
+      if (v !== undefined && (!Number.isInteger(v) || v < 1 || v > 0xffffffff)) {
+        throw new InvalidOptionsError(`recovery.${key} must be a whole number of milliseconds, got ${String(v)}`);
+      }
+    }
+    const m = o.recovery.maxAttempts;
+    if (m !== undefined && m !== Infinity && (!Number.isInteger(m) || m < 1)) {
+      throw new InvalidOptionsError(`recovery.maxAttempts must be a whole number of at least 1, or Infinity, got ${String(m)}`);
     }
   }
   if (o.onFailure?.retryable !== undefined && typeof o.onFailure.retryable !== 'function') {

@@ -213,8 +213,9 @@ export class Parked {
         try {
           await native(s.replay(held.delivery.id, to.exchange, to.routingKey));
         } catch (err) {
-          if (err instanceof Error) {
-            err.message = `replay of '${this.name}' stopped after ${replayed} message(s); the rest stay parked: ${err.message}`;
+          const e = err as { message?: unknown } | null;
+          if (e && typeof e.message === 'string') {
+            e.message = `replay of '${this.name}' stopped after ${replayed} message(s); the rest stay parked: ${e.message}`;
           }
           throw err;
         }

@@ -1,11 +1,13 @@
 //! The connection to the broker, and the confirmed publisher every republish
 //! goes through.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::uri::AMQPUri;
 use lapin::{Connection, ConnectionProperties};
+use tokio::sync::{Mutex, RwLock};
 
 use super::error::{Error, ErrorKind, Result};
 use super::publisher::Publisher;
@@ -25,16 +27,22 @@ pub struct ConnectOptions {
     pub confirm_timeout: Duration,
 }
 
-/// One connection to the broker, shared by the consumers and the publisher.
+/// The connection to the broker, replaced by a new one when it is lost, and
+/// the two confirmed publishers.
 pub struct Broker {
-    conn: Connection,
+    uri: AMQPUri,
+    props: ConnectionProperties,
+    connect_timeout: Duration,
+    current: RwLock<(u64, Arc<Connection>)>,
+    reconnecting: Mutex<()>,
+    closed: AtomicBool,
     publisher: Arc<Publisher>,
     republisher: Arc<Publisher>,
     safe_url: String,
 }
 
 impl Broker {
-    /// Connects to the broker and opens the confirm channel.
+    /// Connects to the broker and opens the confirm channels.
     pub async fn connect(opts: ConnectOptions) -> Result<Arc<Broker>> {
         let safe_url = redact_url(&opts.url);
         let mut uri: AMQPUri = opts.url.parse().map_err(|e: String| {
@@ -50,33 +58,65 @@ impl Broker {
         if let Some(name) = &opts.connection_name {
             props = props.with_connection_name(name.as_str().into());
         }
-        let conn = tokio::time::timeout(opts.connect_timeout, Connection::connect_uri(uri, props))
-            .await
-            .map_err(|_| {
-                Error::new(
-                    ErrorKind::Connection,
-                    format!(
-                        "no answer from {safe_url} within {} ms: is the broker running? (`npm run broker` starts a local one)",
-                        opts.connect_timeout.as_millis()
-                    ),
-                )
-            })?
-            .map_err(|e| connection_error(&safe_url, &e))?;
+        let conn = open(&uri, &props, opts.connect_timeout, &safe_url).await?;
         let broker = Arc::new(Broker {
-            conn,
+            uri,
+            props,
+            connect_timeout: opts.connect_timeout,
+            current: RwLock::new((1, Arc::new(conn))),
+            reconnecting: Mutex::new(()),
+            closed: AtomicBool::new(false),
             publisher: Arc::new(Publisher::new(opts.confirm_timeout)),
             republisher: Arc::new(Publisher::new(opts.confirm_timeout)),
             safe_url,
         });
         // Open the confirm channels now, so a broker that refuses confirms fails connect().
-        broker.publisher.channel(&broker.conn).await?;
-        broker.republisher.channel(&broker.conn).await?;
+        broker.publisher.channel(&broker).await?;
+        broker.republisher.channel(&broker).await?;
         Ok(broker)
     }
 
-    /// The lapin connection.
-    pub fn connection(&self) -> &Connection {
-        &self.conn
+    /// The current connection and its generation (which grows by one with
+    /// each reconnect).
+    pub async fn connection(&self) -> (u64, Arc<Connection>) {
+        let cur = self.current.read().await;
+        (cur.0, cur.1.clone())
+    }
+
+    /// A connection that is up: the current one, or a new one when the
+    /// current one is gone. One caller reconnects; the others wait for it.
+    pub async fn live_connection(&self) -> Result<(u64, Arc<Connection>)> {
+        let (generation, conn) = self.connection().await;
+        if conn.status().connected() {
+            return Ok((generation, conn));
+        }
+        self.reconnect(generation).await
+    }
+
+    /// Replaces the connection of `generation` with a new one, unless another
+    /// caller already did.
+    pub async fn reconnect(&self, generation: u64) -> Result<(u64, Arc<Connection>)> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::new(ErrorKind::Closed, "the client is closed"));
+        }
+        let _one = self.reconnecting.lock().await;
+        {
+            let cur = self.current.read().await;
+            if cur.0 != generation || cur.1.status().connected() {
+                return Ok((cur.0, cur.1.clone()));
+            }
+        }
+        let conn =
+            Arc::new(open(&self.uri, &self.props, self.connect_timeout, &self.safe_url).await?);
+        let mut cur = self.current.write().await;
+        cur.0 += 1;
+        cur.1 = conn.clone();
+        Ok((cur.0, conn))
+    }
+
+    /// Whether `close` was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
     }
 
     /// The confirmed publisher of the application's own publishes.
@@ -96,24 +136,45 @@ impl Broker {
         &self.safe_url
     }
 
-    /// Opens a new channel.
+    /// Opens a new channel on a live connection.
     pub async fn channel(&self) -> Result<lapin::Channel> {
-        self.conn
-            .create_channel()
+        let (_, conn) = self.live_connection().await?;
+        conn.create_channel()
             .await
             .map_err(|e| connection_error(&self.safe_url, &e))
     }
 
-    /// Closes the connection; consumers should be closed first.
+    /// Closes the connection and stops reconnecting; consumers should be closed first.
     pub async fn close(&self) -> Result<()> {
-        if self.conn.status().connected() {
-            self.conn
-                .close(200, "closed by client".into())
+        self.closed.store(true, Ordering::SeqCst);
+        let (_, conn) = self.connection().await;
+        if conn.status().connected() {
+            conn.close(200, "closed by client".into())
                 .await
                 .map_err(|e| connection_error(&self.safe_url, &e))?;
         }
         Ok(())
     }
+}
+
+async fn open(
+    uri: &AMQPUri,
+    props: &ConnectionProperties,
+    timeout: Duration,
+    safe_url: &str,
+) -> Result<Connection> {
+    tokio::time::timeout(timeout, Connection::connect_uri(uri.clone(), props.clone()))
+        .await
+        .map_err(|_| {
+            Error::new(
+                ErrorKind::Connection,
+                format!(
+                    "no answer from {safe_url} within {} ms: is the broker running? (`npm run broker` starts a local one)",
+                    timeout.as_millis()
+                ),
+            )
+        })?
+        .map_err(|e| connection_error(safe_url, &e))
 }
 
 /// A connection error naming the broker without its password.

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::StreamExt;
 use lapin::message::Delivery;
@@ -24,11 +24,20 @@ use super::publisher::republish_properties;
 use super::topology::Topology;
 use crate::retry::{
     attempt_count, failure_headers, is_broker_death_header, parked_queue_name, retry_queue_name,
-    route_failure, FailureInput, HeaderValue, Route,
+    route_failure, Backoff, FailureInput, HeaderValue, Route,
 };
 
 /// How long `stop` waits for the broker to finish a cancel before it goes on.
 const CANCEL_DRAIN: Duration = Duration::from_secs(5);
+
+/// How a consumer comes back after its channel or connection is lost.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Recovery {
+    /// The wait between tries.
+    pub backoff: Backoff,
+    /// Give up after this many tries; `None` never gives up.
+    pub max_attempts: Option<u32>,
+}
 
 /// What a consumer needs besides the broker.
 #[derive(Debug, Clone)]
@@ -37,6 +46,8 @@ pub struct ConsumerConfig {
     pub topology: Topology,
     /// At most this many deliveries unacknowledged at once.
     pub prefetch: u16,
+    /// Reconnecting after a loss.
+    pub recovery: Recovery,
 }
 
 /// A handler's error, as data (JavaScript passes name, message and stack).
@@ -125,6 +136,18 @@ pub enum Event {
         /// Why it failed.
         error: Error,
     },
+    /// The channel or connection was lost; the consumer is recovering.
+    Disconnected {
+        /// What happened.
+        error: Error,
+    },
+    /// The consumer is consuming again.
+    Recovered {
+        /// Tries it took.
+        attempts: u32,
+        /// Milliseconds since the loss.
+        after_ms: u64,
+    },
     /// The consumer itself hit an error (a failed ack, a closed channel).
     ConsumerError {
         /// What went wrong.
@@ -172,11 +195,34 @@ enum Command {
     Finish(oneshot::Sender<()>),
 }
 
+/// What a consumer is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumerState {
+    /// Receiving deliveries.
+    Connected,
+    /// The channel or connection was lost; reconnecting with backoff.
+    Recovering,
+    /// Closed, or recovery gave up.
+    Closed,
+}
+
+impl ConsumerState {
+    /// `connected`, `recovering` or `closed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsumerState::Connected => "connected",
+            ConsumerState::Recovering => "recovering",
+            ConsumerState::Closed => "closed",
+        }
+    }
+}
+
 /// A running consumer; cheap to share.
 pub struct ConsumerHandle {
     inbox: Arc<Inbox>,
     ctl: mpsc::UnboundedSender<Command>,
     queue: String,
+    state: Arc<Mutex<ConsumerState>>,
 }
 
 struct Pending {
@@ -184,58 +230,79 @@ struct Pending {
     attempt: u32,
 }
 
+/// Declares the topology and subscribes: a channel with the prefetch set and
+/// a lapin consumer on the work queue.
+async fn subscribe(broker: &Broker, config: &ConsumerConfig) -> Result<(Channel, lapin::Consumer)> {
+    declare(broker, &config.topology).await?;
+    let ch = broker.channel().await?;
+    ch.basic_qos(config.prefetch, BasicQosOptions::default())
+        .await
+        .map_err(|e| Error::new(ErrorKind::Connection, format!("basic.qos failed: {e}")))?;
+    let queue = &config.topology.queue;
+    let consumer = ch
+        .basic_consume(
+            queue.as_str().into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Connection,
+                format!("could not consume from '{queue}': {e}"),
+            )
+        })?;
+    Ok((ch, consumer))
+}
+
+/// Declares `topology` on a channel of its own: a mismatch closes the channel
+/// it happened on.
+async fn declare(broker: &Broker, topology: &Topology) -> Result<()> {
+    let ch = broker.channel().await?;
+    let declared = topology.declare(&ch).await;
+    if ch.status().connected() {
+        let _ = ch.close(200, "declared".into()).await;
+    }
+    declared
+}
+
 impl ConsumerHandle {
     /// Declares the topology, sets the prefetch and starts consuming.
     pub async fn start(broker: Arc<Broker>, config: ConsumerConfig) -> Result<ConsumerHandle> {
-        // Declaring on its own channel: a mismatch closes the channel it happened on.
-        let declare_ch = broker.channel().await?;
-        let declared = config.topology.declare(&declare_ch).await;
-        if declare_ch.status().connected() {
-            let _ = declare_ch.close(200, "declared".into()).await;
-        }
-        declared?;
-
-        let ch = broker.channel().await?;
-        ch.basic_qos(config.prefetch, BasicQosOptions::default())
-            .await
-            .map_err(|e| Error::new(ErrorKind::Connection, format!("basic.qos failed: {e}")))?;
+        let (ch, consumer) = subscribe(&broker, &config).await?;
         let queue = config.topology.queue.clone();
-        let consumer = ch
-            .basic_consume(
-                queue.as_str().into(),
-                "".into(),
-                BasicConsumeOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .map_err(|e| {
-                Error::new(
-                    ErrorKind::Connection,
-                    format!("could not consume from '{queue}': {e}"),
-                )
-            })?;
         let inbox = Arc::new(Inbox::default());
+        let state = Arc::new(Mutex::new(ConsumerState::Connected));
         let (tx, rx) = mpsc::unbounded_channel();
         let task = ConsumerTask {
             broker,
             config: Arc::new(config),
-            channel: ch,
+            channel: Some(ch),
             inbox: inbox.clone(),
             pending: HashMap::new(),
             next_id: 0,
             failures: JoinSet::new(),
+            stuck: 0,
+            state: state.clone(),
         };
         tokio::spawn(task.run(consumer, rx));
         Ok(ConsumerHandle {
             inbox,
             ctl: tx,
             queue,
+            state,
         })
     }
 
     /// The work queue.
     pub fn queue(&self) -> &str {
         &self.queue
+    }
+
+    /// What the consumer is doing now.
+    pub fn state(&self) -> ConsumerState {
+        *self.state.lock().expect("state lock")
     }
 
     /// Waits for at least one item and returns up to `max` of them; an empty
@@ -301,71 +368,205 @@ impl ConsumerHandle {
     }
 }
 
+/// Where the task is: consuming, waiting to try recovery again, or done.
+enum Phase {
+    Consuming(lapin::Consumer),
+    Recovering {
+        attempt: u32,
+        next_try: Instant,
+        since: Instant,
+    },
+    Stopped,
+}
+
 struct ConsumerTask {
     broker: Arc<Broker>,
     config: Arc<ConsumerConfig>,
-    channel: Channel,
+    channel: Option<Channel>,
     inbox: Arc<Inbox>,
     pending: HashMap<u64, Pending>,
     next_id: u64,
-    failures: JoinSet<()>,
+    failures: JoinSet<bool>,
+    stuck: usize,
+    state: Arc<Mutex<ConsumerState>>,
+}
+
+/// A number in [0, 1) for jitter; quality does not matter here.
+fn jitter() -> f64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    f64::from(nanos % 1_000_003) / 1_000_003.0
 }
 
 impl ConsumerTask {
-    async fn run(
-        mut self,
-        mut consumer: lapin::Consumer,
-        mut rx: mpsc::UnboundedReceiver<Command>,
-    ) {
-        let mut consuming = true;
+    async fn run(mut self, consumer: lapin::Consumer, mut rx: mpsc::UnboundedReceiver<Command>) {
+        let mut phase = Phase::Consuming(consumer);
         let mut finish: Option<oneshot::Sender<()>> = None;
         loop {
             if let Some(reply) = finish.take() {
                 if self.failures.is_empty() {
-                    if self.channel.status().connected() {
-                        let _ = self.channel.close(200, "consumer closed".into()).await;
+                    if let Some(ch) = self.channel.take() {
+                        if ch.status().connected() {
+                            let _ = ch.close(200, "consumer closed".into()).await;
+                        }
                     }
+                    self.set_state(ConsumerState::Closed);
                     self.inbox.close();
                     let _ = reply.send(());
                     return;
                 }
                 finish = Some(reply);
             }
+            let retry_at = match &phase {
+                Phase::Recovering { next_try, .. } => Some(*next_try),
+                _ => None,
+            };
             tokio::select! {
                 cmd = rx.recv() => match cmd {
                     Some(Command::Settle(id, s)) => self.settle(id, s).await,
                     Some(Command::Stop(reply)) => {
-                        if consuming {
-                            consuming = false;
+                        if let Phase::Consuming(mut consumer) = std::mem::replace(&mut phase, Phase::Stopped) {
                             self.stop(&mut consumer).await;
                         }
+                        self.close_inbox_deliveries().await;
                         let _ = reply.send(());
                     }
                     Some(Command::Finish(reply)) => finish = Some(reply),
                     None => return,
                 },
-                next = consumer.next(), if consuming => match next {
+                next = next_delivery(&mut phase) => match next {
                     Some(Ok(d)) => self.accept(d),
                     Some(Err(e)) => {
-                        consuming = false;
-                        self.inbox.push(Item::Event(Event::ConsumerError {
-                            error: Error::new(ErrorKind::Connection, format!("consuming from '{}' stopped: {e}", self.config.topology.queue)),
-                        }));
-                        self.inbox.close();
+                        phase = self.lost(format!("consuming from '{}' stopped: {e}", self.config.topology.queue));
                     }
                     None => {
                         // Only the broker ends the stream while we still consume:
                         // the queue was deleted, or its node went away.
-                        consuming = false;
-                        self.inbox.push(Item::Event(Event::ConsumerError {
-                            error: Error::new(ErrorKind::Connection, format!("the broker cancelled the consumer of '{}' (was the queue deleted?); no more deliveries will come", self.config.topology.queue)),
-                        }));
-                        self.inbox.close();
+                        phase = self.lost(format!("the broker cancelled the consumer of '{}' (was the queue deleted?)", self.config.topology.queue));
                     }
                 },
-                Some(_) = self.failures.join_next(), if !self.failures.is_empty() => {}
+                _ = sleep_until(retry_at) => {
+                    if let Phase::Recovering { attempt, since, .. } = phase {
+                        phase = self.recover(attempt, since).await;
+                    }
+                },
+                Some(joined) = self.failures.join_next(), if !self.failures.is_empty() => {
+                    if joined.unwrap_or(false) {
+                        self.stuck += 1;
+                        // Every prefetch slot holds a message whose republish failed:
+                        // reopen the channel so the broker redelivers them.
+                        if self.stuck >= usize::from(self.config.prefetch) && self.pending.is_empty() && self.failures.is_empty() && matches!(phase, Phase::Consuming(_)) {
+                            if let Some(ch) = self.channel.take() {
+                                let _ = ch.close(200, "redeliver messages whose republish failed".into()).await;
+                            }
+                            phase = self.lost(format!("every delivery of '{}' is held by a failed republish; reopening the channel so the broker redelivers them", self.config.topology.queue));
+                        }
+                    }
+                }
             }
         }
+    }
+
+    fn set_state(&self, s: ConsumerState) {
+        *self.state.lock().expect("state lock") = s;
+    }
+
+    /// The channel or connection is gone: forget its deliveries (the broker
+    /// redelivers them; acking them on a new channel would be an error) and
+    /// start recovering.
+    fn lost(&mut self, reason: String) -> Phase {
+        self.pending.clear();
+        self.stuck = 0;
+        self.channel = None;
+        {
+            let mut st = self.inbox.state.lock().expect("inbox lock");
+            st.items.retain(|i| matches!(i, Item::Event(_)));
+        }
+        self.set_state(ConsumerState::Recovering);
+        self.inbox.push(Item::Event(Event::Disconnected {
+            error: Error::new(ErrorKind::Connection, reason),
+        }));
+        let now = Instant::now();
+        Phase::Recovering {
+            attempt: 1,
+            next_try: now + self.config.recovery.backoff.delay(1, jitter()),
+            since: now,
+        }
+    }
+
+    /// One recovery try: a live connection, the topology declared again, a
+    /// new channel and consumer.
+    async fn recover(&mut self, attempt: u32, since: Instant) -> Phase {
+        if self.broker.is_closed() {
+            return self.give_up(Error::new(
+                ErrorKind::Closed,
+                "the client was closed while the consumer was recovering",
+            ));
+        }
+        match subscribe(&self.broker, &self.config).await {
+            Ok((ch, consumer)) => {
+                self.channel = Some(ch);
+                self.set_state(ConsumerState::Connected);
+                self.inbox.push(Item::Event(Event::Recovered {
+                    attempts: attempt,
+                    after_ms: since.elapsed().as_millis() as u64,
+                }));
+                Phase::Consuming(consumer)
+            }
+            Err(e)
+                if e.kind == ErrorKind::TopologyMismatch || e.kind == ErrorKind::InvalidOptions =>
+            {
+                self.give_up(e)
+            }
+            Err(e) => match self.config.recovery.max_attempts {
+                Some(max) if attempt >= max => self.give_up(Error::new(
+                    e.kind,
+                    format!("recovery gave up after {attempt} attempts: {}", e.message),
+                )),
+                _ => Phase::Recovering {
+                    attempt: attempt + 1,
+                    next_try: Instant::now()
+                        + self.config.recovery.backoff.delay(attempt + 1, jitter()),
+                    since,
+                },
+            },
+        }
+    }
+
+    fn give_up(&mut self, error: Error) -> Phase {
+        self.set_state(ConsumerState::Closed);
+        self.inbox.push(Item::Event(Event::ConsumerError { error }));
+        self.inbox.close();
+        Phase::Stopped
+    }
+
+    /// Puts every delivery JavaScript has not taken back in the queue and
+    /// closes the inbox to new deliveries.
+    async fn close_inbox_deliveries(&mut self) {
+        let unstarted: Vec<u64> = {
+            let mut st = self.inbox.state.lock().expect("inbox lock");
+            let items = std::mem::take(&mut st.items);
+            let mut ids = Vec::new();
+            for item in items {
+                match item {
+                    Item::Delivery(d) => ids.push(d.id),
+                    other => st.items.push_back(other),
+                }
+            }
+            st.closed = true;
+            ids
+        };
+        for id in unstarted {
+            if let Some(p) = self.pending.remove(&id) {
+                let _ = p.delivery.acker.nack(requeue()).await;
+            }
+        }
+        if *self.state.lock().expect("state lock") == ConsumerState::Recovering {
+            self.set_state(ConsumerState::Closed);
+        }
+        self.inbox.notify.notify_one();
     }
 
     fn accept(&mut self, d: Delivery) {
@@ -419,7 +620,9 @@ impl ConsumerTask {
                 let inbox = self.inbox.clone();
                 self.failures.spawn(async move {
                     let event = handle_failure(&broker, &config, id, p, f).await;
+                    let stuck = matches!(event, Event::PublishFailed { .. });
                     inbox.push(Item::Event(event));
+                    stuck
                 });
             }
         }
@@ -427,11 +630,11 @@ impl ConsumerTask {
 
     async fn stop(&mut self, consumer: &mut lapin::Consumer) {
         let tag = consumer.tag();
-        if self.channel.status().connected() {
-            let _ = self
-                .channel
-                .basic_cancel(tag, BasicCancelOptions::default())
-                .await;
+        let Some(ch) = self.channel.clone() else {
+            return;
+        };
+        if ch.status().connected() {
+            let _ = ch.basic_cancel(tag, BasicCancelOptions::default()).await;
             // Deliveries already on their way end the stream after the cancel.
             let _ = tokio::time::timeout(CANCEL_DRAIN, async {
                 while let Some(Ok(d)) = consumer.next().await {
@@ -440,25 +643,22 @@ impl ConsumerTask {
             })
             .await;
         }
-        let unstarted: Vec<u64> = {
-            let mut st = self.inbox.state.lock().expect("inbox lock");
-            let items = std::mem::take(&mut st.items);
-            let mut ids = Vec::new();
-            for item in items {
-                match item {
-                    Item::Delivery(d) => ids.push(d.id),
-                    other => st.items.push_back(other),
-                }
-            }
-            st.closed = true;
-            ids
-        };
-        for id in unstarted {
-            if let Some(p) = self.pending.remove(&id) {
-                let _ = p.delivery.acker.nack(requeue()).await;
-            }
-        }
-        self.inbox.notify.notify_one();
+    }
+}
+
+/// The next delivery while consuming; never resolves otherwise.
+async fn next_delivery(phase: &mut Phase) -> Option<lapin::Result<Delivery>> {
+    match phase {
+        Phase::Consuming(c) => c.next().await,
+        _ => std::future::pending().await,
+    }
+}
+
+/// Sleeps until `at`; never resolves without one.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -525,15 +725,15 @@ async fn handle_failure(
     }
     let properties = republish_properties(props, kept);
     let published = broker
-        .publisher()
-        .publish(
-            broker.connection(),
-            "",
-            &target,
-            &p.delivery.data,
-            properties,
-        )
+        .republisher()
+        .publish(broker, "", &target, &p.delivery.data, properties)
         .await;
+    if matches!(&published, Err(e) if e.kind == ErrorKind::Unroutable) {
+        // The retry or parked queue is gone (deleted by hand): declare the
+        // topology again so the next failures route. This message stays
+        // unacked, as every failed republish does.
+        let _ = declare(broker, topo).await;
+    }
     if let Err(error) = published {
         // Not acked: the broker gives the message back when the channel closes.
         return Event::PublishFailed {

@@ -202,13 +202,7 @@ impl ParkedSession {
         let props = republish_properties(&delivery.properties, headers);
         broker
             .publisher()
-            .publish(
-                broker.connection(),
-                exchange,
-                routing_key,
-                &delivery.data,
-                props,
-            )
+            .publish(broker, exchange, routing_key, &delivery.data, props)
             .await?;
         delivery
             .acker

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::{FieldTable, ShortString};
-use lapin::{BasicProperties, Channel, Confirmation, Connection};
+use lapin::{BasicProperties, Channel, Confirmation};
 use tokio::sync::Mutex;
 
+use super::connection::Broker;
 use super::error::{amqp_reply, Error, ErrorKind, Result};
 
 /// Publishes with confirms on its own channel, reopening it after the broker
@@ -27,18 +28,19 @@ impl Publisher {
         }
     }
 
-    /// The confirm channel, opened (again) when it is missing or closed.
-    pub async fn channel(&self, conn: &Connection) -> Result<Channel> {
+    /// The confirm channel, opened (again) when it is missing or closed, on a
+    /// new connection when the old one is gone.
+    pub async fn channel(&self, broker: &Broker) -> Result<Channel> {
         let mut slot = self.channel.lock().await;
         if let Some(ch) = slot.as_ref() {
             if ch.status().connected() {
                 return Ok(ch.clone());
             }
         }
-        let ch = conn.create_channel().await.map_err(|e| {
+        let ch = broker.channel().await.map_err(|e| {
             Error::new(
                 ErrorKind::Connection,
-                format!("could not open the confirm channel: {e}"),
+                format!("could not open the confirm channel: {}", e.message),
             )
         })?;
         ch.confirm_select(ConfirmSelectOptions::default())
@@ -57,7 +59,7 @@ impl Publisher {
     /// for the broker's confirm. Succeeds only on an `Ack` with no return.
     pub async fn publish(
         &self,
-        conn: &Connection,
+        broker: &Broker,
         exchange: &str,
         routing_key: &str,
         body: &[u8],
@@ -65,7 +67,7 @@ impl Publisher {
     ) -> Result<()> {
         let exchange_name = short("exchange", exchange)?;
         let key = short("routing key", routing_key)?;
-        let ch = self.channel(conn).await?;
+        let ch = self.channel(broker).await?;
         let target = describe(exchange, routing_key);
         let confirm = ch
             .basic_publish(

@@ -10,10 +10,10 @@ use super::consumer::{ConsumeOptions, NativeConsumer};
 use super::convert::{invalid, js_error, MessageProperties};
 use super::parked::{NativeParkedSession, NativeQueueInfo};
 use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions};
-use crate::amqp::consumer::{ConsumerConfig, ConsumerHandle};
+use crate::amqp::consumer::{ConsumerConfig, ConsumerHandle, Recovery};
 use crate::amqp::parked::{purge, queue_info, ParkedSession};
 use crate::amqp::topology::{QueueType, Topology};
-use crate::retry::{parse_delays, validate_name, validate_topology_names};
+use crate::retry::{parse_delays, validate_name, validate_topology_names, Backoff};
 
 /// How to connect.
 #[napi(object)]
@@ -110,6 +110,17 @@ impl NativeClient {
                 delays,
             },
             prefetch: prefetch as u16,
+            recovery: Recovery {
+                backoff: Backoff {
+                    initial: Duration::from_millis(u64::from(
+                        options.recovery_initial_delay_ms.unwrap_or(500).max(1),
+                    )),
+                    max: Duration::from_millis(u64::from(
+                        options.recovery_max_delay_ms.unwrap_or(30_000).max(1),
+                    )),
+                },
+                max_attempts: options.recovery_max_attempts.filter(|n| *n > 0),
+            },
         };
         let handle = ConsumerHandle::start(self.broker.clone(), config)
             .await
@@ -130,13 +141,7 @@ impl NativeClient {
         let props = properties.unwrap_or_default().to_amqp()?;
         self.broker
             .publisher()
-            .publish(
-                self.broker.connection(),
-                &exchange,
-                &routing_key,
-                &body,
-                props,
-            )
+            .publish(&self.broker, &exchange, &routing_key, &body, props)
             .await
             .map_err(js_error)
     }

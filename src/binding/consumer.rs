@@ -27,6 +27,12 @@ pub struct ConsumeOptions {
     pub queue_type: Option<String>,
     /// The retry delays, in order.
     pub delays: Vec<String>,
+    /// First wait before reconnecting, in ms. @default 500
+    pub recovery_initial_delay_ms: Option<u32>,
+    /// Longest wait between reconnect tries, in ms. @default 30000
+    pub recovery_max_delay_ms: Option<u32>,
+    /// Give up after this many tries; 0 or none never gives up.
+    pub recovery_max_attempts: Option<u32>,
 }
 
 /// A delivery handed to JavaScript.
@@ -51,7 +57,7 @@ pub struct NativeDelivery {
 /// Something that happened to a failed message or to the consumer.
 #[napi(object)]
 pub struct NativeEvent {
-    /// `retry`, `parked`, `publish-failed` or `error`.
+    /// `retry`, `parked`, `publish-failed`, `disconnected`, `recovered` or `error`.
     pub kind: String,
     /// The delivery concerned, if any.
     pub id: Option<i64>,
@@ -65,6 +71,8 @@ pub struct NativeEvent {
     pub attempt: Option<u32>,
     /// For `retry`: the delay's label.
     pub delay: Option<String>,
+    /// For `recovered`: milliseconds since the loss.
+    pub after_ms: Option<f64>,
     /// The handler's error message, or the consumer's error as `[CODE] message`.
     pub error: String,
 }
@@ -117,6 +125,7 @@ fn event_to_js(e: Event) -> NativeEvent {
         reason: None,
         attempt: None,
         delay: None,
+        after_ms: None,
         error,
     };
     match e {
@@ -161,6 +170,12 @@ fn event_to_js(e: Event) -> NativeEvent {
             target: Some(target),
             ..blank("publish-failed", error.coded_message())
         },
+        Event::Disconnected { error } => blank("disconnected", error.coded_message()),
+        Event::Recovered { attempts, after_ms } => NativeEvent {
+            attempt: Some(attempts),
+            after_ms: Some(after_ms as f64),
+            ..blank("recovered", String::new())
+        },
         Event::ConsumerError { error } => blank("error", error.coded_message()),
     }
 }
@@ -171,6 +186,12 @@ impl NativeConsumer {
     #[napi(getter)]
     pub fn queue(&self) -> String {
         self.handle.queue().to_owned()
+    }
+
+    /// `connected`, `recovering` or `closed`.
+    #[napi(getter)]
+    pub fn state(&self) -> String {
+        self.handle.state().as_str().to_owned()
     }
 
     /// Waits for deliveries or events and returns up to `max` of them.

@@ -2,6 +2,7 @@
 //! naming. Nothing here does I/O, so every rule can be tested on its own.
 
 pub mod attempt;
+pub mod backoff;
 pub mod delay;
 pub mod headers;
 pub mod names;
@@ -9,6 +10,7 @@ pub mod route;
 pub mod time;
 
 pub use attempt::{attempt_count, FieldValue};
+pub use backoff::Backoff;
 pub use delay::{parse_delay, parse_delays, Delay, DelayError};
 pub use headers::{
     failure_headers, is_broker_death_header, FailureInput, HeaderValue, FRAME_MAX, HEADER_HEADROOM,
