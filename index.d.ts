@@ -28,6 +28,13 @@ export declare class NativeClient {
   purge(queue: string): Promise<number>
   /** Opens a session on `parkedQueue`, whose messages belong to `workQueue`. */
   openParked(parkedQueue: string, workQueue: string): Promise<NativeParkedSession>
+  /**
+   * Deletes `queue` and its messages; resolves to how many it held, `null`
+   * when it did not exist.
+   */
+  deleteQueue(queue: string): Promise<number | null>
+  /** Deletes `exchange`. */
+  deleteExchange(exchange: string): Promise<void>
 }
 
 /** A running consumer. */
@@ -96,6 +103,8 @@ export interface ConsumeOptions {
   queueType?: string
   /** The retry delays, in order. */
   delays: Array<string>
+  /** Quorum only: deliveries after which a message parks without reaching the handler. @default 5 */
+  deliveryLimit?: number
   /** First wait before reconnecting, in ms. @default 500 */
   recoveryInitialDelayMs?: number
   /** Longest wait between reconnect tries, in ms. @default 30000 */

@@ -206,3 +206,82 @@ export async function cleanup(): Promise<void> {
   for (const q of extraQueues.splice(0)) await deleteQueue(q);
   for (const e of exchanges.splice(0)) await deleteExchange(e);
 }
+
+/** A message to put in a parked queue as the consumer would have parked it. */
+export interface ParkedSeed {
+  body?: unknown;
+  messageId?: string;
+  correlationId?: string;
+  /** `retry-reason`. @default 'exhausted' */
+  reason?: string;
+  /** `retry-error-name`. @default 'Error' */
+  errorName?: string;
+  /** `retry-last-error`. @default 'boom' */
+  errorMessage?: string;
+  /** `retry-attempt`. @default 2 */
+  attempt?: number;
+  /** Other application headers. */
+  headers?: Record<string, unknown>;
+}
+
+/** The `retry-*` headers the consumer writes when it parks a message of `queue`. */
+export function parkedHeaders(queue: string, s: ParkedSeed): Record<string, unknown> {
+  const at = new Date().toISOString();
+  return {
+    ...(s.headers ?? {}),
+    'retry-attempt': s.attempt ?? 2,
+    'retry-reason': s.reason ?? 'exhausted',
+    'retry-error-name': s.errorName ?? 'Error',
+    'retry-last-error': s.errorMessage ?? 'boom',
+    'retry-error-stack': `${s.errorName ?? 'Error'}: ${s.errorMessage ?? 'boom'}\n    at handler (test.ts:1:1)`,
+    'retry-failed-at': at,
+    'retry-first-failed-at': at,
+    'retry-original-exchange': '',
+    'retry-original-routing-key': queue,
+    'retry-queue': queue,
+  };
+}
+
+/**
+ * Declares work queue `queue` and `queue.parked` (durable, as consume does)
+ * and publishes `seeds` to the parked queue with publisher confirms, in order.
+ */
+export async function seedParked(queue: string, seeds: readonly ParkedSeed[]): Promise<void> {
+  const ch = await (await amqpConnection()).createConfirmChannel();
+  try {
+    await ch.assertQueue(queue, { durable: true });
+    await ch.assertQueue(parkedQueueName(queue), { durable: true });
+    for (const s of seeds) {
+      ch.sendToQueue(parkedQueueName(queue), Buffer.from(JSON.stringify(s.body ?? {}), 'utf8'), {
+        persistent: true,
+        contentType: 'application/json',
+        messageId: s.messageId,
+        correlationId: s.correlationId,
+        headers: parkedHeaders(queue, s),
+      });
+    }
+    await ch.waitForConfirms();
+  } finally {
+    await ch.close().catch(() => undefined);
+  }
+  await waitFor(async () => (await queueDepth(parkedQueueName(queue))) >= seeds.length, 5000, `${seeds.length} messages in '${parkedQueueName(queue)}'`);
+}
+
+/** Takes every message off the queue (basic.get and ack, one by one, on one channel), in order. */
+export async function drain(name: string): Promise<GotMessage[]> {
+  return withChannel(async (ch) => {
+    const out: GotMessage[] = [];
+    for (;;) {
+      const m = await ch.get(name, { noAck: false });
+      if (m === false) return out;
+      ch.ack(m);
+      out.push({
+        content: m.content,
+        properties: m.properties,
+        headers: (m.properties.headers ?? {}) as Record<string, unknown>,
+        exchange: m.fields.exchange,
+        routingKey: m.fields.routingKey,
+      });
+    }
+  });
+}

@@ -121,6 +121,7 @@ export class RabbitRetry {
         routingKey: options.routingKey,
         prefetch,
         queueType: options.queueType,
+        deliveryLimit: options.deliveryLimit,
         delays,
         recoveryInitialDelayMs: options.recovery?.initialDelayMs,
         recoveryMaxDelayMs: options.recovery?.maxDelayMs,
@@ -182,6 +183,24 @@ export class RabbitRetry {
   async queueInfo(queue: string): Promise<{ messages: number; consumers: number } | null> {
     this.assertOpen();
     return (await native(this.inner.queueInfo(queue))) ?? null;
+  }
+
+  /**
+   * Deletes `queue` with its messages, for tests and tooling (the broker
+   * cancels its consumers). Resolves to how many messages it held, or `null`
+   * when it did not exist.
+   */
+  async deleteQueue(queue: string): Promise<number | null> {
+    this.assertOpen();
+    if (typeof queue !== 'string' || queue.length === 0) throw new InvalidOptionsError('queue must be a queue name');
+    return (await native(this.inner.deleteQueue(queue))) ?? null;
+  }
+
+  /** Deletes `exchange`, for tests and tooling. */
+  async deleteExchange(exchange: string): Promise<void> {
+    this.assertOpen();
+    if (typeof exchange !== 'string' || exchange.length === 0) throw new InvalidOptionsError('exchange must be an exchange name');
+    await native(this.inner.deleteExchange(exchange));
   }
 
   /** Closes every consumer (see {@link Consumer.close}), then the connection. */

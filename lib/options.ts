@@ -74,8 +74,21 @@ export interface ConsumeOptions {
   routingKey?: string;
   /** At most this many handlers in flight. @default 10 */
   prefetch?: number;
-  /** Queue type of the work, retry and parked queues. @default 'classic' */
+  /**
+   * Queue type of the work, retry and parked queues. Quorum queues are
+   * replicated; their retry queues dead-letter at-least-once.
+   * @default 'classic'
+   */
   queueType?: 'classic' | 'quorum';
+  /**
+   * Quorum queues only: after this many deliveries of one message that were
+   * never settled (the process crashed on it), the message parks with
+   * `retry-reason: delivery-limit` without calling the handler again. The
+   * broker's own `x-delivery-limit` is set one above it, dead-lettering to the
+   * parked queue, as a backstop.
+   * @default 5
+   */
+  deliveryLimit?: number;
   /** What to do when the handler throws. */
   onFailure?: OnFailureOptions;
   /** Alert when the parked queue fills up. */
@@ -132,6 +145,14 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
   }
   if (o.queueType !== undefined && o.queueType !== 'classic' && o.queueType !== 'quorum') {
     throw new InvalidOptionsError(`queueType must be 'classic' or 'quorum', got '${String(o.queueType)}'`);
+  }
+  if (o.deliveryLimit !== undefined) {
+    if (!Number.isInteger(o.deliveryLimit) || o.deliveryLimit < 1 || o.deliveryLimit > 0xfffffffe) {
+      throw new InvalidOptionsError(`deliveryLimit must be a whole number of at least 1, got ${String(o.deliveryLimit)}`);
+    }
+    if (o.queueType !== 'quorum') {
+      throw new InvalidOptionsError("deliveryLimit needs queueType 'quorum': classic queues do not count deliveries");
+    }
   }
   if (o.exchangeType !== undefined && !['topic', 'direct', 'fanout', 'headers'].includes(o.exchangeType)) {
     throw new InvalidOptionsError(`exchangeType must be 'topic', 'direct', 'fanout' or 'headers', got '${String(o.exchangeType)}'`);

@@ -199,7 +199,9 @@ export class Parked {
     const total = Math.min(options.limit ?? depth, depth);
     const interval = 1000 / rate;
     await this.withSession(async (s) => {
-      while (options.limit === undefined || replayed < options.limit) {
+      // Look at no more than the depth at the start: a replayed message that
+      // fails and parks again lands behind them and waits for the next replay.
+      for (let looked = 0; looked < depth && (options.limit === undefined || replayed < options.limit); looked++) {
         const held = await native(s.get());
         if (!held) break;
         const m = new ParkedMessage(held.delivery);

@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh >/dev/null
 bash scripts/broker.sh
-exec npx ts-node --transpile-only examples/demo/demo.ts
+exec npx ts-node --transpile-only examples/nest-shipping/main.ts

@@ -23,9 +23,12 @@ echo "== jest (real broker)"
 results=$(mktemp)
 status=0
 npx jest --runInBand --json --outputFile="$results" "$@" || status=$?
-node -e '
-const r = require(process.argv[1]);
+RESULTS=$results node -e '
+const r = JSON.parse(require("fs").readFileSync(process.env.RESULTS, "utf8"));
 console.log(`jest: ${r.numPassedTests} passed, ${r.numFailedTests} failed`);
-' "$results" || true
+' || true
 rm -f "$results"
-exit $status
+[[ $status -eq 0 ]] || exit $status
+
+echo "== install into a new NestJS project (no Rust toolchain)"
+bash scripts/install-spec.sh

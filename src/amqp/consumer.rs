@@ -23,12 +23,17 @@ use super::fields::{header, header_str, table_size, to_field_value};
 use super::publisher::republish_properties;
 use super::topology::Topology;
 use crate::retry::{
-    attempt_count, failure_headers, is_broker_death_header, parked_queue_name, retry_queue_name,
-    route_failure, Backoff, FailureInput, HeaderValue, Route,
+    attempt_count, exceeds_delivery_limit, failure_headers, is_broker_death_header,
+    parked_queue_name, retry_queue_name, route_failure, Backoff, FailureInput, HeaderValue,
+    ParkReason, Route,
 };
 
 /// How long `stop` waits for the broker to finish a cancel before it goes on.
 const CANCEL_DRAIN: Duration = Duration::from_secs(5);
+
+/// How long a consumer with nothing in flight keeps deliveries whose
+/// republish failed before it reopens its channel so the broker redelivers them.
+const HELD_RELEASE_IDLE: Duration = Duration::from_secs(5);
 
 /// How a consumer comes back after its channel or connection is lost.
 #[derive(Debug, Clone, Copy, Default)]
@@ -284,6 +289,7 @@ impl ConsumerHandle {
             next_id: 0,
             failures: JoinSet::new(),
             stuck: 0,
+            last_activity: Instant::now(),
             state: state.clone(),
         };
         tokio::spawn(task.run(consumer, rx));
@@ -388,6 +394,7 @@ struct ConsumerTask {
     next_id: u64,
     failures: JoinSet<bool>,
     stuck: usize,
+    last_activity: Instant,
     state: Arc<Mutex<ConsumerState>>,
 }
 
@@ -423,6 +430,19 @@ impl ConsumerTask {
                 Phase::Recovering { next_try, .. } => Some(*next_try),
                 _ => None,
             };
+            // Deliveries held by a failed republish go back to the broker once
+            // nothing else is in flight for a while (or when every slot holds one).
+            let release_at = (self.stuck > 0
+                && self.pending.is_empty()
+                && self.failures.is_empty()
+                && matches!(phase, Phase::Consuming(_)))
+            .then(|| {
+                if self.stuck >= usize::from(self.config.prefetch) {
+                    Instant::now()
+                } else {
+                    self.last_activity + HELD_RELEASE_IDLE
+                }
+            });
             tokio::select! {
                 cmd = rx.recv() => match cmd {
                     Some(Command::Settle(id, s)) => self.settle(id, s).await,
@@ -453,18 +473,17 @@ impl ConsumerTask {
                     }
                 },
                 Some(joined) = self.failures.join_next(), if !self.failures.is_empty() => {
+                    self.last_activity = Instant::now();
                     if joined.unwrap_or(false) {
                         self.stuck += 1;
-                        // Every prefetch slot holds a message whose republish failed:
-                        // reopen the channel so the broker redelivers them.
-                        if self.stuck >= usize::from(self.config.prefetch) && self.pending.is_empty() && self.failures.is_empty() && matches!(phase, Phase::Consuming(_)) {
-                            if let Some(ch) = self.channel.take() {
-                                let _ = ch.close(200, "redeliver messages whose republish failed".into()).await;
-                            }
-                            phase = self.lost(format!("every delivery of '{}' is held by a failed republish; reopening the channel so the broker redelivers them", self.config.topology.queue));
-                        }
                     }
-                }
+                },
+                _ = sleep_until(release_at) => {
+                    if let Some(ch) = self.channel.take() {
+                        let _ = ch.close(200, "redeliver messages whose republish failed".into()).await;
+                    }
+                    phase = self.lost(format!("{} delivery(ies) of '{}' held by a failed republish went back to the broker (channel reopened)", self.stuck, self.config.topology.queue));
+                },
             }
         }
     }
@@ -570,6 +589,7 @@ impl ConsumerTask {
     }
 
     fn accept(&mut self, d: Delivery) {
+        self.last_activity = Instant::now();
         self.next_id += 1;
         let id = self.next_id;
         let headers = d.properties.headers().as_ref();
@@ -580,6 +600,36 @@ impl ConsumerTask {
             header(headers, "x-death").map(to_field_value).as_ref(),
             &self.config.topology.queue,
         );
+        if let Some(limit) = self.config.topology.delivery_limit {
+            let count = header(headers, "x-delivery-count")
+                .map(to_field_value)
+                .and_then(|v| v.as_count());
+            if exceeds_delivery_limit(count, limit) {
+                let deliveries = count.unwrap_or(0) + 1;
+                let failure = Failure {
+                    name: "DeliveryLimitExceeded".into(),
+                    message: format!(
+                        "delivered {deliveries} times without being acked or rejected (limit {limit}): the consumer most likely crashes on this message, so it was parked without calling the handler again"
+                    ),
+                    stack: String::new(),
+                    retryable: false,
+                };
+                let route = Route::Park {
+                    reason: ParkReason::DeliveryLimit,
+                    attempt,
+                };
+                self.route(
+                    id,
+                    Pending {
+                        delivery: d,
+                        attempt,
+                    },
+                    failure,
+                    route,
+                );
+                return;
+            }
+        }
         let data = DeliveryData {
             id,
             body: d.data.clone(),
@@ -600,6 +650,7 @@ impl ConsumerTask {
     }
 
     async fn settle(&mut self, id: u64, s: Settlement) {
+        self.last_activity = Instant::now();
         let Some(p) = self.pending.remove(&id) else {
             return;
         };
@@ -615,17 +666,23 @@ impl ConsumerTask {
                 }
             }
             Settlement::Fail(f) => {
-                let broker = self.broker.clone();
-                let config = self.config.clone();
-                let inbox = self.inbox.clone();
-                self.failures.spawn(async move {
-                    let event = handle_failure(&broker, &config, id, p, f).await;
-                    let stuck = matches!(event, Event::PublishFailed { .. });
-                    inbox.push(Item::Event(event));
-                    stuck
-                });
+                let route = route_failure(p.attempt, &self.config.topology.delays, f.retryable);
+                self.route(id, p, f, route);
             }
         }
+    }
+
+    /// Republishes a failed delivery to where `route` says, on its own task.
+    fn route(&mut self, id: u64, p: Pending, f: Failure, route: Route) {
+        let broker = self.broker.clone();
+        let config = self.config.clone();
+        let inbox = self.inbox.clone();
+        self.failures.spawn(async move {
+            let event = handle_failure(&broker, &config, id, p, f, route).await;
+            let stuck = matches!(event, Event::PublishFailed { .. });
+            inbox.push(Item::Event(event));
+            stuck
+        });
     }
 
     async fn stop(&mut self, consumer: &mut lapin::Consumer) {
@@ -677,9 +734,9 @@ async fn handle_failure(
     id: u64,
     p: Pending,
     f: Failure,
+    route: Route,
 ) -> Event {
     let topo = &config.topology;
-    let route = route_failure(p.attempt, &topo.delays, f.retryable);
     let target = match &route {
         Route::Retry { delay, .. } => retry_queue_name(&topo.queue, *delay),
         Route::Park { .. } => parked_queue_name(&topo.queue),

@@ -9,7 +9,10 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions, QueuePurgeOptions};
+use lapin::options::{
+    BasicAckOptions, BasicGetOptions, ExchangeDeleteOptions, QueueDeclareOptions,
+    QueueDeleteOptions, QueuePurgeOptions,
+};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel};
 use tokio::sync::Mutex;
@@ -90,6 +93,41 @@ pub async fn purge(broker: &Broker, queue: &str) -> Result<u32> {
         })?;
     let _ = ch.close(200, "done".into()).await;
     Ok(n)
+}
+
+/// Deletes `queue` with its messages; how many it held, or `None` when it did
+/// not exist.
+pub async fn delete_queue(broker: &Broker, queue: &str) -> Result<Option<u32>> {
+    if queue_info(broker, queue).await?.is_none() {
+        return Ok(None);
+    }
+    let ch = broker.channel().await?;
+    let n = ch
+        .queue_delete(short(queue)?, QueueDeleteOptions::default())
+        .await
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Connection,
+                format!("deleting queue '{queue}' failed: {e}"),
+            )
+        })?;
+    let _ = ch.close(200, "done".into()).await;
+    Ok(Some(n))
+}
+
+/// Deletes `exchange`; a missing one counts as deleted.
+pub async fn delete_exchange(broker: &Broker, exchange: &str) -> Result<()> {
+    let ch = broker.channel().await?;
+    ch.exchange_delete(short(exchange)?, ExchangeDeleteOptions::default())
+        .await
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Connection,
+                format!("deleting exchange '{exchange}' failed: {e}"),
+            )
+        })?;
+    let _ = ch.close(200, "done".into()).await;
+    Ok(())
 }
 
 /// A message taken from the queue and held unacked by a session.

@@ -48,12 +48,31 @@ pub struct Topology {
     pub queue_type: QueueType,
     /// One retry queue per delay.
     pub delays: Vec<Delay>,
+    /// Quorum only: deliveries after which a message parks without reaching
+    /// the handler. The broker's own `x-delivery-limit` is set one above it,
+    /// dead-lettering to the parked queue, as a backstop.
+    pub delivery_limit: Option<u32>,
 }
 
 impl Topology {
     /// The arguments of the work queue.
     pub fn work_args(&self) -> FieldTable {
-        self.base_args()
+        let mut args = self.base_args();
+        if self.queue_type == QueueType::Quorum {
+            if let Some(limit) = self.delivery_limit {
+                args.insert(
+                    "x-delivery-limit".into(),
+                    AMQPValue::LongLongInt(i64::from(limit) + 1),
+                );
+                args.insert("x-dead-letter-exchange".into(), long(""));
+                args.insert(
+                    "x-dead-letter-routing-key".into(),
+                    long(&parked_queue_name(&self.queue)),
+                );
+                at_least_once(&mut args);
+            }
+        }
+        args
     }
 
     /// The arguments of the retry queue for `delay`.
@@ -63,14 +82,13 @@ impl Topology {
             "x-message-ttl".into(),
             AMQPValue::LongLongInt(delay.millis() as i64),
         );
-        args.insert(
-            "x-dead-letter-exchange".into(),
-            AMQPValue::LongString(LongString::from("")),
-        );
-        args.insert(
-            "x-dead-letter-routing-key".into(),
-            AMQPValue::LongString(LongString::from(self.queue.as_str())),
-        );
+        args.insert("x-dead-letter-exchange".into(), long(""));
+        args.insert("x-dead-letter-routing-key".into(), long(&self.queue));
+        if self.queue_type == QueueType::Quorum {
+            // Quorum dead-lettering is at-most-once unless asked otherwise:
+            // the hop back to the work queue must not lose a message.
+            at_least_once(&mut args);
+        }
         args
     }
 
@@ -82,10 +100,7 @@ impl Topology {
     fn base_args(&self) -> FieldTable {
         let mut args = FieldTable::default();
         if self.queue_type == QueueType::Quorum {
-            args.insert(
-                "x-queue-type".into(),
-                AMQPValue::LongString(LongString::from("quorum")),
-            );
+            args.insert("x-queue-type".into(), long("quorum"));
         }
         args
     }
@@ -137,6 +152,17 @@ impl Topology {
     }
 }
 
+fn long(s: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(s.as_bytes()))
+}
+
+/// At-least-once dead-lettering, which RabbitMQ only honours together with
+/// `reject-publish` overflow.
+fn at_least_once(args: &mut FieldTable) {
+    args.insert("x-dead-letter-strategy".into(), long("at-least-once"));
+    args.insert("x-overflow".into(), long("reject-publish"));
+}
+
 async fn declare_queue(
     ch: &Channel,
     queue: &str,
@@ -164,6 +190,16 @@ fn name(s: &str) -> Result<ShortString> {
 
 fn declare_error(what: &str, name: &str, e: &lapin::Error) -> Error {
     match amqp_reply(e) {
+        Some((406, text)) if text.contains("invalid arg") => {
+            let arg = invalid_arg(&text).unwrap_or_else(|| "an argument".into());
+            Error::new(
+                ErrorKind::InvalidOptions,
+                format!(
+                    "the broker refused '{arg}' for {what} '{name}' ({text}); {}",
+                    needs(&arg)
+                ),
+            )
+        }
         Some((406, text)) => {
             let arg = mismatched_arg(&text).unwrap_or_else(|| "an argument".into());
             Error::new(
@@ -186,19 +222,46 @@ fn declare_error(what: &str, name: &str, e: &lapin::Error) -> Error {
 
 /// The argument named in the broker's `inequivalent arg 'x'` reply.
 fn mismatched_arg(text: &str) -> Option<String> {
-    let start = text.find("inequivalent arg '")? + "inequivalent arg '".len();
+    quoted_after(text, "inequivalent arg '")
+}
+
+/// The argument named in the broker's `invalid arg 'x'` reply.
+fn invalid_arg(text: &str) -> Option<String> {
+    quoted_after(text, "invalid arg '")
+}
+
+fn quoted_after(text: &str, marker: &str) -> Option<String> {
+    let start = text.find(marker)? + marker.len();
     let len = text[start..].find('\'')?;
     Some(text[start..start + len].to_owned())
 }
 
+/// Which setting needs which broker, for an argument the broker refused.
+fn needs(arg: &str) -> &'static str {
+    match arg {
+        "x-dead-letter-strategy" => "queueType 'quorum' needs at-least-once dead-lettering: RabbitMQ 3.10 or later with the stream_queue feature flag enabled (rabbitmqctl enable_feature_flag stream_queue)",
+        "x-overflow" => "queueType 'quorum' needs reject-publish overflow on quorum queues: RabbitMQ 3.10 or later",
+        "x-message-ttl" => "retry queues of queueType 'quorum' need message TTL on quorum queues: RabbitMQ 3.10 or later",
+        "x-delivery-limit" => "deliveryLimit needs quorum queues: RabbitMQ 3.8 or later",
+        "x-queue-type" => "queueType 'quorum' needs RabbitMQ 3.8 or later",
+        _ => "check that the broker supports this queue setting",
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::mismatched_arg;
+    use super::{invalid_arg, mismatched_arg, needs};
 
     #[test]
     fn finds_the_mismatched_argument() {
         let text = "PRECONDITION_FAILED - inequivalent arg 'x-message-ttl' for queue 'q.retry.5s' in vhost '/': received the value '5000' of type 'long' but current is the value '999' of type 'signedint'";
         assert_eq!(mismatched_arg(text).as_deref(), Some("x-message-ttl"));
         assert_eq!(mismatched_arg("PRECONDITION_FAILED - something else"), None);
+        let invalid = "PRECONDITION_FAILED - invalid arg 'x-dead-letter-strategy' for queue 'q' in vhost '/': {unsupported,...}";
+        assert_eq!(
+            invalid_arg(invalid).as_deref(),
+            Some("x-dead-letter-strategy")
+        );
+        assert!(needs("x-dead-letter-strategy").contains("3.10"));
     }
 }

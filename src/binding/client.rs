@@ -11,9 +11,13 @@ use super::convert::{invalid, js_error, MessageProperties};
 use super::parked::{NativeParkedSession, NativeQueueInfo};
 use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions};
 use crate::amqp::consumer::{ConsumerConfig, ConsumerHandle, Recovery};
-use crate::amqp::parked::{purge, queue_info, ParkedSession};
+use crate::amqp::parked::{delete_exchange, delete_queue, purge, queue_info, ParkedSession};
 use crate::amqp::topology::{QueueType, Topology};
 use crate::retry::{parse_delays, validate_name, validate_topology_names, Backoff};
+
+/// Deliveries of one message after which a quorum consumer parks it without
+/// calling the handler.
+pub const DEFAULT_DELIVERY_LIMIT: u32 = 5;
 
 /// How to connect.
 #[napi(object)]
@@ -96,6 +100,19 @@ impl NativeClient {
         }
         let queue_type = QueueType::parse(options.queue_type.as_deref().unwrap_or("classic"))
             .map_err(js_error)?;
+        let delivery_limit = match (queue_type, options.delivery_limit) {
+            (QueueType::Quorum, None) => Some(DEFAULT_DELIVERY_LIMIT),
+            (QueueType::Quorum, Some(0)) => {
+                return Err(invalid("deliveryLimit must be at least 1"));
+            }
+            (QueueType::Quorum, Some(n)) => Some(n),
+            (QueueType::Classic, None) => None,
+            (QueueType::Classic, Some(_)) => {
+                return Err(invalid(
+                    "deliveryLimit needs queueType 'quorum': classic queues do not count deliveries",
+                ));
+            }
+        };
         let exchange_type = options
             .exchange_type
             .clone()
@@ -108,6 +125,7 @@ impl NativeClient {
                 routing_key,
                 queue_type,
                 delays,
+                delivery_limit,
             },
             prefetch: prefetch as u16,
             recovery: Recovery {
@@ -183,5 +201,20 @@ impl NativeClient {
             session,
             work_queue,
         ))
+    }
+
+    /// Deletes `queue` and its messages; resolves to how many it held, `null`
+    /// when it did not exist.
+    #[napi]
+    pub async fn delete_queue(&self, queue: String) -> napi::Result<Option<u32>> {
+        delete_queue(&self.broker, &queue).await.map_err(js_error)
+    }
+
+    /// Deletes `exchange`.
+    #[napi]
+    pub async fn delete_exchange(&self, exchange: String) -> napi::Result<()> {
+        delete_exchange(&self.broker, &exchange)
+            .await
+            .map_err(js_error)
     }
 }

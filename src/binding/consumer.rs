@@ -27,6 +27,8 @@ pub struct ConsumeOptions {
     pub queue_type: Option<String>,
     /// The retry delays, in order.
     pub delays: Vec<String>,
+    /// Quorum only: deliveries after which a message parks without reaching the handler. @default 5
+    pub delivery_limit: Option<u32>,
     /// First wait before reconnecting, in ms. @default 500
     pub recovery_initial_delay_ms: Option<u32>,
     /// Longest wait between reconnect tries, in ms. @default 30000

@@ -18,4 +18,4 @@ pub use headers::{
 pub use names::{
     parked_queue_name, retry_queue_name, validate_name, validate_topology_names, NameError,
 };
-pub use route::{route_failure, ParkReason, Route};
+pub use route::{exceeds_delivery_limit, route_failure, ParkReason, Route};

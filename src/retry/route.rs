@@ -9,6 +9,9 @@ pub enum ParkReason {
     NonRetryable,
     /// Every configured delay has been used.
     Exhausted,
+    /// The broker delivered the message more often than allowed without it
+    /// ever being settled: the consumer most likely crashes on it.
+    DeliveryLimit,
 }
 
 impl ParkReason {
@@ -17,6 +20,7 @@ impl ParkReason {
         match self {
             ParkReason::NonRetryable => "non-retryable",
             ParkReason::Exhausted => "exhausted",
+            ParkReason::DeliveryLimit => "delivery-limit",
         }
     }
 }
@@ -58,6 +62,14 @@ impl Route {
             Route::Park { attempt, .. } => attempt,
         }
     }
+}
+
+/// Whether a delivery must be parked without calling the handler: the broker's
+/// delivery count (`x-delivery-count` of quorum queues: 0 or absent on the
+/// first delivery) shows it was delivered `limit` times already without being
+/// settled. The handler thus runs at most `limit` times for one message.
+pub fn exceeds_delivery_limit(delivery_count: Option<u64>, limit: u32) -> bool {
+    delivery_count.is_some_and(|c| c >= u64::from(limit))
 }
 
 /// Routes a failure after `attempt` earlier failed attempts: non-retryable
@@ -148,5 +160,31 @@ mod tests {
         }
         assert_eq!(ParkReason::Exhausted.as_str(), "exhausted");
         assert_eq!(ParkReason::NonRetryable.as_str(), "non-retryable");
+    }
+}
+
+#[cfg(test)]
+mod delivery_limit_tests {
+    use super::*;
+
+    #[test]
+    fn parks_only_once_the_limit_is_reached() {
+        let cases = [
+            (None, 3, false),
+            (Some(0), 3, false),
+            (Some(2), 3, false),
+            (Some(3), 3, true),
+            (Some(40), 3, true),
+            (Some(0), 0, true),
+            (None, 0, false),
+        ];
+        for (count, limit, want) in cases {
+            assert_eq!(
+                exceeds_delivery_limit(count, limit),
+                want,
+                "{count:?} {limit}"
+            );
+        }
+        assert_eq!(ParkReason::DeliveryLimit.as_str(), "delivery-limit");
     }
 }

@@ -1,0 +1,53 @@
+/**
+ * The consumer of the fault suite, run as a child process so a test can
+ * SIGKILL it. It follows the ledger plan: `m-<i>` succeeds, fails once then
+ * succeeds, always fails, or fails for good, by `i % 20`. Every handler call is
+ * appended to CALLS_FILE and every success to SUCCESS_FILE (synchronously, so
+ * a SIGKILL cannot lose a line that was written before the ack); every
+ * confirmed move to a retry queue goes to RETRIES_FILE.
+ */
+import { appendFileSync } from 'node:fs';
+
+import { NonRetryableError, RabbitRetry } from '../../lib';
+import { expectedOutcome } from './plan';
+
+const queue = process.env.FAULT_QUEUE ?? '';
+const callsFile = process.env.CALLS_FILE ?? '';
+const successFile = process.env.SUCCESS_FILE ?? '';
+const retriesFile = process.env.RETRIES_FILE ?? '';
+const delays = (process.env.FAULT_DELAYS ?? '100ms,200ms').split(',');
+const prefetch = Number(process.env.FAULT_PREFETCH ?? '20');
+
+async function main(): Promise<void> {
+  const rr = await RabbitRetry.connect({ connectionName: `fault-consumer-${process.pid}` });
+  const consumer = await rr.consume(
+    { queue, prefetch, onFailure: { delays }, recovery: { initialDelayMs: 200, maxDelayMs: 2000 } },
+    async (msg) => {
+      const id = msg.properties.messageId ?? '?';
+      appendFileSync(callsFile, `${id}\n`);
+      const outcome = expectedOutcome(id);
+      if (outcome === 'exhausted') throw new Error(`carrier down for ${id}`);
+      if (outcome === 'non-retryable') throw new NonRetryableError(`${id} has no address`);
+      if (outcome === 'flaky' && msg.attempt === 0) throw new Error(`first attempt of ${id} fails`);
+      appendFileSync(successFile, `${id}\n`);
+    },
+  );
+  // Where each failed message was confirmed to, so a test can tell what a deleted queue took with it.
+  consumer.on('retry', (e) => appendFileSync(retriesFile, `${e.messageId ?? '?'} ${e.target} ${Date.now()}\n`));
+  consumer.on('disconnected', (e) => console.log(JSON.stringify({ event: 'disconnected', error: e.error.message })));
+  consumer.on('recovered', (e) => console.log(JSON.stringify({ event: 'recovered', attempts: e.attempts, afterMs: e.afterMs })));
+  consumer.on('publishFailed', (e) => console.log(JSON.stringify({ event: 'publishFailed', id: e.messageId, code: e.error.code })));
+  consumer.on('error', (e) => console.log(JSON.stringify({ event: 'error', error: e.message })));
+  console.log(JSON.stringify({ event: 'ready' }));
+  const stop = async () => {
+    await consumer.close();
+    await rr.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop());
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

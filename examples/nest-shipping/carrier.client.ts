@@ -1,0 +1,11 @@
+import type { Quote, ShipmentOrder } from '../demo/carrier';
+
+/**
+ * The carrier's rate API as the service sees it. An abstract class, so it is
+ * both the type and the injection token; the demo provides examples/demo's
+ * CarrierStub for it, with its scripted outage.
+ */
+export abstract class CarrierClient {
+  /** Rates a shipment; rejects with a CarrierError when the carrier fails. */
+  abstract rate(order: ShipmentOrder): Promise<Quote>;
+}

@@ -1,0 +1,234 @@
+import {
+  ForbiddenException,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+  Scope,
+} from '@nestjs/common';
+import type { DiscoveryService, MetadataScanner, ModulesContainer } from '@nestjs/core';
+import type { ExternalContextCreator } from '@nestjs/core/helpers/external-context-creator';
+import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
+import type { Module as NestModule } from '@nestjs/core/injector/module';
+
+import type { RabbitRetry } from '../client';
+import type { Consumer } from '../consumer';
+import { NonRetryableError, RabbitRetryError } from '../errors';
+import type { Message } from '../message';
+import type { ConsumeOptions, OnFailureOptions } from '../options';
+import { ARGS_METADATA, CONSUME_METADATA, ON_FAILURE_METADATA, RABBIT_RETRY_CONTEXT } from './constants';
+import type { RabbitRetryConsumers } from './consumers';
+import { ArgType } from './decorators';
+import type { ConsumeHandlerOptions, RabbitRetryModuleOptions } from './options';
+
+/** One decorated method, found at bootstrap. */
+interface HandlerRef {
+  /** `Class.method`, for messages. */
+  name: string;
+  instance: object;
+  method: string;
+  consume: ConsumeHandlerOptions;
+  onFailure?: OnFailureOptions;
+}
+
+// Methods a RabbitRetryModule already consumes for, so that two modules never start two consumers for one method.
+const claimed = new WeakMap<object, Set<string>>();
+
+/** Reads the handler's arguments for pipes: the body, a property of it, or the Message. */
+const paramsFactory = {
+  exchangeKeyForValue(type: number, data: unknown, args: unknown[]): unknown {
+    if (type === ArgType.Message) return args[1];
+    const body = args[0];
+    if (typeof data !== 'string') return body;
+    return body !== null && typeof body === 'object' ? (body as Record<string, unknown>)[data] : undefined;
+  },
+};
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function mergeOnFailure(defaults: OnFailureOptions | undefined, own: OnFailureOptions | undefined): OnFailureOptions | undefined {
+  if (!defaults) return own;
+  if (!own) return defaults;
+  return {
+    delays: own.delays ?? defaults.delays,
+    retryable: own.retryable ?? defaults.retryable,
+  };
+}
+
+/**
+ * Finds the `@Consume` methods of the application's providers and
+ * controllers at bootstrap, starts one consumer for each, and closes them
+ * (then the connection) on shutdown.
+ * @internal
+ */
+export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger('RabbitRetry');
+  private readonly consumers: { ref: HandlerRef; consumer: Consumer }[] = [];
+  private closing?: Promise<void>;
+
+  constructor(
+    private readonly discovery: DiscoveryService,
+    private readonly scanner: MetadataScanner,
+    private readonly contextCreator: ExternalContextCreator,
+    private readonly modules: ModulesContainer,
+    private readonly options: RabbitRetryModuleOptions,
+    private readonly rr: RabbitRetry,
+    private readonly registry: RabbitRetryConsumers,
+  ) {}
+
+  /** Starts the consumers; any that cannot start fails the bootstrap. */
+  async onApplicationBootstrap(): Promise<void> {
+    try {
+      for (const ref of this.discover()) await this.start(ref);
+    } catch (err) {
+      // The application will not run: leave nothing open that keeps the process alive.
+      await this.shutdown();
+      throw err;
+    }
+  }
+
+  /** Closes the consumers (in-flight handlers finish, unstarted deliveries go back to their queue), then the connection. */
+  async onApplicationShutdown(): Promise<void> {
+    await this.shutdown();
+  }
+
+  private shutdown(): Promise<void> {
+    this.closing ??= (async () => {
+      const results = await Promise.allSettled(this.consumers.map(({ consumer }) => consumer.close()));
+      for (const [i, r] of results.entries()) {
+        if (r.status === 'rejected') this.logger.error(`closing the consumer of '${this.consumers[i].consumer.queue}' failed: ${describe(r.reason)}`);
+      }
+      for (const { ref } of this.consumers) claimed.get(ref.instance)?.delete(ref.method);
+      this.registry.clear();
+      await this.rr.close();
+    })();
+    return this.closing;
+  }
+
+  private discover(): HandlerRef[] {
+    const mine = this.ownModule();
+    const several = [...this.modules.values()].filter((m) => m.providers.has(RabbitRetryExplorer)).length > 1;
+    const problems: string[] = [];
+    const found: HandlerRef[] = [];
+    const wrappers = [...this.discovery.getProviders(), ...this.discovery.getControllers()];
+    for (const wrapper of wrappers) {
+      const proto = this.prototypeOf(wrapper);
+      if (!proto) continue;
+      const className = (wrapper.metatype as { name?: string } | null)?.name || String(wrapper.name);
+      for (const method of this.scanner.getAllMethodNames(proto)) {
+        const fn = (proto as Record<string, unknown>)[method];
+        if (typeof fn !== 'function') continue;
+        const consume = Reflect.getMetadata(CONSUME_METADATA, fn) as ConsumeHandlerOptions | undefined;
+        const onFailure = Reflect.getMetadata(ON_FAILURE_METADATA, fn) as OnFailureOptions | undefined;
+        if (!consume && !onFailure) continue;
+        const name = `${className}.${method}`;
+        if (!consume) {
+          problems.push(`${name} has @OnFailure but no @Consume: add @Consume({ queue }) or remove @OnFailure`);
+          continue;
+        }
+        if (several && mine && !this.sees(wrapper, mine)) continue;
+        if (wrapper.scope === Scope.REQUEST || wrapper.scope === Scope.TRANSIENT || !wrapper.isDependencyTreeStatic()) {
+          problems.push(
+            `${name} is in a ${wrapper.scope === Scope.TRANSIENT ? 'transient' : 'request-scoped'} provider (or one that depends on a request-scoped provider); ` +
+              `@Consume handlers need a singleton: move the handler to a provider of the default scope and inject what it needs there`,
+          );
+          continue;
+        }
+        const instance = wrapper.instance as object | undefined;
+        if (!instance) continue;
+        const methods = claimed.get(instance) ?? new Set<string>();
+        if (methods.has(method)) {
+          this.logger.warn(`${name} is consumed by another RabbitRetryModule already; not consuming it twice`);
+          continue;
+        }
+        methods.add(method);
+        claimed.set(instance, methods);
+        found.push({ name, instance, method, consume, onFailure });
+      }
+    }
+    if (problems.length > 0) {
+      for (const ref of found) claimed.get(ref.instance)?.delete(ref.method);
+      throw new Error(`RabbitRetryModule cannot start:\n  - ${problems.join('\n  - ')}`);
+    }
+    return found;
+  }
+
+  /** The class prototype to scan; `undefined` for values, factories and aliases. */
+  private prototypeOf(wrapper: InstanceWrapper): object | undefined {
+    if (wrapper.isAlias || wrapper.isNotMetatype || !wrapper.metatype) return undefined;
+    const proto = (wrapper.metatype as { prototype?: unknown }).prototype;
+    return proto && typeof proto === 'object' ? proto : undefined;
+  }
+
+  /** The Nest module this explorer belongs to. */
+  private ownModule(): NestModule | undefined {
+    for (const m of this.modules.values()) {
+      if (m.providers.get(RabbitRetryExplorer)?.instance === this) return m;
+    }
+    return undefined;
+  }
+
+  /** Whether the provider's module can inject this module's client. */
+  private sees(wrapper: InstanceWrapper, mine: NestModule): boolean {
+    const host = wrapper.host;
+    return mine.isGlobal || host === mine || (host !== undefined && host.imports.has(mine));
+  }
+
+  private async start(ref: HandlerRef): Promise<void> {
+    const options: ConsumeOptions = {
+      ...ref.consume,
+      prefetch: ref.consume.prefetch ?? this.options.prefetch,
+      onFailure: mergeOnFailure(this.options.defaultOnFailure, ref.onFailure),
+    };
+    const invoke = this.contextCreator.create(
+      ref.instance as Record<string, (...args: unknown[]) => unknown>,
+      (ref.instance as Record<string, (...args: unknown[]) => unknown>)[ref.method],
+      ref.method,
+      ARGS_METADATA,
+      paramsFactory,
+      undefined,
+      undefined,
+      // Exception filters would log every failure a second time and could swallow it; the failure path is retry or park.
+      { guards: true, interceptors: true, filters: false },
+      RABBIT_RETRY_CONTEXT,
+    );
+    const handler = async (msg: Message): Promise<void> => {
+      const body = msg.json();
+      try {
+        await invoke(body, msg);
+      } catch (err) {
+        // A guard's refusal will not change on the next attempt.
+        if (err instanceof ForbiddenException) throw new NonRetryableError(`${ref.name} refused the message: ${err.message}`, { cause: err });
+        throw err;
+      }
+    };
+    let consumer: Consumer;
+    try {
+      consumer = await this.rr.consume(options, handler);
+    } catch (err) {
+      if (err instanceof RabbitRetryError) {
+        err.message = `${ref.name} could not consume '${ref.consume.queue}' (${err.code}): ${err.message}`;
+      }
+      throw err;
+    }
+    this.follow(consumer);
+    this.consumers.push({ ref, consumer });
+    this.registry.add(consumer);
+    this.logger.log(`${ref.name} consumes '${consumer.queue}' on ${this.rr.url}`);
+  }
+
+  private follow(consumer: Consumer): void {
+    const q = consumer.queue;
+    consumer.on('retry', (e) => {
+      this.logger.warn(`retry: queue '${q}', message ${e.messageId ?? '(no id)'}, attempt ${e.attempt} failed, next in ${e.delay} (${e.target}): ${e.error}`);
+    });
+    consumer.on('parked', (e) => {
+      this.logger.error(`parked: queue '${q}', message ${e.messageId ?? '(no id)'}, ${e.reason} after attempt ${e.attempt + 1} (${e.target}): ${e.error}`);
+    });
+    consumer.on('publishFailed', (e) => {
+      this.logger.error(`queue '${q}', message ${e.messageId ?? '(no id)'}: could not move it to '${e.target}'; the broker will redeliver it: ${e.error.message}`);
+    });
+    consumer.on('error', (err) => this.logger.error(`consumer of '${q}': ${err.message}`));
+  }
+}

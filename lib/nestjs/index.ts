@@ -1,0 +1,26 @@
+/**
+ * rabbit-retry for NestJS: `RabbitRetryModule`, `@Consume`, `@OnFailure`
+ * and `@InjectRabbitRetry`. Needs `@nestjs/common`, `@nestjs/core`,
+ * `reflect-metadata` and `rxjs` (NestJS 10 or 11).
+ */
+export { RabbitRetryModule } from './module';
+export { RabbitRetryConsumers } from './consumers';
+export {
+  Consume,
+  OnFailure,
+  InjectRabbitRetry,
+  RabbitPayload,
+  RabbitMessage,
+  type PipeLike,
+} from './decorators';
+export {
+  RABBIT_RETRY_MODULE_OPTIONS,
+  type RabbitRetryModuleOptions,
+  type RabbitRetryModuleRootOptions,
+  type RabbitRetryModuleAsyncOptions,
+  type RabbitRetryModuleExtras,
+  type RabbitRetryOptionsFactory,
+  type ConsumeHandlerOptions,
+} from './options';
+export { RABBIT_RETRY, RABBIT_RETRY_CONTEXT, type RabbitRetryContextType } from './constants';
+export { RabbitRetry, Message, NonRetryableError, type OnFailureOptions } from '../index';
