@@ -85,6 +85,12 @@ export interface ConnectOptions {
   connectTimeoutMs?: number
   /** Milliseconds to wait for a publisher confirm. @default 30000 */
   confirmTimeoutMs?: number
+  /** PEM certificate authorities to trust for `amqps://`. @default the system's */
+  tlsCa?: string
+  /** PEM client certificate for `amqps://` with client authentication. */
+  tlsCert?: string
+  /** PEM PKCS#8 private key of `tlsCert`. */
+  tlsKey?: string
 }
 
 /** What to consume and how to treat failures. */

@@ -1,4 +1,6 @@
+import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import path from 'node:path';
 
 import amqp, { type Channel, type ChannelModel, type MessageProperties as AmqpProperties } from 'amqplib';
 
@@ -284,4 +286,84 @@ export async function drain(name: string): Promise<GotMessage[]> {
       });
     }
   });
+}
+
+/** A queue as `rabbitmqctl list_queues` shows it. */
+export interface BrokerQueue {
+  name: string;
+  type: string;
+  /** Its arguments, name to value. */
+  arguments: Record<string, unknown>;
+  /** Its arguments, name to the broker's type name (`longstr`, `long`, ...). */
+  argumentTypes: Record<string, string>;
+  /** The policy applied to it, '' when none. */
+  policy: string;
+}
+
+/** Reads `rabbitmqctl list_queues` (read-only) and returns the named queues that exist. */
+export function brokerQueues(names: readonly string[]): Promise<Record<string, BrokerQueue>> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      'rabbitmqctl',
+      ['list_queues', '-q', '--formatter', 'json', 'name', 'type', 'arguments', 'policy'],
+      { maxBuffer: 64 * 1024 * 1024 },
+      (err, stdout) => {
+        if (err) return reject(err);
+        const rows = JSON.parse(stdout.slice(stdout.indexOf('['))) as {
+          name: string;
+          type: string;
+          arguments: [string, string, unknown][];
+          policy?: string;
+        }[];
+        const out: Record<string, BrokerQueue> = {};
+        for (const row of rows) {
+          if (!names.includes(row.name)) continue;
+          out[row.name] = {
+            name: row.name,
+            type: row.type,
+            arguments: Object.fromEntries(row.arguments.map(([k, , v]) => [k, v])),
+            argumentTypes: Object.fromEntries(row.arguments.map(([k, t]) => [k, t])),
+            policy: typeof row.policy === 'string' ? row.policy : '',
+          };
+        }
+        resolve(out);
+      },
+    );
+  });
+}
+
+/** Runs `rabbitmqctl` with `args`; resolves to its stdout. */
+export function rabbitmqctl(args: readonly string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile('rabbitmqctl', [...args], (err, stdout, stderr) => {
+      if (err) reject(new Error(`rabbitmqctl ${args.join(' ')} failed: ${stderr || err.message}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+/** A TypeScript script running as a child process, with its output so far. */
+export interface Script {
+  child: ChildProcessWithoutNullStreams;
+  stdout: () => string;
+  stderr: () => string;
+  /** Resolves when the process ended. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Starts `script` (a .ts file) with ts-node in a child process; the caller kills it. */
+export function startScript(script: string, args: readonly string[] = [], env: Record<string, string> = {}): Script {
+  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', script, ...args], {
+    cwd: path.resolve(__dirname, '..'),
+    env: { ...process.env, AMQP_URL, ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (err += b.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('exit', (code, signal) => resolve({ code, signal }));
+  });
+  return { child, stdout: () => out, stderr: () => err, exited };
 }

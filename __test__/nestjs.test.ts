@@ -39,7 +39,7 @@ import {
   type RabbitRetryOptionsFactory,
 } from '../lib/nestjs';
 import { deleteTestQueues, readParked, uniqueQueueName, waitForQueueDepth } from '../lib/testing';
-import { AMQP_URL, closeAmqp, deleteExchange, deleteQueue, deleteQueues, queueDepth, queueExists, sleep, waitFor, withChannel } from './helpers';
+import { AMQP_URL, closeAmqp, deleteExchange, deleteQueues, queueDepth, queueExists, sleep, waitFor, withChannel } from './helpers';
 
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 
@@ -690,13 +690,6 @@ describe('rabbit-retry/testing', () => {
     const names = [queue, retryQueueName(queue, '1s'), retryQueueName(queue, '1m'), `${queue}.parked`];
     for (const n of names) expect(await queueExists(n)).toBe(true);
 
-    const native = rr as unknown as { deleteQueue?: unknown };
-    if (typeof native.deleteQueue !== 'function') {
-      // Until the client deletes queues itself, the helper says so instead of half-cleaning.
-      await expect(deleteTestQueues(rr, queue, delays, { exchange })).rejects.toThrow(/needs RabbitRetry\.deleteQueue/);
-      // The same call against a client with deletion (done here with amqplib) removes everything.
-      Object.assign(rr, { deleteQueue: deleteQueue, deleteExchange: deleteExchange });
-    }
     await deleteTestQueues(rr, queue, delays, { exchange });
     for (const n of names) expect(await queueExists(n)).toBe(false);
     await expect(withChannel((ch) => ch.checkExchange(exchange))).rejects.toMatchObject({ code: 404 });

@@ -1,10 +1,12 @@
+import { readFileSync } from 'node:fs';
+
 import { Consumer, type Handler } from './consumer';
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
 import type { MessageProperties } from './message';
 import { Parked } from './parked';
 import { binding, type NativeClient, type NativeMessageProperties } from './native';
 import { consumerMetrics } from './metrics';
-import { checkConsumeOptions, delayStrings, type ConnectOptions, type ConsumeOptions } from './options';
+import { checkConsumeOptions, delayStrings, type ConnectOptions, type ConsumeOptions, type TlsOptions } from './options';
 
 /** The default broker URL when neither the options nor `AMQP_URL` give one. */
 export const DEFAULT_URL = 'amqp://guest:guest@127.0.0.1:5672';
@@ -51,6 +53,26 @@ function toNativeProps(opts: PublishOptions, contentType: string | undefined): N
   return props;
 }
 
+function readPem(option: string, file: string | undefined): string | undefined {
+  if (file === undefined) return undefined;
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new InvalidOptionsError(`${option}: cannot read '${file}' (${(err as Error).message})`);
+  }
+}
+
+function readTls(tls: TlsOptions | undefined): { ca?: string; cert?: string; key?: string } {
+  if (!tls) return {};
+  const ca = tls.ca !== undefined ? tls.ca.toString() : readPem('tls.caFile', tls.caFile);
+  const cert = readPem('tls.certFile', tls.certFile);
+  const key = readPem('tls.keyFile', tls.keyFile);
+  if ((cert === undefined) !== (key === undefined)) {
+    throw new InvalidOptionsError('tls.certFile and tls.keyFile go together: give both or neither');
+  }
+  return { ca, cert, key };
+}
+
 /**
  * A connection to RabbitMQ with rabbit-retry's failure path: consumers that
  * never requeue a handler error, and publishes that wait for the broker's confirm.
@@ -83,9 +105,13 @@ export class RabbitRetry {
         throw new InvalidOptionsError(`${key} must be a whole number of ${key === 'heartbeat' ? 'seconds' : 'milliseconds'}, got ${String(v)}`);
       }
     }
+    const tls = readTls(options.tls);
     const inner = await native(
       binding.connect({
         url,
+        tlsCa: tls.ca,
+        tlsCert: tls.cert,
+        tlsKey: tls.key,
         connectionName: options.connectionName,
         heartbeat: options.heartbeat,
         connectTimeoutMs: options.connectTimeoutMs,

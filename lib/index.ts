@@ -29,6 +29,7 @@ export {
   type Logger,
   type AlertOptions,
   type RecoveryOptions,
+  type TlsOptions,
 } from './options';
 export {
   RabbitRetryError,

@@ -20,6 +20,8 @@ export interface ConnectOptions {
   connectTimeoutMs?: number;
   /** Milliseconds to wait for a publisher confirm before a publish counts as failed. @default 30000 */
   confirmTimeoutMs?: number;
+  /** TLS settings for `amqps://` URLs. */
+  tls?: TlsOptions;
   /** Where warnings go when nobody listens for a consumer's `error` event. @default console */
   logger?: Logger;
   /**
@@ -37,6 +39,18 @@ export interface AlertOptions {
   every?: Delay;
   /** Called on each crossing (the consumer also emits `alert`). */
   onAlert?: (alert: import('./consumer').ParkedAlert) => void;
+}
+
+/** TLS settings for `amqps://` URLs. */
+export interface TlsOptions {
+  /** A PEM file of certificate authorities to trust (instead of the system's). */
+  caFile?: string;
+  /** Certificate authorities to trust, PEM. */
+  ca?: string | Buffer;
+  /** A PEM client certificate file, for brokers that authenticate clients by certificate. */
+  certFile?: string;
+  /** The PEM PKCS#8 private key file of `certFile`. */
+  keyFile?: string;
 }
 
 /** The part of a logger rabbit-retry uses. */

@@ -1,4 +1,12 @@
-import type { Consumer } from '../consumer';
+import type { Consumer, ConsumerState } from '../consumer';
+
+/** What {@link RabbitRetryConsumers.health} reports. */
+export interface ConsumersHealth {
+  /** True when every consumer is `connected`. */
+  healthy: boolean;
+  /** Each work queue's consumer state. */
+  consumers: Record<string, ConsumerState>;
+}
 
 /**
  * The consumers a {@link RabbitRetryModule} started, by work queue: inject it
@@ -16,6 +24,17 @@ export class RabbitRetryConsumers {
   /** Every running consumer. */
   all(): Consumer[] {
     return [...this.byQueue.values()];
+  }
+
+  /**
+   * Whether every consumer is consuming: for a health check (a Terminus
+   * indicator, a readiness probe). A consumer that is `recovering` or `closed`
+   * (recovery gave up) makes it unhealthy.
+   */
+  health(): ConsumersHealth {
+    const consumers: Record<string, ConsumerState> = {};
+    for (const [queue, c] of this.byQueue) consumers[queue] = c.state;
+    return { healthy: Object.values(consumers).every((s) => s === 'connected'), consumers };
   }
 
   /** @internal */

@@ -4,7 +4,7 @@
  * `reflect-metadata` and `rxjs` (NestJS 10 or 11).
  */
 export { RabbitRetryModule } from './module';
-export { RabbitRetryConsumers } from './consumers';
+export { RabbitRetryConsumers, type ConsumersHealth } from './consumers';
 export {
   Consume,
   OnFailure,

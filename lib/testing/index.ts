@@ -50,23 +50,6 @@ export async function readParked(rr: RabbitRetry, queue: string, limit = 20): Pr
   return (await parked.peek({ limit })).map((m) => m.headers);
 }
 
-/** Queue and exchange deletion, which `deleteTestQueues` needs from the client. */
-interface Deletion {
-  deleteQueue(queue: string): Promise<unknown>;
-  deleteExchange(exchange: string): Promise<unknown>;
-}
-
-function deletion(rr: RabbitRetry): Deletion {
-  const d = rr as unknown as Partial<Deletion>;
-  if (typeof d.deleteQueue !== 'function' || typeof d.deleteExchange !== 'function') {
-    throw new Error(
-      'deleteTestQueues needs RabbitRetry.deleteQueue and RabbitRetry.deleteExchange, which this version of rabbit-retry does not have; ' +
-        'delete the queues with your broker client (amqplib: channel.deleteQueue) meanwhile',
-    );
-  }
-  return { deleteQueue: d.deleteQueue.bind(rr), deleteExchange: d.deleteExchange.bind(rr) };
-}
-
 /** Options of {@link deleteTestQueues}. */
 export interface DeleteTestQueuesOptions {
   /** An exchange the test declared, deleted after the queues. */
@@ -89,9 +72,8 @@ export async function deleteTestQueues(
   const names = [queue, ...delays.map((d) => retryQueueName(queue, d)), parkedQueueName(queue)];
   const rr = typeof urlOrRr === 'string' ? await RabbitRetry.connect({ url: urlOrRr, connectionName: 'rabbit-retry-testing' }) : urlOrRr;
   try {
-    const d = deletion(rr);
-    for (const name of names) await d.deleteQueue(name);
-    if (options.exchange !== undefined) await d.deleteExchange(options.exchange);
+    for (const name of names) await rr.deleteQueue(name);
+    if (options.exchange !== undefined) await rr.deleteExchange(options.exchange);
   } finally {
     if (typeof urlOrRr === 'string') await rr.close();
   }

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
 use lapin::uri::AMQPUri;
 use lapin::{Connection, ConnectionProperties};
 use tokio::sync::{Mutex, RwLock};
@@ -25,6 +26,33 @@ pub struct ConnectOptions {
     pub connect_timeout: Duration,
     /// How long to wait for a publisher confirm before calling the publish failed.
     pub confirm_timeout: Duration,
+    /// TLS settings for `amqps://`.
+    pub tls: TlsOptions,
+}
+
+/// TLS settings for `amqps://` URLs.
+#[derive(Debug, Clone, Default)]
+pub struct TlsOptions {
+    /// Certificate authorities to trust, PEM; the system's roots when absent.
+    pub ca_pem: Option<String>,
+    /// A client certificate and its PKCS#8 key, both PEM, for brokers that
+    /// authenticate clients by certificate.
+    pub client_cert: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl TlsOptions {
+    fn to_lapin(&self) -> OwnedTLSConfig {
+        OwnedTLSConfig {
+            identity: self
+                .client_cert
+                .as_ref()
+                .map(|(pem, key)| OwnedIdentity::PKCS8 {
+                    pem: pem.clone(),
+                    key: key.clone(),
+                }),
+            cert_chain: self.ca_pem.clone(),
+        }
+    }
 }
 
 /// The connection to the broker, replaced by a new one when it is lost, and
@@ -32,6 +60,7 @@ pub struct ConnectOptions {
 pub struct Broker {
     uri: AMQPUri,
     props: ConnectionProperties,
+    tls: TlsOptions,
     connect_timeout: Duration,
     current: RwLock<(u64, Arc<Connection>)>,
     reconnecting: Mutex<()>,
@@ -58,10 +87,11 @@ impl Broker {
         if let Some(name) = &opts.connection_name {
             props = props.with_connection_name(name.as_str().into());
         }
-        let conn = open(&uri, &props, opts.connect_timeout, &safe_url).await?;
+        let conn = open(&uri, &props, &opts.tls, opts.connect_timeout, &safe_url).await?;
         let broker = Arc::new(Broker {
             uri,
             props,
+            tls: opts.tls,
             connect_timeout: opts.connect_timeout,
             current: RwLock::new((1, Arc::new(conn))),
             reconnecting: Mutex::new(()),
@@ -106,8 +136,16 @@ impl Broker {
                 return Ok((cur.0, cur.1.clone()));
             }
         }
-        let conn =
-            Arc::new(open(&self.uri, &self.props, self.connect_timeout, &self.safe_url).await?);
+        let conn = Arc::new(
+            open(
+                &self.uri,
+                &self.props,
+                &self.tls,
+                self.connect_timeout,
+                &self.safe_url,
+            )
+            .await?,
+        );
         let mut cur = self.current.write().await;
         cur.0 += 1;
         cur.1 = conn.clone();
@@ -160,10 +198,14 @@ impl Broker {
 async fn open(
     uri: &AMQPUri,
     props: &ConnectionProperties,
+    tls: &TlsOptions,
     timeout: Duration,
     safe_url: &str,
 ) -> Result<Connection> {
-    tokio::time::timeout(timeout, Connection::connect_uri(uri.clone(), props.clone()))
+    let runtime = lapin::runtime::default_runtime().map_err(|e| connection_error(safe_url, &e))?;
+    let connect =
+        Connection::connect_uri_with_config(uri.clone(), props.clone(), tls.to_lapin(), runtime);
+    tokio::time::timeout(timeout, connect)
         .await
         .map_err(|_| {
             Error::new(

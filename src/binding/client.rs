@@ -9,7 +9,7 @@ use napi_derive::napi;
 use super::consumer::{ConsumeOptions, NativeConsumer};
 use super::convert::{invalid, js_error, MessageProperties};
 use super::parked::{NativeParkedSession, NativeQueueInfo};
-use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions};
+use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions, TlsOptions};
 use crate::amqp::consumer::{ConsumerConfig, ConsumerHandle, Recovery};
 use crate::amqp::parked::{delete_exchange, delete_queue, purge, queue_info, ParkedSession};
 use crate::amqp::topology::{QueueType, Topology};
@@ -32,6 +32,12 @@ pub struct ConnectOptions {
     pub connect_timeout_ms: Option<u32>,
     /// Milliseconds to wait for a publisher confirm. @default 30000
     pub confirm_timeout_ms: Option<u32>,
+    /// PEM certificate authorities to trust for `amqps://`. @default the system's
+    pub tls_ca: Option<String>,
+    /// PEM client certificate for `amqps://` with client authentication.
+    pub tls_cert: Option<String>,
+    /// PEM PKCS#8 private key of `tlsCert`.
+    pub tls_key: Option<String>,
 }
 
 /// A connection to the broker.
@@ -57,6 +63,18 @@ pub async fn connect(options: ConnectOptions) -> napi::Result<NativeClient> {
         connect_timeout: Duration::from_millis(u64::from(
             options.connect_timeout_ms.unwrap_or(10_000),
         )),
+        tls: TlsOptions {
+            ca_pem: options.tls_ca,
+            client_cert: match (options.tls_cert, options.tls_key) {
+                (Some(c), Some(k)) => Some((c.into_bytes(), k.into_bytes())),
+                (None, None) => None,
+                _ => {
+                    return Err(invalid(
+                        "tls.cert and tls.key go together: give both or neither",
+                    ))
+                }
+            },
+        },
         confirm_timeout: Duration::from_millis(u64::from(
             options.confirm_timeout_ms.unwrap_or(30_000),
         )),
