@@ -9,7 +9,7 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
-/** A connection to the broker. */
+/** A connection to the broker, and the retry table when one is configured. */
 export declare class NativeClient {
   /** The broker URL without its password. */
   get safeUrl(): string
@@ -20,8 +20,18 @@ export declare class NativeClient {
    * broker; rejects with `UNROUTABLE`, `PUBLISH_NACKED` or `PUBLISH_FAILED`.
    */
   publish(exchange: string, routingKey: string, body: Buffer, properties?: MessageProperties | undefined | null): Promise<void>
-  /** Closes the connection. */
+  /** Stops the scheduler and closes the connection. */
   close(): Promise<void>
+  /** Pauses the selected rows; resolves to how many. */
+  tablePause(selector: NativeSelector): Promise<number>
+  /** Resumes the selected rows and makes them due now; resolves to how many. */
+  tableResume(selector: NativeSelector): Promise<number>
+  /** Makes row `id` due now; false when there is no such row. */
+  tableRetryNow(id: number): Promise<boolean>
+  /** Rows, oldest first. */
+  tableList(filter: NativeListFilter): Promise<Array<NativeRow>>
+  /** Counts of the table and of this process's scheduler. */
+  tableStats(): Promise<NativeTableStats>
   /** Depth and consumers of `queue`; `null` when it does not exist. */
   queueInfo(queue: string): Promise<NativeQueueInfo | null>
   /** Removes every ready message of `queue`; resolves to how many. */
@@ -91,6 +101,12 @@ export interface ConnectOptions {
   tlsCert?: string
   /** PEM PKCS#8 private key of `tlsCert`. */
   tlsKey?: string
+  /** The retry table's PostgreSQL URL. */
+  retryTableUrl?: string
+  /** The scheduler's rate, rows a second. @default 50 */
+  retryTableRatePerSec?: number
+  /** Whether this process runs a scheduler. @default true */
+  retryTableScheduler?: boolean
 }
 
 /** What to consume and how to treat failures. */
@@ -117,6 +133,8 @@ export interface ConsumeOptions {
   recoveryMaxDelayMs?: number
   /** Give up after this many tries; 0 or none never gives up. */
   recoveryMaxAttempts?: number
+  /** Send failures to the retry table after the delays, for this many more attempts. */
+  tableMaxAttempts?: number
 }
 
 /** A parsed delay: milliseconds and the label used in queue names. */
@@ -137,6 +155,8 @@ export interface FailureInfo {
   stack: string
   /** Whether another attempt could succeed. */
   retryable: boolean
+  /** For the retry table: what the row waits on, whose it is, and when it is due. */
+  table?: TableInfo
 }
 
 /** Message properties as JavaScript reads and writes them. */
@@ -200,9 +220,17 @@ export interface NativeDelivery {
   properties: MessageProperties
 }
 
+/** Rows of one dependency. */
+export interface NativeDependencyCount {
+  /** The dependency; `null` for rows without one. */
+  dependency?: string
+  /** Rows. */
+  rows: number
+}
+
 /** Something that happened to a failed message or to the consumer. */
 export interface NativeEvent {
-  /** `retry`, `parked`, `publish-failed`, `disconnected`, `recovered` or `error`. */
+  /** `retry`, `stored`, `parked`, `publish-failed`, `disconnected`, `recovered` or `error`. */
   kind: string
   /** The delivery concerned, if any. */
   id?: number
@@ -218,6 +246,10 @@ export interface NativeEvent {
   delay?: string
   /** For `recovered`: milliseconds since the loss. */
   afterMs?: number
+  /** For `stored`: the row id. */
+  rowId?: number
+  /** For `stored`: what it waits on. */
+  dependency?: string
   /** The handler's error message, or the consumer's error as `[CODE] message`. */
   error: string
 }
@@ -230,6 +262,18 @@ export interface NativeHeld {
   remaining: number
 }
 
+/** What `list` returns. */
+export interface NativeListFilter {
+  /** Rows of this dependency. */
+  dependency?: string
+  /** Rows of this tenant. */
+  tenant?: string
+  /** Only rows due now. */
+  due?: boolean
+  /** At most this many. @default 100 */
+  limit?: number
+}
+
 /** Depth and consumers of a queue. */
 export interface NativeQueueInfo {
   /** Messages ready. */
@@ -238,8 +282,78 @@ export interface NativeQueueInfo {
   consumers: number
 }
 
+/** A row of the retry table. */
+export interface NativeRow {
+  /** Row id. */
+  id: number
+  /** The work queue. */
+  queue: string
+  /** `retry-attempt` when published again. */
+  attempt: number
+  /** Due time in ms since the epoch; `null` waits for a person. */
+  nextAttemptAtMs?: number
+  /** Paused rows are not published. */
+  paused: boolean
+  /** What it waits on. */
+  dependency?: string
+  /** Whose it is. */
+  tenant?: string
+  /** The last error message. */
+  lastError?: string
+  /** The last error name. */
+  errorName?: string
+  /** The message id. */
+  messageId?: string
+  /** The correlation id. */
+  correlationId?: string
+  /** First failure, ms since the epoch. */
+  firstFailedAtMs: number
+  /** Last change, ms since the epoch. */
+  updatedAtMs: number
+}
+
+/** Which rows `pause` and `resume` touch; every field given must match. */
+export interface NativeSelector {
+  /** Rows of this dependency. */
+  dependency?: string
+  /** Rows of this tenant. */
+  tenant?: string
+  /** Rows whose error has this name. */
+  errorName?: string
+}
+
+/** Counts of the retry table and of this process's scheduler. */
+export interface NativeTableStats {
+  /** Rows in all. */
+  rows: number
+  /** Paused rows. */
+  paused: number
+  /** Rows waiting for a person. */
+  held: number
+  /** Rows due now and not paused. */
+  due: number
+  /** Rows by dependency. */
+  byDependency: Array<NativeDependencyCount>
+  /** Age in ms of the oldest row whose due time has passed. */
+  oldestDueAgeMs: number
+  /** Rows this process's scheduler published. */
+  schedulerPublished: number
+  /** Publishes of this process's scheduler that failed. */
+  schedulerPublishFailed: number
+}
+
 /**
  * Parses and checks a list of delays (`"5s"`, `"1m"`, `"500"` milliseconds);
  * rejects with `INVALID_OPTIONS` when one is malformed, zero, repeated or out of order.
  */
 export declare function parseDelays(delays: Array<string>): Array<DelayInfo>
+
+/** What a row of the retry table gets, worked out by `onFailure.table`. */
+export interface TableInfo {
+  /** What the message waits on. */
+  dependency?: string
+  /** Whose message it is. */
+  tenant?: string
+  /** When it is due, ms since the epoch; `null` waits for a person. */
+  nextAttemptAtMs?: number
+}

@@ -367,3 +367,14 @@ export function startScript(script: string, args: readonly string[] = [], env: R
   });
   return { child, stdout: () => out, stderr: () => err, exited };
 }
+
+/**
+ * Closes, from the broker's side, the one connection whose client named itself
+ * `connectionName` (and no other): a connection loss that disturbs nobody else.
+ */
+export async function closeOwnConnection(connectionName: string, reason = 'closed by a test'): Promise<void> {
+  const listing = await rabbitmqctl(['list_connections', '-q', '--no-table-headers', 'pid', 'client_properties']);
+  const lines = listing.split('\n').filter((l) => l.includes(`{"connection_name","${connectionName}"}`));
+  if (lines.length !== 1) throw new Error(`expected one connection named '${connectionName}', found ${lines.length}`);
+  await rabbitmqctl(['close_connection', lines[0].split('\t')[0], reason]);
+}

@@ -4,6 +4,7 @@ import { Consumer, type Handler } from './consumer';
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
 import type { MessageProperties } from './message';
 import { Parked } from './parked';
+import { RetryTable } from './table';
 import { binding, type NativeClient, type NativeMessageProperties } from './native';
 import { consumerMetrics } from './metrics';
 import { checkConsumeOptions, delayStrings, type ConnectOptions, type ConsumeOptions, type TlsOptions } from './options';
@@ -88,10 +89,32 @@ export class RabbitRetry {
   private readonly consumers = new Set<Consumer>();
   private closed = false;
 
+  // An ES private field: printing or serialising the client never shows the URL's password.
+  readonly #options: ConnectOptions;
+
   private constructor(
     private readonly inner: NativeClient,
-    private readonly options: ConnectOptions,
-  ) {}
+    options: ConnectOptions,
+  ) {
+    this.#options = options;
+    if (options.retryTable) {
+      this.#table = new RetryTable(inner);
+      this.#table.observe(options.meterProvider);
+    }
+  }
+
+  readonly #table?: RetryTable;
+
+  /**
+   * The retry table (connect with `retryTable: { url }`): pause, resume,
+   * retryNow, list, stats and pauseWhen.
+   */
+  get retryTable(): RetryTable {
+    if (!this.#table) {
+      throw new InvalidOptionsError("no retry table: connect with { retryTable: { url: 'postgres://…' } }");
+    }
+    return this.#table;
+  }
 
   /**
    * Connects to the broker. Rejects with a {@link ConnectionError} when it
@@ -106,9 +129,18 @@ export class RabbitRetry {
       }
     }
     const tls = readTls(options.tls);
+    if (options.retryTable !== undefined) {
+      const t = options.retryTable;
+      if (t === null || typeof t !== 'object' || typeof t.url !== 'string' || t.url.length === 0) {
+        throw new InvalidOptionsError("retryTable.url must be a PostgreSQL URL such as 'postgres://user@127.0.0.1:5432/app'");
+      }
+    }
     const inner = await native(
       binding.connect({
         url,
+        retryTableUrl: options.retryTable?.url,
+        retryTableRatePerSec: options.retryTable?.ratePerSec,
+        retryTableScheduler: options.retryTable?.scheduler,
         tlsCa: tls.ca,
         tlsCert: tls.cert,
         tlsKey: tls.key,
@@ -148,6 +180,7 @@ export class RabbitRetry {
         prefetch,
         queueType: options.queueType,
         deliveryLimit: options.deliveryLimit,
+        tableMaxAttempts: options.onFailure?.table ? (options.onFailure.table.maxAttempts ?? 10) : undefined,
         delays,
         recoveryInitialDelayMs: options.recovery?.initialDelayMs,
         recoveryMaxDelayMs: options.recovery?.maxDelayMs,
@@ -162,17 +195,24 @@ export class RabbitRetry {
     if (options.alert) {
       const every = delayStrings([options.alert.every ?? '1m'], 'alert.every');
       const everyMs = nativeSync(() => binding.parseDelays(every))[0].ms;
-      alert = { parkedAbove: options.alert.parkedAbove, everyMs, onAlert: options.alert.onAlert };
+      if (options.alert.oldestDueAboveMs !== undefined && !this.#table) {
+        throw new InvalidOptionsError('alert.oldestDueAboveMs needs a retry table: connect with { retryTable: { url } }');
+      }
+      alert = { ...options.alert, everyMs };
     }
+    const table = this.#table;
+    const oldestDueAge = table ? async () => (await table.stats()).oldestDueAgeMs : undefined;
     const consumer = new Consumer({
       inner,
       handler,
       retryable: options.onFailure?.retryable ?? (() => true),
       batchSize: prefetch,
-      logger: this.options.logger ?? console,
-      metrics: consumerMetrics(options.queue, this.options.meterProvider, parkedDepth),
+      logger: this.#options.logger ?? console,
+      metrics: consumerMetrics(options.queue, this.#options.meterProvider, parkedDepth),
       parkedDepth,
+      oldestDueAge,
       alert,
+      table: options.onFailure?.table,
       onClosed: (c) => this.consumers.delete(c),
     });
     this.consumers.add(consumer);

@@ -4,7 +4,7 @@ import { NonRetryableError, RabbitRetryError, fromNative, native, nativeSync } f
 import { Message } from './message';
 import type { NativeConsumer, NativeDelivery, NativeEvent } from './native';
 import type { ConsumerMetrics } from './metrics';
-import type { Logger } from './options';
+import type { AlertOptions, Logger, TableRouteOptions } from './options';
 
 /** A handler: resolve to ack the message, throw to retry or park it. */
 export type Handler = (msg: Message) => unknown;
@@ -68,6 +68,32 @@ export interface ParkedAlert {
 /** What a consumer is doing. */
 export type ConsumerState = 'connected' | 'recovering' | 'closing' | 'closed';
 
+/** Emitted once each time the retry table's oldest due row grows older than the alert threshold. */
+export interface RetryTableAlert {
+  /** The work queue of the consumer that checked. */
+  queue: string;
+  /** Age in ms of the oldest row whose due time has passed. */
+  oldestDueAgeMs: number;
+  /** The threshold it passed. */
+  threshold: number;
+}
+
+/** Emitted when a failed message was stored in the retry table and acked. */
+export interface StoredEvent {
+  /** The work queue. */
+  queue: string;
+  /** The row id. */
+  rowId: number;
+  /** Its message id, if any. */
+  messageId?: string;
+  /** The `retry-attempt` the row carries. */
+  attempt: number;
+  /** What it waits on. */
+  dependency?: string;
+  /** The handler's error message. */
+  error: string;
+}
+
 /** Counts since the consumer started, as {@link Consumer.stats} returns them. */
 export interface ConsumerStats {
   /** The work queue. */
@@ -88,6 +114,8 @@ export interface ConsumerStats {
   parked: number;
   /** `parked`, by reason. */
   parkedByReason: Record<string, number>;
+  /** Failed messages stored in the retry table. */
+  stored: number;
   /** Republishes that failed (the message stayed unacked). */
   publishFailed: number;
   /** Handler durations in milliseconds. */
@@ -103,7 +131,9 @@ export interface ConsumerContext {
   logger: Logger;
   metrics: ConsumerMetrics;
   parkedDepth: () => Promise<number | undefined>;
-  alert?: { parkedAbove: number; everyMs: number; onAlert?: (a: ParkedAlert) => void };
+  oldestDueAge?: () => Promise<number>;
+  alert?: AlertOptions & { everyMs: number };
+  table?: TableRouteOptions;
   onClosed: (c: Consumer) => void;
 }
 
@@ -133,6 +163,10 @@ export interface ConsumerEvents {
   recovered: [RecoveredEvent];
   /** The parked queue rose above `alert.parkedAbove`. */
   alert: [ParkedAlert];
+  /** The retry table's oldest due row grew older than `alert.oldestDueAboveMs`. */
+  tableAlert: [RetryTableAlert];
+  /** A failed message was stored in the retry table. */
+  stored: [StoredEvent];
   /** A failed message went to a retry queue. */
   retry: [RetryEvent];
   /** A failed message was parked. */
@@ -188,6 +222,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private readonly loopDone: Promise<void>;
   private readonly alertTimer?: NodeJS.Timeout;
   private alerting = false;
+  private tableAlerting = false;
   private closing?: Promise<void>;
   private closed = false;
   private readonly counts: Omit<ConsumerStats, 'queue' | 'state' | 'inFlight'> = {
@@ -197,6 +232,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     retriedByDelay: {},
     parked: 0,
     parkedByReason: {},
+    stored: 0,
     publishFailed: 0,
     handlerMs: { count: 0, total: 0, max: 0 },
   };
@@ -245,20 +281,40 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   }
 
   private async checkAlert(alert: NonNullable<ConsumerContext['alert']>): Promise<void> {
-    const depth = await this.ctx.parkedDepth().catch(() => undefined);
-    if (depth === undefined) return;
-    if (depth > alert.parkedAbove) {
-      if (this.alerting) return;
-      this.alerting = true;
-      const a: ParkedAlert = { queue: this.queue, parkedQueue: `${this.queue}.parked`, depth, threshold: alert.parkedAbove };
+    const notify = <T>(event: 'alert' | 'tableAlert', a: T, callback?: (a: T) => void) => {
       try {
-        alert.onAlert?.(a);
+        callback?.(a);
       } catch (err) {
-        this.logger.warn(`rabbit-retry: alert.onAlert threw: ${errorInfo(err).message}`);
+        this.logger.warn(`rabbit-retry: an alert callback threw: ${errorInfo(err).message}`);
       }
-      this.emit('alert', a);
-    } else {
-      this.alerting = false;
+      (this.emit as (e: string, a: T) => boolean)(event, a);
+    };
+    if (alert.parkedAbove !== undefined) {
+      const depth = await this.ctx.parkedDepth().catch(() => undefined);
+      if (depth !== undefined) {
+        // Once per crossing: re-armed only when the depth falls back to the threshold.
+        if (depth > alert.parkedAbove) {
+          if (!this.alerting) {
+            this.alerting = true;
+            notify<ParkedAlert>('alert', { queue: this.queue, parkedQueue: `${this.queue}.parked`, depth, threshold: alert.parkedAbove }, alert.onAlert);
+          }
+        } else {
+          this.alerting = false;
+        }
+      }
+    }
+    if (alert.oldestDueAboveMs !== undefined && this.ctx.oldestDueAge) {
+      const age = await this.ctx.oldestDueAge().catch(() => undefined);
+      if (age !== undefined) {
+        if (age > alert.oldestDueAboveMs) {
+          if (!this.tableAlerting) {
+            this.tableAlerting = true;
+            notify<RetryTableAlert>('tableAlert', { queue: this.queue, oldestDueAgeMs: age, threshold: alert.oldestDueAboveMs }, alert.onTableAlert);
+          }
+        } else {
+          this.tableAlerting = false;
+        }
+      }
     }
   }
 
@@ -327,13 +383,41 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
           `rabbit-retry: onFailure.retryable threw (${errorInfo(predicateErr).message}); parking the message of queue '${this.queue}'`,
         );
       }
-      this.settle(() => this.inner.fail(d.id, { ...errorInfo(err), retryable }));
+      const table = retryable ? this.tableInfo(err, msg) : undefined;
+      this.settle(() => this.inner.fail(d.id, { ...errorInfo(err), retryable, table }));
       return;
     }
     this.timed(started, 'success');
     this.settle(() => this.inner.ack(d.id));
     this.counts.acked++;
     this.metrics.acked();
+  }
+
+  /** Where the row goes if the route is the retry table; callbacks that throw fall back to defaults. */
+  private tableInfo(err: unknown, msg: Message): { dependency?: string; tenant?: string; nextAttemptAtMs?: number } | undefined {
+    const t = this.ctx.table;
+    if (!t) return undefined;
+    const call = <T>(name: string, f: () => T, fallback: T): T => {
+      try {
+        return f();
+      } catch (e) {
+        this.logger.warn(`rabbit-retry: onFailure.table.${name} threw (${errorInfo(e).message}); using its default`);
+        return fallback;
+      }
+    };
+    const dependency = t.dependency ? call('dependency', () => t.dependency?.(err, msg), undefined) : undefined;
+    const tenant = t.tenant ? call('tenant', () => t.tenant?.(msg), undefined) : undefined;
+    const fallback = new Date(Date.now() + 60_000);
+    const next = t.nextAttemptAt ? call<Date | null>('nextAttemptAt', () => t.nextAttemptAt?.(err, msg.attempt + 1) ?? null, fallback) : fallback;
+    let nextAttemptAtMs: number | undefined;
+    if (next === null) nextAttemptAtMs = undefined; // waits for a person
+    else if (next instanceof Date && !Number.isNaN(next.getTime())) nextAttemptAtMs = next.getTime();
+    else nextAttemptAtMs = fallback.getTime();
+    return {
+      dependency: typeof dependency === 'string' ? dependency : undefined,
+      tenant: typeof tenant === 'string' ? tenant : undefined,
+      nextAttemptAtMs,
+    };
   }
 
   private timed(started: number, outcome: 'success' | 'failure'): void {
@@ -374,6 +458,17 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         this.emit('parked', { queue: this.queue, target, messageId, reason, attempt: e.attempt ?? 0, error: e.error });
         return;
       }
+      case 'stored':
+        this.counts.stored++;
+        this.emit('stored', {
+          queue: this.queue,
+          rowId: e.rowId ?? 0,
+          messageId,
+          attempt: e.attempt ?? 0,
+          dependency: e.dependency ?? undefined,
+          error: e.error,
+        });
+        return;
       case 'publish-failed': {
         this.counts.publishFailed++;
         this.metrics.publishFailed();

@@ -17,7 +17,18 @@ export {
   type ConsumerState,
   type DisconnectedEvent,
   type RecoveredEvent,
+  type RetryTableAlert,
+  type StoredEvent,
 } from './consumer';
+export {
+  RetryTable,
+  type RowSelector,
+  type ListOptions,
+  type RetryRow,
+  type RetryTableStats,
+  type PauseWhenOptions,
+  type DependencyWatch,
+} from './table';
 export type { MeterProviderLike } from './metrics';
 export { Message, type MessageProperties } from './message';
 export {
@@ -30,6 +41,8 @@ export {
   type AlertOptions,
   type RecoveryOptions,
   type TlsOptions,
+  type RetryTableOptions,
+  type TableRouteOptions,
 } from './options';
 export {
   RabbitRetryError,

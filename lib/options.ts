@@ -22,6 +22,8 @@ export interface ConnectOptions {
   confirmTimeoutMs?: number;
   /** TLS settings for `amqps://` URLs. */
   tls?: TlsOptions;
+  /** The retry table in PostgreSQL, for `onFailure.table`. */
+  retryTable?: RetryTableOptions;
   /** Where warnings go when nobody listens for a consumer's `error` event. @default console */
   logger?: Logger;
   /**
@@ -34,11 +36,15 @@ export interface ConnectOptions {
 /** Checks the parked queue on a timer and alerts once each time its depth rises above a threshold. */
 export interface AlertOptions {
   /** Alert when the parked queue holds more than this many messages. */
-  parkedAbove: number;
+  parkedAbove?: number;
+  /** Alert when the retry table's oldest due row is older than this many milliseconds (a stopped scheduler). */
+  oldestDueAboveMs?: number;
   /** How often to check. @default '1m' */
   every?: Delay;
-  /** Called on each crossing (the consumer also emits `alert`). */
+  /** Called on each crossing of `parkedAbove` (the consumer also emits `alert`). */
   onAlert?: (alert: import('./consumer').ParkedAlert) => void;
+  /** Called on each crossing of `oldestDueAboveMs` (the consumer also emits `tableAlert`). */
+  onTableAlert?: (alert: import('./consumer').RetryTableAlert) => void;
 }
 
 /** TLS settings for `amqps://` URLs. */
@@ -74,6 +80,38 @@ export interface OnFailureOptions {
    * @default every error but a {@link NonRetryableError}
    */
   retryable?: (err: unknown, msg: Message) => boolean;
+  /**
+   * After the delays, store failures in the retry table (PostgreSQL, see
+   * `ConnectOptions.retryTable`) instead of parking them: for failures that
+   * wait on a person or a condition, not a clock. `delays: []` uses the table alone.
+   */
+  table?: TableRouteOptions;
+}
+
+/** How failures go into the retry table. */
+export interface TableRouteOptions {
+  /** What the message waits on (a carrier, a service), for `pause`/`resume`/`pauseWhen`. */
+  dependency?: (err: unknown, msg: Message) => string | undefined;
+  /** Whose message it is, for `pause`/`resume`. */
+  tenant?: (msg: Message) => string | undefined;
+  /**
+   * When the row is due: a Date, or `null` to wait for a person (`resume`,
+   * `retryNow`). `attempt` is the attempt count the row carries.
+   * @default one minute from now
+   */
+  nextAttemptAt?: (err: unknown, attempt: number) => Date | null;
+  /** Attempts through the table before the message parks as exhausted. @default 10 */
+  maxAttempts?: number;
+}
+
+/** The retry table: where failures that wait on a person or a condition are kept. */
+export interface RetryTableOptions {
+  /** `postgres://user:password@host:5432/database`; the table `message_retries` is created there. */
+  url: string;
+  /** The scheduler publishes at most this many due rows a second (per scheduler process). @default 50 */
+  ratePerSec?: number;
+  /** Whether this process runs a scheduler. Run it in every consumer process, or in one process of its own. @default true */
+  scheduler?: boolean;
 }
 
 /** What a consumer consumes, and how. */
@@ -172,8 +210,14 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
     throw new InvalidOptionsError(`exchangeType must be 'topic', 'direct', 'fanout' or 'headers', got '${String(o.exchangeType)}'`);
   }
   if (o.alert !== undefined) {
-    if (o.alert === null || typeof o.alert !== 'object' || !Number.isInteger(o.alert.parkedAbove) || o.alert.parkedAbove < 0) {
-      throw new InvalidOptionsError('alert.parkedAbove must be a whole number of messages (0 or more)');
+    if (o.alert === null || typeof o.alert !== 'object' || (o.alert.parkedAbove === undefined && o.alert.oldestDueAboveMs === undefined)) {
+      throw new InvalidOptionsError('alert needs parkedAbove (messages) or oldestDueAboveMs (milliseconds)');
+    }
+    for (const key of ['parkedAbove', 'oldestDueAboveMs'] as const) {
+      const v = o.alert[key];
+      if (v !== undefined && (!Number.isInteger(v) || v < 0)) {
+        throw new InvalidOptionsError(`alert.${key} must be a whole number (0 or more), got ${String(v)}`);
+      }
     }
     if (o.alert.onAlert !== undefined && typeof o.alert.onAlert !== 'function') {
       throw new InvalidOptionsError('alert.onAlert must be a function');
@@ -189,6 +233,16 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
     const m = o.recovery.maxAttempts;
     if (m !== undefined && m !== Infinity && (!Number.isInteger(m) || m < 1)) {
       throw new InvalidOptionsError(`recovery.maxAttempts must be a whole number of at least 1, or Infinity, got ${String(m)}`);
+    }
+  }
+  const t = o.onFailure?.table;
+  if (t !== undefined) {
+    if (t === null || typeof t !== 'object') throw new InvalidOptionsError('onFailure.table must be an object');
+    for (const key of ['dependency', 'tenant', 'nextAttemptAt'] as const) {
+      if (t[key] !== undefined && typeof t[key] !== 'function') throw new InvalidOptionsError(`onFailure.table.${key} must be a function`);
+    }
+    if (t.maxAttempts !== undefined && (!Number.isInteger(t.maxAttempts) || t.maxAttempts < 1)) {
+      throw new InvalidOptionsError(`onFailure.table.maxAttempts must be a whole number of at least 1, got ${String(t.maxAttempts)}`);
     }
   }
   if (o.onFailure?.retryable !== undefined && typeof o.onFailure.retryable !== 'function') {

@@ -16,8 +16,9 @@ echo "== build"
 bash scripts/build.sh
 npx tsc --noEmit -p tsconfig.json
 
-echo "== broker"
+echo "== broker and database"
 bash scripts/broker.sh
+bash scripts/postgres.sh
 
 echo "== jest (real broker)"
 results=$(mktemp)

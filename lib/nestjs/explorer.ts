@@ -53,6 +53,7 @@ function mergeOnFailure(defaults: OnFailureOptions | undefined, own: OnFailureOp
   return {
     delays: own.delays ?? defaults.delays,
     retryable: own.retryable ?? defaults.retryable,
+    table: own.table ?? defaults.table,
   };
 }
 

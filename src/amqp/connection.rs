@@ -75,9 +75,10 @@ impl Broker {
     pub async fn connect(opts: ConnectOptions) -> Result<Arc<Broker>> {
         let safe_url = redact_url(&opts.url);
         let mut uri: AMQPUri = opts.url.parse().map_err(|e: String| {
+            let reason = redact_in(&e, &opts.url);
             Error::new(
                 ErrorKind::InvalidOptions,
-                format!("url {safe_url} is not an AMQP URL ({e}): use amqp://user:password@host:5672/vhost"),
+                format!("url {safe_url} is not an AMQP URL ({reason}): use amqp://user:password@host:5672/vhost"),
             )
         })?;
         if let Some(h) = opts.heartbeat_secs {
@@ -227,34 +228,35 @@ pub fn connection_error(safe_url: &str, e: &lapin::Error) -> Error {
     )
 }
 
-/// Replaces the password of an AMQP URL with `***`.
+/// The password of a URL (`scheme://user:password@host/...`), if it has one.
+/// The userinfo ends at the last `@`, so a password holding `/` or `@` is
+/// still found; the scheme may be missing.
+fn password_span(url: &str) -> Option<(usize, usize)> {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let at = start + url[start..].rfind('@')?;
+    let colon = start + url[start..at].find(':')?;
+    Some((colon + 1, at))
+}
+
+/// Replaces the password of a URL with `***`.
 pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    match authority.rfind('@') {
-        Some(at) => {
-            let userinfo = &authority[..at];
-            match userinfo.find(':') {
-                Some(colon) => format!(
-                    "{}{}:***{}",
-                    &url[..scheme_end + 3],
-                    &userinfo[..colon],
-                    &rest[at..]
-                ),
-                None => url.to_owned(),
-            }
-        }
+    match password_span(url) {
+        Some((from, to)) => format!("{}***{}", &url[..from], &url[to..]),
         None => url.to_owned(),
+    }
+}
+
+/// Removes the password of `url` from `text` (an error message that may quote the URL).
+pub fn redact_in(text: &str, url: &str) -> String {
+    match password_span(url) {
+        Some((from, to)) if to > from => text.replace(&url[from..to], "***"),
+        _ => text.to_owned(),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    use super::{redact_in, redact_url};
 
     #[test]
     fn redacts_passwords() {
@@ -267,10 +269,19 @@ mod tests {
             ("amqp://u@host", "amqp://u@host"),
             ("amqp://host:5672", "amqp://host:5672"),
             ("not a url", "not a url"),
-            ("amqp://a:b:c@h/x@y", "amqp://a:***@h/x@y"),
+            (
+                "amqp://guest:s3cret/x+y@127.0.0.1:5672",
+                "amqp://guest:***@127.0.0.1:5672",
+            ),
+            ("guest:s3cret@127.0.0.1:5672", "guest:***@127.0.0.1:5672"),
+            ("amqp://u:p@ss@host/vh", "amqp://u:***@host/vh"),
         ];
         for (input, want) in cases {
             assert_eq!(redact_url(input), want, "{input}");
         }
+        assert_eq!(
+            redact_in("Invalid URL: 'guest:s3cret@h'", "guest:s3cret@h"),
+            "Invalid URL: 'guest:***@h'"
+        );
     }
 }

@@ -22,11 +22,14 @@ use super::error::{Error, ErrorKind, Result};
 use super::fields::{header, header_str, table_size, to_field_value};
 use super::publisher::republish_properties;
 use super::topology::Topology;
+use crate::retry::headers::{cut_utf8, MAX_ERROR_MESSAGE_BYTES};
+use crate::retry::time::parse_iso8601_utc;
 use crate::retry::{
     attempt_count, exceeds_delivery_limit, failure_headers, is_broker_death_header,
-    parked_queue_name, retry_queue_name, route_failure, Backoff, FailureInput, HeaderValue,
-    ParkReason, Route,
+    parked_queue_name, retry_queue_name, route_failure_with_table, Backoff, FailureInput,
+    HeaderValue, ParkReason, Route,
 };
+use crate::table::store::{NewRow, RetryStore};
 
 /// How long `stop` waits for the broker to finish a cancel before it goes on.
 const CANCEL_DRAIN: Duration = Duration::from_secs(5);
@@ -53,6 +56,8 @@ pub struct ConsumerConfig {
     pub prefetch: u16,
     /// Reconnecting after a loss.
     pub recovery: Recovery,
+    /// The retry table, when failures go there after the retry queues.
+    pub table: Option<TableConfig>,
 }
 
 /// A handler's error, as data (JavaScript passes name, message and stack).
@@ -66,6 +71,36 @@ pub struct Failure {
     pub stack: String,
     /// Whether another attempt could succeed.
     pub retryable: bool,
+    /// Where the row goes when the route is the retry table.
+    pub table: Option<TableFailure>,
+}
+
+/// What JavaScript worked out for a row of the retry table.
+#[derive(Debug, Clone, Default)]
+pub struct TableFailure {
+    /// What the message waits on.
+    pub dependency: Option<String>,
+    /// Whose message it is.
+    pub tenant: Option<String>,
+    /// When it is due; `None` waits for a person.
+    pub next_attempt_at: Option<SystemTime>,
+}
+
+/// The retry table after the retry queues.
+#[derive(Clone)]
+pub struct TableConfig {
+    /// The table.
+    pub store: Arc<RetryStore>,
+    /// Attempts through the table before the message parks as exhausted.
+    pub max_attempts: u32,
+}
+
+impl std::fmt::Debug for TableConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableConfig")
+            .field("max_attempts", &self.max_attempts)
+            .finish()
+    }
 }
 
 /// How JavaScript settled a delivery.
@@ -126,6 +161,21 @@ pub enum Event {
         reason: String,
         /// The `retry-attempt` written.
         attempt: u32,
+        /// The handler's error message.
+        error: String,
+    },
+    /// Stored in the retry table and acked.
+    Stored {
+        /// The delivery id.
+        id: u64,
+        /// The message id, if it has one.
+        message_id: Option<String>,
+        /// The row id.
+        row_id: i64,
+        /// The `retry-attempt` stored.
+        attempt: u32,
+        /// What it waits on.
+        dependency: Option<String>,
         /// The handler's error message.
         error: String,
     },
@@ -613,6 +663,7 @@ impl ConsumerTask {
                     ),
                     stack: String::new(),
                     retryable: false,
+                    table: None,
                 };
                 let route = Route::Park {
                     reason: ParkReason::DeliveryLimit,
@@ -666,7 +717,13 @@ impl ConsumerTask {
                 }
             }
             Settlement::Fail(f) => {
-                let route = route_failure(p.attempt, &self.config.topology.delays, f.retryable);
+                let table_attempts = self.config.table.as_ref().map(|t| t.max_attempts);
+                let route = route_failure_with_table(
+                    p.attempt,
+                    &self.config.topology.delays,
+                    f.retryable,
+                    table_attempts,
+                );
                 self.route(id, p, f, route);
             }
         }
@@ -739,6 +796,7 @@ async fn handle_failure(
     let topo = &config.topology;
     let target = match &route {
         Route::Retry { delay, .. } => retry_queue_name(&topo.queue, *delay),
+        Route::Table { .. } => "the retry table".to_owned(),
         Route::Park { .. } => parked_queue_name(&topo.queue),
     };
     let props = &p.delivery.properties;
@@ -781,17 +839,51 @@ async fn handle_failure(
         kept.insert(name.into(), v);
     }
     let properties = republish_properties(props, kept);
-    let published = broker
-        .republisher()
-        .publish(broker, "", &target, &p.delivery.data, properties)
-        .await;
-    if matches!(&published, Err(e) if e.kind == ErrorKind::Unroutable) {
-        // The retry or parked queue is gone (deleted by hand): declare the
-        // topology again so the next failures route. This message stays
-        // unacked, as every failed republish does.
-        let _ = declare(broker, topo).await;
-    }
-    if let Err(error) = published {
+    let mut row_id = None;
+    let stored = match (&route, &config.table, &f.table) {
+        (Route::Table { next_attempt }, Some(table), Some(t)) => {
+            let row = NewRow {
+                queue: topo.queue.clone(),
+                body: p.delivery.data.clone(),
+                properties: serde_json::to_value(&properties).unwrap_or_default(),
+                attempt: *next_attempt,
+                next_attempt_at: t.next_attempt_at,
+                dependency: t.dependency.clone(),
+                tenant: t.tenant.clone(),
+                last_error: cut_utf8(&f.message, MAX_ERROR_MESSAGE_BYTES),
+                error_name: f.name.clone(),
+                message_id: message_id.clone(),
+                correlation_id: props
+                    .correlation_id()
+                    .as_ref()
+                    .map(|s| s.as_str().to_owned()),
+                first_failed_at: first
+                    .as_deref()
+                    .and_then(parse_iso8601_utc)
+                    .map(|ms| UNIX_EPOCH + Duration::from_millis(ms))
+                    .unwrap_or_else(SystemTime::now),
+            };
+            table.store.insert(&row).await.map(|id| row_id = Some(id))
+        }
+        (Route::Table { .. }, _, _) => Err(Error::new(
+            ErrorKind::RetryTable,
+            "the route is the retry table but none is configured",
+        )),
+        _ => {
+            let published = broker
+                .republisher()
+                .publish(broker, "", &target, &p.delivery.data, properties)
+                .await;
+            if matches!(&published, Err(e) if e.kind == ErrorKind::Unroutable) {
+                // The retry or parked queue is gone (deleted by hand): declare the
+                // topology again so the next failures route. This message stays
+                // unacked, as every failed republish does.
+                let _ = declare(broker, topo).await;
+            }
+            published
+        }
+    };
+    if let Err(error) = stored {
         // Not acked: the broker gives the message back when the channel closes.
         return Event::PublishFailed {
             id,
@@ -819,6 +911,14 @@ async fn handle_failure(
             target,
             attempt: next_attempt,
             delay: delay.label(),
+            error: f.message,
+        },
+        Route::Table { next_attempt } => Event::Stored {
+            id,
+            message_id,
+            row_id: row_id.unwrap_or_default(),
+            attempt: next_attempt,
+            dependency: f.table.and_then(|t| t.dependency),
             error: f.message,
         },
         Route::Park { reason, attempt } => Event::Parked {

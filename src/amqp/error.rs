@@ -20,6 +20,8 @@ pub enum ErrorKind {
     InvalidOptions,
     /// The consumer or client is closed.
     Closed,
+    /// The retry table's database failed or has another shape.
+    RetryTable,
 }
 
 impl ErrorKind {
@@ -33,6 +35,7 @@ impl ErrorKind {
             ErrorKind::Connection => "CONNECTION",
             ErrorKind::InvalidOptions => "INVALID_OPTIONS",
             ErrorKind::Closed => "CLOSED",
+            ErrorKind::RetryTable => "RETRY_TABLE",
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `NativeClient`: one connection, its publisher, and the consumers made from it.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,11 +10,14 @@ use napi_derive::napi;
 use super::consumer::{ConsumeOptions, NativeConsumer};
 use super::convert::{invalid, js_error, MessageProperties};
 use super::parked::{NativeParkedSession, NativeQueueInfo};
+use super::table::{NativeListFilter, NativeRow, NativeSelector, NativeTableStats};
 use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions, TlsOptions};
-use crate::amqp::consumer::{ConsumerConfig, ConsumerHandle, Recovery};
+use crate::amqp::consumer::{ConsumerConfig, ConsumerHandle, Recovery, TableConfig};
 use crate::amqp::parked::{delete_exchange, delete_queue, purge, queue_info, ParkedSession};
 use crate::amqp::topology::{QueueType, Topology};
 use crate::retry::{parse_delays, validate_name, validate_topology_names, Backoff};
+use crate::table::scheduler::SchedulerHandle;
+use crate::table::store::RetryStore;
 
 /// Deliveries of one message after which a quorum consumer parks it without
 /// calling the handler.
@@ -38,12 +42,20 @@ pub struct ConnectOptions {
     pub tls_cert: Option<String>,
     /// PEM PKCS#8 private key of `tlsCert`.
     pub tls_key: Option<String>,
+    /// The retry table's PostgreSQL URL.
+    pub retry_table_url: Option<String>,
+    /// The scheduler's rate, rows a second. @default 50
+    pub retry_table_rate_per_sec: Option<f64>,
+    /// Whether this process runs a scheduler. @default true
+    pub retry_table_scheduler: Option<bool>,
 }
 
-/// A connection to the broker.
+/// A connection to the broker, and the retry table when one is configured.
 #[napi]
 pub struct NativeClient {
     broker: Arc<Broker>,
+    store: Option<Arc<RetryStore>>,
+    scheduler: Option<SchedulerHandle>,
 }
 
 /// Connects to the broker; rejects with `CONNECTION` or `INVALID_OPTIONS`.
@@ -79,8 +91,32 @@ pub async fn connect(options: ConnectOptions) -> napi::Result<NativeClient> {
             options.confirm_timeout_ms.unwrap_or(30_000),
         )),
     };
+    let rate = options.retry_table_rate_per_sec.unwrap_or(50.0);
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(invalid(format!(
+            "retryTable.ratePerSec must be a positive number, got {rate}"
+        )));
+    }
     let broker = Broker::connect(opts).await.map_err(js_error)?;
-    Ok(NativeClient { broker })
+    let store = match &options.retry_table_url {
+        Some(url) => match RetryStore::connect(url).await {
+            Ok(store) => Some(store),
+            Err(e) => {
+                let _ = broker.close().await;
+                return Err(js_error(e));
+            }
+        },
+        None => None,
+    };
+    let scheduler = match (&store, options.retry_table_scheduler.unwrap_or(true)) {
+        (Some(store), true) => Some(SchedulerHandle::start(store.clone(), broker.clone(), rate)),
+        _ => None,
+    };
+    Ok(NativeClient {
+        broker,
+        store,
+        scheduler,
+    })
 }
 
 #[napi]
@@ -146,6 +182,19 @@ impl NativeClient {
                 delivery_limit,
             },
             prefetch: prefetch as u16,
+            table: match (options.table_max_attempts, &self.store) {
+                (None, _) => None,
+                (Some(0), _) => return Err(invalid("onFailure.table.maxAttempts must be at least 1")),
+                (Some(n), Some(store)) => Some(TableConfig {
+                    store: store.clone(),
+                    max_attempts: n,
+                }),
+                (Some(_), None) => {
+                    return Err(invalid(
+                        "onFailure.table needs a retry table: connect with { retryTable: { url: 'postgres://…' } }",
+                    ))
+                }
+            },
             recovery: Recovery {
                 backoff: Backoff {
                     initial: Duration::from_millis(u64::from(
@@ -182,10 +231,67 @@ impl NativeClient {
             .map_err(js_error)
     }
 
-    /// Closes the connection.
+    /// Stops the scheduler and closes the connection.
     #[napi]
     pub async fn close(&self) -> napi::Result<()> {
+        if let Some(s) = &self.scheduler {
+            s.stop().await;
+        }
         self.broker.close().await.map_err(js_error)
+    }
+
+    fn store(&self) -> napi::Result<&Arc<RetryStore>> {
+        self.store.as_ref().ok_or_else(|| {
+            invalid("no retry table: connect with { retryTable: { url: 'postgres://…' } }")
+        })
+    }
+
+    /// Pauses the selected rows; resolves to how many.
+    #[napi]
+    pub async fn table_pause(&self, selector: NativeSelector) -> napi::Result<f64> {
+        let n = self
+            .store()?
+            .pause(&selector.into())
+            .await
+            .map_err(js_error)?;
+        Ok(n as f64)
+    }
+
+    /// Resumes the selected rows and makes them due now; resolves to how many.
+    #[napi]
+    pub async fn table_resume(&self, selector: NativeSelector) -> napi::Result<f64> {
+        let n = self
+            .store()?
+            .resume(&selector.into())
+            .await
+            .map_err(js_error)?;
+        Ok(n as f64)
+    }
+
+    /// Makes row `id` due now; false when there is no such row.
+    #[napi]
+    pub async fn table_retry_now(&self, id: f64) -> napi::Result<bool> {
+        self.store()?.retry_now(id as i64).await.map_err(js_error)
+    }
+
+    /// Rows, oldest first.
+    #[napi]
+    pub async fn table_list(&self, filter: NativeListFilter) -> napi::Result<Vec<NativeRow>> {
+        let rows = self.store()?.list(&filter.into()).await.map_err(js_error)?;
+        Ok(rows.into_iter().map(NativeRow::from).collect())
+    }
+
+    /// Counts of the table and of this process's scheduler.
+    #[napi]
+    pub async fn table_stats(&self) -> napi::Result<NativeTableStats> {
+        let stats = self.store()?.stats().await.map_err(js_error)?;
+        let (published, failed) = self.scheduler.as_ref().map_or((0, 0), |s| {
+            (
+                s.counters.published.load(Ordering::Relaxed),
+                s.counters.publish_failed.load(Ordering::Relaxed),
+            )
+        });
+        Ok(NativeTableStats::new(stats, published, failed))
     }
 
     /// Depth and consumers of `queue`; `null` when it does not exist.

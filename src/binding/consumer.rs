@@ -8,7 +8,8 @@ use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
 
 use super::convert::{js_error, MessageProperties};
-use crate::amqp::consumer::{ConsumerHandle, Event, Failure, Item, Settlement};
+use super::table::from_epoch_ms;
+use crate::amqp::consumer::{ConsumerHandle, Event, Failure, Item, Settlement, TableFailure};
 
 /// What to consume and how to treat failures.
 #[napi(object)]
@@ -35,6 +36,8 @@ pub struct ConsumeOptions {
     pub recovery_max_delay_ms: Option<u32>,
     /// Give up after this many tries; 0 or none never gives up.
     pub recovery_max_attempts: Option<u32>,
+    /// Send failures to the retry table after the delays, for this many more attempts.
+    pub table_max_attempts: Option<u32>,
 }
 
 /// A delivery handed to JavaScript.
@@ -59,7 +62,7 @@ pub struct NativeDelivery {
 /// Something that happened to a failed message or to the consumer.
 #[napi(object)]
 pub struct NativeEvent {
-    /// `retry`, `parked`, `publish-failed`, `disconnected`, `recovered` or `error`.
+    /// `retry`, `stored`, `parked`, `publish-failed`, `disconnected`, `recovered` or `error`.
     pub kind: String,
     /// The delivery concerned, if any.
     pub id: Option<i64>,
@@ -75,6 +78,10 @@ pub struct NativeEvent {
     pub delay: Option<String>,
     /// For `recovered`: milliseconds since the loss.
     pub after_ms: Option<f64>,
+    /// For `stored`: the row id.
+    pub row_id: Option<f64>,
+    /// For `stored`: what it waits on.
+    pub dependency: Option<String>,
     /// The handler's error message, or the consumer's error as `[CODE] message`.
     pub error: String,
 }
@@ -102,6 +109,19 @@ pub struct FailureInfo {
     pub stack: String,
     /// Whether another attempt could succeed.
     pub retryable: bool,
+    /// For the retry table: what the row waits on, whose it is, and when it is due.
+    pub table: Option<TableInfo>,
+}
+
+/// What a row of the retry table gets, worked out by `onFailure.table`.
+#[napi(object)]
+pub struct TableInfo {
+    /// What the message waits on.
+    pub dependency: Option<String>,
+    /// Whose message it is.
+    pub tenant: Option<String>,
+    /// When it is due, ms since the epoch; `null` waits for a person.
+    pub next_attempt_at_ms: Option<f64>,
 }
 
 /// A running consumer.
@@ -128,6 +148,8 @@ fn event_to_js(e: Event) -> NativeEvent {
         attempt: None,
         delay: None,
         after_ms: None,
+        row_id: None,
+        dependency: None,
         error,
     };
     match e {
@@ -171,6 +193,22 @@ fn event_to_js(e: Event) -> NativeEvent {
             message_id,
             target: Some(target),
             ..blank("publish-failed", error.coded_message())
+        },
+        Event::Stored {
+            id,
+            message_id,
+            row_id,
+            attempt,
+            dependency,
+            error,
+        } => NativeEvent {
+            id: Some(id as i64),
+            message_id,
+            target: Some("retry table".into()),
+            attempt: Some(attempt),
+            row_id: Some(row_id as f64),
+            dependency,
+            ..blank("stored", error)
         },
         Event::Disconnected { error } => blank("disconnected", error.coded_message()),
         Event::Recovered { attempts, after_ms } => NativeEvent {
@@ -240,6 +278,11 @@ impl NativeConsumer {
             message: failure.message,
             stack: failure.stack,
             retryable: failure.retryable,
+            table: failure.table.map(|t| TableFailure {
+                dependency: t.dependency,
+                tenant: t.tenant,
+                next_attempt_at: t.next_attempt_at_ms.map(from_epoch_ms),
+            }),
         };
         self.handle
             .settle(id as u64, Settlement::Fail(f))

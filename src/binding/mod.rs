@@ -8,8 +8,10 @@ mod client;
 mod consumer;
 mod convert;
 mod parked;
+mod table;
 
 pub use client::*;
 pub use consumer::*;
 pub use convert::*;
 pub use parked::*;
+pub use table::*;

@@ -18,4 +18,6 @@ pub use headers::{
 pub use names::{
     parked_queue_name, retry_queue_name, validate_name, validate_topology_names, NameError,
 };
-pub use route::{exceeds_delivery_limit, route_failure, ParkReason, Route};
+pub use route::{
+    exceeds_delivery_limit, route_failure, route_failure_with_table, ParkReason, Route,
+};

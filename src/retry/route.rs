@@ -37,6 +37,11 @@ pub enum Route {
         /// The attempt count to record on the republished message.
         next_attempt: u32,
     },
+    /// Store in the retry table, to be published again when its row is due.
+    Table {
+        /// The attempt count to record on the stored message.
+        next_attempt: u32,
+    },
     /// Publish to the parked queue for a person to look at.
     Park {
         /// Why the message is parked.
@@ -51,6 +56,7 @@ impl Route {
     pub fn reason(&self) -> &'static str {
         match self {
             Route::Retry { .. } => "retry",
+            Route::Table { .. } => "retry-table",
             Route::Park { reason, .. } => reason.as_str(),
         }
     }
@@ -59,6 +65,7 @@ impl Route {
     pub fn attempt_header(&self) -> u32 {
         match *self {
             Route::Retry { next_attempt, .. } => next_attempt,
+            Route::Table { next_attempt } => next_attempt,
             Route::Park { attempt, .. } => attempt,
         }
     }
@@ -70,6 +77,30 @@ impl Route {
 /// settled. The handler thus runs at most `limit` times for one message.
 pub fn exceeds_delivery_limit(delivery_count: Option<u64>, limit: u32) -> bool {
     delivery_count.is_some_and(|c| c >= u64::from(limit))
+}
+
+/// Routes a failure when a retry table follows the retry queues: the delays
+/// first, then up to `table_attempts` more attempts through the table, then
+/// the parked queue. Without a table this is [`route_failure`].
+pub fn route_failure_with_table(
+    attempt: u32,
+    delays: &[Delay],
+    retryable: bool,
+    table_attempts: Option<u32>,
+) -> Route {
+    let route = route_failure(attempt, delays, retryable);
+    match (route, table_attempts) {
+        (
+            Route::Park {
+                reason: ParkReason::Exhausted,
+                ..
+            },
+            Some(max),
+        ) if u64::from(attempt) < delays.len() as u64 + u64::from(max) => Route::Table {
+            next_attempt: attempt.saturating_add(1),
+        },
+        (route, _) => route,
+    }
 }
 
 /// Routes a failure after `attempt` earlier failed attempts: non-retryable
@@ -186,5 +217,55 @@ mod delivery_limit_tests {
             );
         }
         assert_eq!(ParkReason::DeliveryLimit.as_str(), "delivery-limit");
+    }
+}
+
+#[cfg(test)]
+mod table_route_tests {
+    use super::*;
+
+    fn d(ms: u64) -> Delay {
+        Delay::from_millis(ms).unwrap()
+    }
+
+    #[test]
+    fn delays_first_then_the_table_then_parked() {
+        let delays = [d(5000), d(60_000)];
+        let table = |n| route_failure_with_table(n, &delays, true, Some(3));
+        assert!(matches!(table(0), Route::Retry { index: 0, .. }));
+        assert!(matches!(table(1), Route::Retry { index: 1, .. }));
+        assert_eq!(table(2), Route::Table { next_attempt: 3 });
+        assert_eq!(table(4), Route::Table { next_attempt: 5 });
+        assert_eq!(
+            table(5),
+            Route::Park {
+                reason: ParkReason::Exhausted,
+                attempt: 5
+            }
+        );
+        // Not retryable parks at once, table or not.
+        assert_eq!(
+            route_failure_with_table(0, &delays, false, Some(3)),
+            Route::Park {
+                reason: ParkReason::NonRetryable,
+                attempt: 0
+            }
+        );
+        // The table alone.
+        assert_eq!(
+            route_failure_with_table(0, &[], true, Some(1)),
+            Route::Table { next_attempt: 1 }
+        );
+        assert!(matches!(
+            route_failure_with_table(1, &[], true, Some(1)),
+            Route::Park { .. }
+        ));
+        // No table: as route_failure.
+        assert_eq!(
+            route_failure_with_table(2, &delays, true, None),
+            route_failure(2, &delays, true)
+        );
+        assert_eq!(Route::Table { next_attempt: 1 }.reason(), "retry-table");
+        assert_eq!(Route::Table { next_attempt: 7 }.attempt_header(), 7);
     }
 }

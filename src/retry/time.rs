@@ -12,6 +12,67 @@ pub fn iso8601_utc(ms_since_epoch: u64) -> String {
     format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z")
 }
 
+/// Parses what [`iso8601_utc`] writes (`2026-11-30T07:14:22.123Z`; the
+/// fraction may be absent) back to milliseconds since the epoch; `None` for
+/// anything else or a date before 1970.
+pub fn parse_iso8601_utc(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |from: usize, to: usize| -> Option<u64> {
+        let part = s.get(from..to)?;
+        if part.bytes().all(|c| c.is_ascii_digit()) {
+            part.parse().ok()
+        } else {
+            None
+        }
+    };
+    let (year, month, day) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
+    let (h, m, sec) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
+    let rest = &s[19..];
+    let ms = match rest {
+        "Z" => 0,
+        _ if rest.starts_with('.') && rest.ends_with('Z') && rest.len() >= 3 => {
+            let frac = &rest[1..rest.len() - 1];
+            if !frac.bytes().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            let digits: String = frac.chars().chain("000".chars()).take(3).collect();
+            digits.parse().ok()?
+        }
+        _ => return None,
+    };
+    if year < 1970
+        || !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || h > 23
+        || m > 59
+        || sec > 60
+    {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    Some(((days * 24 + h) * 60 + m) * 60_000 + sec * 1_000 + ms)
+}
+
+/// Howard Hinnant's days_from_civil, the inverse of `civil_from_days`.
+fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let mp = if month > 2 { month - 3 } else { month + 9 };
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Howard Hinnant's civil_from_days, for days since 1970-01-01 (never
 /// negative here, so unsigned arithmetic is enough).
 fn civil_from_days(days: u64) -> (u64, u64, u64) {
@@ -56,5 +117,42 @@ mod tests {
     #[test]
     fn extreme_input_does_not_panic() {
         assert!(iso8601_utc(u64::MAX).ends_with('Z'));
+    }
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_rejects() {
+        for ms in [
+            0u64,
+            1,
+            951_782_400_000,
+            1_796_023_327_689,
+            4_102_444_799_999,
+        ] {
+            assert_eq!(parse_iso8601_utc(&iso8601_utc(ms)), Some(ms), "{ms}");
+        }
+        assert_eq!(
+            parse_iso8601_utc("2026-11-30T07:14:22Z"),
+            Some(1_796_022_862_000)
+        );
+        assert_eq!(
+            parse_iso8601_utc("2026-11-30T07:14:22.5Z"),
+            Some(1_796_022_862_500)
+        );
+        for bad in [
+            "",
+            "2026-11-30",
+            "2026-11-30T07:14:22.123",
+            "1969-12-31T23:59:59.000Z",
+            "2026-13-01T00:00:00Z",
+            "2026-11-30T07:14:22.12xZ",
+            "20x6-11-30T07:14:22Z",
+        ] {
+            assert_eq!(parse_iso8601_utc(bad), None, "{bad}");
+        }
     }
 }

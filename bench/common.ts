@@ -1,0 +1,289 @@
+/**
+ * Helpers shared by the benchmark parents (run.ts, outage.ts): publishing the
+ * test messages, queue bookkeeping, running one measurement in a child
+ * process, and small statistics.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+
+import amqp, { type Channel, type ChannelModel, type ConfirmChannel } from 'amqplib';
+
+export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+
+/** The body every benchmark message carries: 1 KiB. */
+export const BODY = Buffer.alloc(1024, 'x');
+
+/** Marks the line of a child's stdout that carries its result. */
+export const RESULT_MARK = 'BENCH_RESULT ';
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+export function envInt(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const v = Number(raw);
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number, got '${raw}'`);
+  return Math.floor(v);
+}
+
+/** A queue name no other run uses. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${randomBytes(5).toString('hex')}`;
+}
+
+/** Queues this process created, deleted on exit even when a run fails. */
+const created = new Set<string>();
+
+let connection: Promise<ChannelModel> | undefined;
+
+function conn(): Promise<ChannelModel> {
+  connection ??= amqp.connect(AMQP_URL, { noDelay: true }).then((c) => {
+    c.on('error', () => undefined);
+    return c;
+  });
+  return connection;
+}
+
+export async function closeBroker(): Promise<void> {
+  const c = connection;
+  connection = undefined;
+  if (c) await (await c).close().catch(() => undefined);
+}
+
+/** Runs `f` on a channel of its own: a 404 closes only that channel. */
+export async function withChannel<T>(f: (ch: Channel) => Promise<T>): Promise<T> {
+  const ch = await (await conn()).createChannel();
+  ch.on('error', () => undefined);
+  let closed = false;
+  ch.on('close', () => {
+    closed = true;
+  });
+  try {
+    return await f(ch);
+  } finally {
+    if (!closed) await ch.close().catch(() => undefined);
+  }
+}
+
+/** Declares a durable classic queue with no arguments, as rabbit-retry declares its work queue. */
+export async function declareWorkQueue(queue: string): Promise<void> {
+  created.add(queue);
+  await withChannel((ch) => ch.assertQueue(queue, { durable: true }));
+}
+
+/** The queues rabbit-retry (or the baseline, which uses the same names) makes for `queue`. */
+export function queueFamily(queue: string, delayLabels: string[]): string[] {
+  return [queue, ...delayLabels.map((l) => `${queue}.retry.${l}`), `${queue}.parked`];
+}
+
+export function remember(queues: string[]): void {
+  for (const q of queues) created.add(q);
+}
+
+/** Ready messages in `queue`, or null when it does not exist. */
+export async function depth(queue: string): Promise<number | null> {
+  try {
+    return await withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount);
+  } catch {
+    return null;
+  }
+}
+
+export async function deleteQueues(queues: string[]): Promise<void> {
+  for (const q of queues) {
+    await withChannel((ch) => ch.deleteQueue(q)).catch(() => undefined);
+    created.delete(q);
+  }
+}
+
+export async function deleteCreated(): Promise<void> {
+  await deleteQueues([...created]);
+}
+
+/** A confirm channel for publishing the test messages. */
+export class Publisher {
+  private constructor(private readonly ch: ConfirmChannel) {}
+
+  static async open(): Promise<Publisher> {
+    const ch = await (await conn()).createConfirmChannel();
+    ch.on('error', () => undefined);
+    return new Publisher(ch);
+  }
+
+  /**
+   * Publishes messages `from`..`from+count-1` (persistent, 1 KiB, messageId =
+   * the sequence number) to `queue` and waits for every confirm.
+   */
+  async publishRange(queue: string, from: number, count: number, headers?: Record<string, unknown>): Promise<void> {
+    const chunk = 1000;
+    for (let start = from; start < from + count; start += chunk) {
+      const end = Math.min(from + count, start + chunk);
+      for (let i = start; i < end; i++) {
+        const ok = this.ch.publish('', queue, BODY, {
+          persistent: true,
+          messageId: String(i),
+          contentType: 'application/octet-stream',
+          headers,
+        });
+        if (!ok) await new Promise<void>((resolve) => this.ch.once('drain', () => resolve()));
+      }
+      await withTimeout(this.ch.waitForConfirms(), 60_000, 'publisher confirms');
+    }
+  }
+
+  /** Publishes one message and waits for its confirm. */
+  async publishOne(queue: string, messageId: string, headers: Record<string, unknown>): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.ch.publish(
+        '',
+        queue,
+        BODY,
+        { persistent: true, messageId, contentType: 'application/octet-stream', headers, mandatory: true },
+        (err) => (err ? reject(err) : resolve()),
+      );
+    });
+  }
+
+  /** Publishes one message without waiting for its confirm (for the latency scenario). */
+  send(queue: string, messageId: string): void {
+    this.ch.publish('', queue, BODY, { persistent: true, messageId, contentType: 'application/octet-stream' });
+  }
+
+  async close(): Promise<void> {
+    await this.ch.close().catch(() => undefined);
+  }
+}
+
+export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** A running child: its process, and its result (the JSON it prints on stdout). */
+export interface RunningChild<R> {
+  proc: ChildProcess;
+  result: Promise<R>;
+}
+
+/**
+ * Starts `script` (a .ts file in bench/) in a child process under ts-node
+ * with `config` as its argument, an IPC channel for pacing messages, and a
+ * hard time limit; the result is the JSON after {@link RESULT_MARK} on its stdout.
+ */
+export function startChild<R>(script: string, config: unknown, timeoutMs: number): RunningChild<R> {
+  const proc = fork(path.join(__dirname, script), [JSON.stringify(config)], {
+    execArgv: ['-r', 'ts-node/register/transpile-only'],
+    env: { ...process.env, TS_NODE_TRANSPILE_ONLY: 'true' },
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  });
+  let stdout = '';
+  let stderr = '';
+  proc.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  proc.stderr!.setEncoding('utf8').on('data', (d: string) => {
+    stderr += d;
+    if (stderr.length > 200_000) stderr = stderr.slice(-100_000);
+  });
+  const result = new Promise<R>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`${script} did not finish within ${timeoutMs} ms; stderr: ${stderr.slice(-2000)}`));
+    }, timeoutMs);
+    proc.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      const line = stdout.split('\n').find((l) => l.startsWith(RESULT_MARK));
+      if (code === 0 && line) {
+        resolve(JSON.parse(line.slice(RESULT_MARK.length)) as R);
+      } else {
+        reject(new Error(`${script} exited with ${signal ?? code}; stderr: ${stderr.slice(-2000)}`));
+      }
+    });
+  });
+  return { proc, result };
+}
+
+export function median(xs: number[]): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+/** Nearest-rank percentile (p in 0..100). */
+export function percentile(xs: number[], p: number): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const rank = Math.min(s.length, Math.max(1, Math.ceil((p / 100) * s.length)));
+  return s[rank - 1];
+}
+
+export function fmt(x: number | null | undefined, digits = 2): string {
+  if (x === null || x === undefined || !Number.isFinite(x)) return 'n/a';
+  return x.toFixed(digits);
+}
+
+/** A markdown table. */
+export function table(head: string[], rows: string[][]): string {
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
+  return [line(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line)].join('\n');
+}
+
+/** Deletes what this process created when it is interrupted. */
+export function cleanupOnSignal(): void {
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(sig, () => {
+      console.error(`\n${sig}: deleting the benchmark's queues`);
+      void withTimeout(deleteCreated(), 10_000, 'queue cleanup')
+        .catch(() => undefined)
+        .finally(() => process.exit(130));
+    });
+  }
+}
+
+/** The broker's product and version, as it announced them. */
+export async function brokerVersion(): Promise<string> {
+  const p = (await conn()).connection.serverProperties;
+  return `${p.product} ${p.version}`;
+}
+
+/** Machine-wide CPU jiffies from /proc/stat (Linux), or null elsewhere. */
+export function cpuTimes(): { busy: number; total: number } | null {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0];
+    const f = line.trim().split(/\s+/).slice(1).map(Number);
+    const idle = f[3] + (f[4] ?? 0);
+    const total = f.reduce((a, b) => a + b, 0);
+    return { busy: total - idle, total };
+  } catch {
+    return null;
+  }
+}
+
+/** The fraction of the machine's CPU that was busy between two {@link cpuTimes} readings. */
+export function busyBetween(a: ReturnType<typeof cpuTimes>, b: ReturnType<typeof cpuTimes>): number | null {
+  if (!a || !b || b.total === a.total) return null;
+  return (b.busy - a.busy) / (b.total - a.total);
+}
+
+/**
+ * Waits (at most `maxWaitMs`) until the machine is mostly idle: other work on
+ * a 2-core machine (a build) skews every number. Resolves to the busy
+ * fraction last seen and how long it waited.
+ */
+export async function waitForQuiet(maxWaitMs: number, threshold = 0.35): Promise<{ busy: number | null; waitedMs: number }> {
+  const start = Date.now();
+  for (;;) {
+    const a = cpuTimes();
+    await sleep(500);
+    const busy = busyBetween(a, cpuTimes());
+    const waitedMs = Date.now() - start;
+    if (busy === null || busy <= threshold || waitedMs >= maxWaitMs) return { busy, waitedMs };
+  }
+}

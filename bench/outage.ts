@@ -1,0 +1,220 @@
+/**
+ * `npm run bench:outage`: the seeds' outage scenario as a measurement.
+ *
+ * 500 orders wait in the work queue; one consumer at prefetch 1 calls a
+ * carrier stub that does ~2 ms of work per call and is down (throws) for
+ * everyone during the first OUTAGE_SECS after the consumer starts. During the
+ * outage the parent publishes 5 healthy orders behind the failing ones and
+ * measures their latency from publish to success. For
+ *   (a) amqplib with the client default on failure: nack(requeue=true),
+ *   (b) rabbit-retry with delays scaled down (OUTAGE_DELAYS, default 1s,5s,10s),
+ * it reports carrier calls during the outage, the healthy orders' latency,
+ * messages lost (published - acked - parked - left in a queue), duplicates
+ * (succeeded more than once), and the time to drain after the carrier
+ * recovers. Each run stops at the outage + OUTAGE_DRAIN_SECS (60) and reports
+ * what remained.
+ *
+ * Env: OUTAGE_SECS (20), OUTAGE_DRAIN_SECS (60), OUTAGE_ORDERS (500),
+ * OUTAGE_HEALTHY (5), OUTAGE_DELAYS (1s,5s,10s), AMQP_URL.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { delayLabel } from '../lib';
+import type { OutageChildResult, OutageConfig } from './outage-child';
+import {
+  Publisher,
+  brokerVersion,
+  cleanupOnSignal,
+  closeBroker,
+  declareWorkQueue,
+  deleteCreated,
+  deleteQueues,
+  depth,
+  envInt,
+  fmt,
+  percentile,
+  queueFamily,
+  remember,
+  sleep,
+  startChild,
+  table,
+  uniqueName,
+  waitForQuiet,
+  withTimeout,
+} from './common';
+
+const OUTAGE_MS = envInt('OUTAGE_SECS', 20) * 1000;
+const DRAIN_MS = envInt('OUTAGE_DRAIN_SECS', 60) * 1000;
+const ORDERS = envInt('OUTAGE_ORDERS', 500);
+const HEALTHY = envInt('OUTAGE_HEALTHY', 5);
+const DELAYS = (process.env.OUTAGE_DELAYS ?? '1s,5s,10s').split(',').map((d) => d.trim()).filter(Boolean);
+const WORK_MS = 2;
+
+interface Drill {
+  lib: OutageConfig['lib'];
+  child: OutageChildResult;
+  published: number;
+  /** Healthy orders: publish → success, seconds (only those that succeeded). */
+  healthyLatencyS: number[];
+  healthySucceeded: number;
+  healthyParked: number;
+  /** Ready messages left in the work queue and the retry queues after the run. */
+  leftInQueues: number;
+  inParkedQueue: number;
+  lost: number;
+}
+
+function log(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+async function drill(lib: OutageConfig['lib']): Promise<Drill> {
+  const queue = uniqueName(`bench-outage-${lib === 'amqplib' ? 'amqp' : 'rr'}`);
+  const labels = DELAYS.map((d) => delayLabel(d));
+  const family = queueFamily(queue, labels);
+  remember(family);
+  try {
+    await declareWorkQueue(queue);
+    const pub = await Publisher.open();
+    const orders = Array.from({ length: ORDERS }, (_, i) => i);
+    await Promise.all(orders.map((i) => pub.publishOne(queue, `order-${i}`, { kind: 'order' })));
+    await waitForQuiet(20_000);
+    const cfg: OutageConfig = { lib, queue, orders: ORDERS, healthy: HEALTHY, outageMs: OUTAGE_MS, drainMs: DRAIN_MS, delays: DELAYS, workMs: WORK_MS };
+    const child = startChild<OutageChildResult>('outage-child.ts', cfg, OUTAGE_MS + DRAIN_MS + 90_000);
+    const started = new Promise<number>((resolve) => {
+      child.proc.on('message', (m) => {
+        const msg = m as { type?: string; t0?: number };
+        if (msg.type === 'started' && msg.t0 !== undefined) resolve(msg.t0);
+      });
+    });
+    const t0 = await withTimeout(Promise.race([started, child.result.then(() => NaN)]), 60_000, 'the outage child to start');
+    log(`  ${lib}: consumer started; carrier down for ${OUTAGE_MS / 1000} s`);
+
+    // The healthy orders, spread over the outage, behind the failing ones.
+    const publishedAt = new Map<string, number>();
+    for (let k = 0; k < HEALTHY; k++) {
+      const at = t0 + (OUTAGE_MS * (k + 1)) / (HEALTHY + 1);
+      await sleep(Math.max(0, at - Date.now()));
+      const id = `healthy-${k}`;
+      const now = Date.now();
+      publishedAt.set(id, now);
+      await pub.publishOne(queue, id, { kind: 'healthy', 'published-at': now });
+    }
+    await pub.close();
+    const r = await child.result;
+    log(`  ${lib}: stopped ${fmt((r.stoppedAt - r.outageEndAt) / 1000, 1)} s after the carrier recovered`);
+
+    const depths = await Promise.all(family.map((q) => depth(q)));
+    const inParkedQueue = depths[depths.length - 1] ?? 0;
+    const leftInQueues = depths.slice(0, -1).reduce<number>((a, d) => a + (d ?? 0), 0);
+    const published = ORDERS + publishedAt.size;
+    const healthyLatencyS: number[] = [];
+    for (const h of r.healthy) {
+      const p = publishedAt.get(h.id) ?? h.publishedAt;
+      if (h.succeededAt !== null && p !== null && p !== undefined) healthyLatencyS.push((h.succeededAt - p) / 1000);
+    }
+    return {
+      lib,
+      child: r,
+      published,
+      healthyLatencyS,
+      healthySucceeded: r.healthy.filter((h) => h.succeededAt !== null).length,
+      healthyParked: r.healthy.filter((h) => h.parked).length,
+      leftInQueues,
+      inParkedQueue,
+      lost: published - r.succeeded - inParkedQueue - leftInQueues,
+    };
+  } finally {
+    await deleteQueues(family);
+  }
+}
+
+async function main(): Promise<void> {
+  cleanupOnSignal();
+  const started = new Date();
+  const broker = await brokerVersion();
+  log(
+    `outage drill: ${ORDERS} orders, prefetch 1, carrier down ${OUTAGE_MS / 1000} s (~${WORK_MS} ms of work per call), ` +
+      `${HEALTHY} healthy orders published during the outage; stop at outage + ${DRAIN_MS / 1000} s; ${broker}`,
+  );
+  const a = await drill('amqplib');
+  const b = await drill('rabbit-retry');
+
+  const s = (ms: number | null) => (ms === null ? 'n/a' : `${fmt(ms / 1000, 1)} s`);
+  const lat = (d: Drill) =>
+    d.healthyLatencyS.length === 0 ? 'n/a' : `${fmt(percentile(d.healthyLatencyS, 50), 1)} s / ${fmt(percentile(d.healthyLatencyS, 99), 1)} s`;
+  const drain = (d: Drill) =>
+    d.child.drainMs !== null
+      ? s(d.child.drainMs)
+      : `not drained within ${DRAIN_MS / 1000} s (${d.child.unfinished} unfinished)`;
+  const rows: string[][] = [
+    [`carrier calls during the ${OUTAGE_MS / 1000} s outage`, String(a.child.carrierCallsDuringOutage), String(b.child.carrierCallsDuringOutage)],
+    ['consumer CPU during the outage', `${fmt(a.child.cpuDuringOutageS, 1)} s`, `${fmt(b.child.cpuDuringOutageS, 1)} s`],
+    ['carrier calls in all', String(a.child.carrierCalls), String(b.child.carrierCalls)],
+    [
+      `healthy orders: latency p50 / p99 (publish → success)`,
+      lat(a),
+      lat(b),
+    ],
+    [
+      'healthy orders: succeeded / parked',
+      `${a.healthySucceeded}/${HEALTHY} / ${a.healthyParked}`,
+      `${b.healthySucceeded}/${HEALTHY} / ${b.healthyParked}`,
+    ],
+    ['orders published', String(a.published), String(b.published)],
+    ['orders succeeded', String(a.child.succeeded), String(b.child.succeeded)],
+    ['parked (retries ran out; replayable)', String(a.inParkedQueue), String(b.inParkedQueue)],
+    ['left in the work and retry queues at the stop', String(a.leftInQueues), String(b.leftInQueues)],
+    ['lost (published − succeeded − parked − left)', String(a.lost), String(b.lost)],
+    ['duplicates (succeeded more than once)', String(a.child.duplicates), String(b.child.duplicates)],
+    ['time to drain after the carrier recovers', drain(a), drain(b)],
+  ];
+  const out: string[] = [];
+  out.push('');
+  out.push(
+    `### Outage drill: ${ORDERS} orders, one consumer at prefetch 1, carrier down ${OUTAGE_MS / 1000} s, ${HEALTHY} healthy orders published during the outage`,
+  );
+  out.push('');
+  out.push(table(['', 'amqplib, nack(requeue=true)', `rabbit-retry, delays ${DELAYS.join(', ')}`], rows));
+  out.push('');
+  out.push(
+    `Carrier: ~${WORK_MS} ms of work per call, down for every order until ${OUTAGE_MS / 1000} s after the consumer starts. ` +
+      `Drain: from the carrier's recovery until every order has succeeded or parked. Runs stop at the outage + ${DRAIN_MS / 1000} s. ` +
+      `${broker}, ${os.cpus().length} cores, node ${process.version}. Reproduce: npm run bench:outage (OUTAGE_SECS, OUTAGE_DELAYS, OUTAGE_DRAIN_SECS).`,
+  );
+  const problems = [a, b].flatMap((d) => d.child.errors.map((e) => `${d.lib}: ${e}`));
+  if (problems.length) out.push(`\nErrors reported: ${problems.join('; ')}`);
+
+  const dir = path.join(__dirname, 'results');
+  mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, `outage-${started.toISOString().replace(/[:.]/g, '-')}.json`);
+  writeFileSync(
+    file,
+    `${JSON.stringify(
+      {
+        started: started.toISOString(),
+        config: { orders: ORDERS, healthy: HEALTHY, outageMs: OUTAGE_MS, drainMs: DRAIN_MS, delays: DELAYS, workMs: WORK_MS, prefetch: 1 },
+        machine: { cpus: os.cpus().length, node: process.version, broker },
+        amqplib: a,
+        rabbitRetry: b,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  out.push('');
+  out.push(`results: ${path.relative(process.cwd(), file)}`);
+  console.log(out.join('\n'));
+}
+
+main()
+  .catch((err) => {
+    console.error(err instanceof Error ? (err.stack ?? err.message) : err);
+    process.exitCode = 1;
+  })
+  .finally(async () => {
+    await withTimeout(deleteCreated(), 20_000, 'queue cleanup').catch(() => undefined);
+    await closeBroker();
+  });

@@ -1,0 +1,251 @@
+import { InvalidOptionsError, native } from './errors';
+import type { MeterProviderLike } from './metrics';
+import type { NativeClient } from './native';
+import { type Delay, delayStrings } from './options';
+import { nativeSync } from './errors';
+import { binding } from './native';
+
+/** Which rows {@link RetryTable.pause} and {@link RetryTable.resume} touch; every field given must match. */
+export interface RowSelector {
+  /** Rows of this dependency. */
+  dependency?: string;
+  /** Rows of this tenant. */
+  tenant?: string;
+  /** Rows whose error has this name. */
+  errorName?: string;
+}
+
+/** Options of {@link RetryTable.list}. */
+export interface ListOptions {
+  /** Rows of this dependency. */
+  dependency?: string;
+  /** Rows of this tenant. */
+  tenant?: string;
+  /** Only rows due now (not paused, due time passed). */
+  due?: boolean;
+  /** At most this many, oldest first. @default 100 */
+  limit?: number;
+}
+
+/** A row of the retry table (the body stays in the database). */
+export interface RetryRow {
+  /** Row id, for {@link RetryTable.retryNow}. */
+  id: number;
+  /** The work queue it goes back to. */
+  queue: string;
+  /** The `retry-attempt` it carries when published again. */
+  attempt: number;
+  /** When it is due; `null` waits for a person. */
+  nextAttemptAt: Date | null;
+  /** Paused rows are not published. */
+  paused: boolean;
+  /** What it waits on. */
+  dependency: string | null;
+  /** Whose it is. */
+  tenant: string | null;
+  /** The last error message. */
+  lastError: string | null;
+  /** The last error's name. */
+  errorName: string | null;
+  /** The message id. */
+  messageId: string | null;
+  /** The correlation id. */
+  correlationId: string | null;
+  /** When it failed first. */
+  firstFailedAt: Date;
+  /** Last change. */
+  updatedAt: Date;
+}
+
+/** Counts of the retry table. */
+export interface RetryTableStats {
+  /** Rows in all. */
+  rows: number;
+  /** Paused rows. */
+  paused: number;
+  /** Rows waiting for a person (`nextAttemptAt` null). */
+  held: number;
+  /** Rows due now and not paused. */
+  due: number;
+  /** Rows by dependency (`null` for rows without one). */
+  byDependency: { dependency: string | null; rows: number }[];
+  /**
+   * Age in ms of the oldest row whose due time has passed; 0 when none. When
+   * it keeps growing, no scheduler is draining the table: alert on it.
+   */
+  oldestDueAgeMs: number;
+  /** Rows this process's scheduler published. */
+  schedulerPublished: number;
+  /** Publishes of this process's scheduler that failed (those rows wait 30 s and are tried again). */
+  schedulerPublishFailed: number;
+}
+
+/** Options of {@link RetryTable.pauseWhen}. */
+export interface PauseWhenOptions {
+  /** How often to run the check. @default '10s' */
+  every?: Delay;
+  /** Failed checks in a row before the dependency is paused. @default 3 */
+  failuresBeforePause?: number;
+  /** Called when the watch pauses or resumes the dependency. */
+  onChange?: (e: { dependency: string; paused: boolean; rows: number }) => void;
+}
+
+/** A running {@link RetryTable.pauseWhen} watch. */
+export interface DependencyWatch {
+  /** Whether the watch paused the dependency and has not resumed it yet. */
+  readonly paused: boolean;
+  /** Stops the watch (it leaves the rows as they are). */
+  stop(): void;
+}
+
+function selector(sel: RowSelector): RowSelector {
+  if (!sel || (sel.dependency === undefined && sel.tenant === undefined && sel.errorName === undefined)) {
+    throw new InvalidOptionsError('say which rows: give dependency, tenant or errorName');
+  }
+  for (const [k, v] of Object.entries(sel)) {
+    if (v !== undefined && typeof v !== 'string') throw new InvalidOptionsError(`${k} must be a string`);
+  }
+  return sel;
+}
+
+/**
+ * The retry table (`message_retries` in PostgreSQL): failed messages that wait
+ * on a person or a condition. Get it as `rr.retryTable` after connecting with
+ * `retryTable: { url }`.
+ */
+export class RetryTable {
+  /** @internal */
+  constructor(private readonly client: NativeClient) {}
+
+  /** Pauses the selected rows: the scheduler skips them until they are resumed. Resolves to how many. */
+  async pause(sel: RowSelector): Promise<number> {
+    return native(this.client.tablePause(selector(sel)));
+  }
+
+  /** Resumes the selected rows and makes them due now; the scheduler drains them at its rate. Resolves to how many. */
+  async resume(sel: RowSelector): Promise<number> {
+    return native(this.client.tableResume(selector(sel)));
+  }
+
+  /** Makes row `id` due now (and not paused); false when there is no such row. */
+  async retryNow(id: number): Promise<boolean> {
+    if (!Number.isInteger(id) || id < 1) throw new InvalidOptionsError(`id must be a row id, got ${String(id)}`);
+    return native(this.client.tableRetryNow(id));
+  }
+
+  /** Rows, oldest first. */
+  async list(options: ListOptions = {}): Promise<RetryRow[]> {
+    if (options.limit !== undefined && (!Number.isInteger(options.limit) || options.limit < 1)) {
+      throw new InvalidOptionsError(`limit must be a whole number of at least 1, got ${String(options.limit)}`);
+    }
+    const rows = await native(this.client.tableList(options));
+    return rows.map((r) => ({
+      id: r.id,
+      queue: r.queue,
+      attempt: r.attempt,
+      nextAttemptAt: r.nextAttemptAtMs == null ? null : new Date(r.nextAttemptAtMs),
+      paused: r.paused,
+      dependency: r.dependency ?? null,
+      tenant: r.tenant ?? null,
+      lastError: r.lastError ?? null,
+      errorName: r.errorName ?? null,
+      messageId: r.messageId ?? null,
+      correlationId: r.correlationId ?? null,
+      firstFailedAt: new Date(r.firstFailedAtMs),
+      updatedAt: new Date(r.updatedAtMs),
+    }));
+  }
+
+  /** Rows by dependency, paused and due counts, and the oldest due row's age. */
+  async stats(): Promise<RetryTableStats> {
+    const s = await native(this.client.tableStats());
+    return { ...s, byDependency: s.byDependency.map((d) => ({ dependency: d.dependency ?? null, rows: d.rows })) };
+  }
+
+  /**
+   * Watches a dependency with `check` (resolve `true` when it is healthy):
+   * after `failuresBeforePause` failed checks in a row (false, a rejection or
+   * a throw), pauses its rows; when a check passes again, resumes them, and
+   * the scheduler drains them at its rate. The timer does not keep the
+   * process alive.
+   */
+  pauseWhen(dependency: string, check: () => boolean | Promise<boolean>, options: PauseWhenOptions = {}): DependencyWatch {
+    if (typeof dependency !== 'string' || dependency.length === 0) throw new InvalidOptionsError('dependency must be a non-empty string');
+    if (typeof check !== 'function') throw new InvalidOptionsError('check must be a function () => boolean | Promise<boolean>');
+    const threshold = options.failuresBeforePause ?? 3;
+    if (!Number.isInteger(threshold) || threshold < 1) {
+      throw new InvalidOptionsError(`failuresBeforePause must be a whole number of at least 1, got ${String(threshold)}`);
+    }
+    const everyMs = nativeSync(() => binding.parseDelays(delayStrings([options.every ?? '10s'], 'every')))[0].ms;
+    let failures = 0;
+    let paused = false;
+    let running = false;
+    const tick = async () => {
+      if (running) return;
+      running = true;
+      try {
+        let healthy: boolean;
+        try {
+          healthy = (await check()) === true;
+        } catch {
+          healthy = false;
+        }
+        if (healthy) {
+          failures = 0;
+          if (paused) {
+            const rows = await this.resume({ dependency });
+            paused = false;
+            options.onChange?.({ dependency, paused: false, rows });
+          }
+        } else if (++failures >= threshold && !paused) {
+          const rows = await this.pause({ dependency });
+          paused = true;
+          options.onChange?.({ dependency, paused: true, rows });
+        } else if (paused) {
+          // Rows that failed while the dependency was paused arrive unpaused: pause them too.
+          await this.pause({ dependency });
+        }
+      } catch {
+        // The database may be down too; the next tick tries again.
+      } finally {
+        running = false;
+      }
+    };
+    const timer = setInterval(() => void tick(), everyMs);
+    timer.unref();
+    void tick();
+    return {
+      get paused() {
+        return paused;
+      },
+      stop: () => clearInterval(timer),
+    };
+  }
+
+  /** Registers the gauge `rabbit_retry.table.oldest_due_age` (ms). @internal */
+  observe(provider: MeterProviderLike | undefined): void {
+    let p = provider;
+    if (!p) {
+      try {
+        // eslint-disable-next-line @typescript-eslint/no-require-imports
+        p = (require('@opentelemetry/api') as { metrics: MeterProviderLike }).metrics;
+      } catch {
+        return;
+      }
+    }
+    const meter = p.getMeter('rabbit-retry') as {
+      createObservableGauge(name: string, o?: { description?: string; unit?: string }): {
+        addCallback(cb: (r: { observe(v: number): void }) => Promise<void>): void;
+      };
+    };
+    meter
+      .createObservableGauge('rabbit_retry.table.oldest_due_age', {
+        description: 'Age of the oldest retry-table row whose due time has passed',
+        unit: 'ms',
+      })
+      .addCallback(async (r) => {
+        const s = await this.stats().catch(() => undefined);
+        if (s) r.observe(s.oldestDueAgeMs);
+      });
+  }
+}

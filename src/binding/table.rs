@@ -1,0 +1,167 @@
+//! The retry table as JavaScript sees it: selectors, rows and counts.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use napi_derive::napi;
+
+use crate::table::store::{ListFilter, RowInfo, Selector, TableStats};
+
+/// Which rows `pause` and `resume` touch; every field given must match.
+#[napi(object)]
+pub struct NativeSelector {
+    /// Rows of this dependency.
+    pub dependency: Option<String>,
+    /// Rows of this tenant.
+    pub tenant: Option<String>,
+    /// Rows whose error has this name.
+    pub error_name: Option<String>,
+}
+
+impl From<NativeSelector> for Selector {
+    fn from(s: NativeSelector) -> Self {
+        Selector {
+            dependency: s.dependency,
+            tenant: s.tenant,
+            error_name: s.error_name,
+        }
+    }
+}
+
+/// What `list` returns.
+#[napi(object)]
+pub struct NativeListFilter {
+    /// Rows of this dependency.
+    pub dependency: Option<String>,
+    /// Rows of this tenant.
+    pub tenant: Option<String>,
+    /// Only rows due now.
+    pub due: Option<bool>,
+    /// At most this many. @default 100
+    pub limit: Option<u32>,
+}
+
+impl From<NativeListFilter> for ListFilter {
+    fn from(f: NativeListFilter) -> Self {
+        ListFilter {
+            dependency: f.dependency,
+            tenant: f.tenant,
+            due: f.due.unwrap_or(false),
+            limit: i64::from(f.limit.unwrap_or(100)),
+        }
+    }
+}
+
+/// A row of the retry table.
+#[napi(object)]
+pub struct NativeRow {
+    /// Row id.
+    pub id: f64,
+    /// The work queue.
+    pub queue: String,
+    /// `retry-attempt` when published again.
+    pub attempt: i32,
+    /// Due time in ms since the epoch; `null` waits for a person.
+    pub next_attempt_at_ms: Option<f64>,
+    /// Paused rows are not published.
+    pub paused: bool,
+    /// What it waits on.
+    pub dependency: Option<String>,
+    /// Whose it is.
+    pub tenant: Option<String>,
+    /// The last error message.
+    pub last_error: Option<String>,
+    /// The last error name.
+    pub error_name: Option<String>,
+    /// The message id.
+    pub message_id: Option<String>,
+    /// The correlation id.
+    pub correlation_id: Option<String>,
+    /// First failure, ms since the epoch.
+    pub first_failed_at_ms: f64,
+    /// Last change, ms since the epoch.
+    pub updated_at_ms: f64,
+}
+
+/// Milliseconds since the epoch.
+pub fn epoch_ms(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as f64)
+        .unwrap_or(0.0)
+}
+
+/// A time from milliseconds since the epoch.
+pub fn from_epoch_ms(ms: f64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms.max(0.0) as u64)
+}
+
+impl From<RowInfo> for NativeRow {
+    fn from(r: RowInfo) -> Self {
+        NativeRow {
+            id: r.id as f64,
+            queue: r.queue,
+            attempt: r.attempt,
+            next_attempt_at_ms: r.next_attempt_at.map(epoch_ms),
+            paused: r.paused,
+            dependency: r.dependency,
+            tenant: r.tenant,
+            last_error: r.last_error,
+            error_name: r.error_name,
+            message_id: r.message_id,
+            correlation_id: r.correlation_id,
+            first_failed_at_ms: epoch_ms(r.first_failed_at),
+            updated_at_ms: epoch_ms(r.updated_at),
+        }
+    }
+}
+
+/// Rows of one dependency.
+#[napi(object)]
+pub struct NativeDependencyCount {
+    /// The dependency; `null` for rows without one.
+    pub dependency: Option<String>,
+    /// Rows.
+    pub rows: f64,
+}
+
+/// Counts of the retry table and of this process's scheduler.
+#[napi(object)]
+pub struct NativeTableStats {
+    /// Rows in all.
+    pub rows: f64,
+    /// Paused rows.
+    pub paused: f64,
+    /// Rows waiting for a person.
+    pub held: f64,
+    /// Rows due now and not paused.
+    pub due: f64,
+    /// Rows by dependency.
+    pub by_dependency: Vec<NativeDependencyCount>,
+    /// Age in ms of the oldest row whose due time has passed.
+    pub oldest_due_age_ms: f64,
+    /// Rows this process's scheduler published.
+    pub scheduler_published: f64,
+    /// Publishes of this process's scheduler that failed.
+    pub scheduler_publish_failed: f64,
+}
+
+impl NativeTableStats {
+    pub(crate) fn new(s: TableStats, published: u64, failed: u64) -> Self {
+        NativeTableStats {
+            rows: s.rows as f64,
+            paused: s.paused as f64,
+            held: s.held as f64,
+            due: s.due as f64,
+            by_dependency: s
+                .by_dependency
+                .into_iter()
+                .map(|(dependency, rows)| NativeDependencyCount {
+                    dependency,
+                    rows: rows as f64,
+                })
+                .collect(),
+            oldest_due_age_ms: s.oldest_due_age_ms as f64,
+            scheduler_published: published as f64,
+            scheduler_publish_failed: failed as f64,
+        }
+    }
+}

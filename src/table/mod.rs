@@ -1,0 +1,6 @@
+//! The retry table: failures that wait on a person or a condition, not a
+//! clock, kept as rows in PostgreSQL (`message_retries`) and published again
+//! by a scheduler at a bounded rate when they are due.
+
+pub mod scheduler;
+pub mod store;
