@@ -1,4 +1,4 @@
-import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 
@@ -377,4 +377,55 @@ export async function closeOwnConnection(connectionName: string, reason = 'close
   const lines = listing.split('\n').filter((l) => l.includes(`{"connection_name","${connectionName}"}`));
   if (lines.length !== 1) throw new Error(`expected one connection named '${connectionName}', found ${lines.length}`);
   await rabbitmqctl(['close_connection', lines[0].split('\t')[0], reason]);
+}
+
+// ---------------------------------------------------------------------------
+// PostgreSQL, for the retry table (psql against the machine's server; no pg package).
+
+export const PG_HOST = process.env.PGHOST_TEST ?? '127.0.0.1';
+export const PG_PORT = process.env.PGPORT_TEST ?? '5432';
+export const PG_USER = process.env.PGUSER_TEST ?? 'postgres';
+
+/** Runs `sql` with psql in database `db`; returns its unaligned, tuples-only output, trimmed. Throws on an SQL error. */
+export function psql(sql: string, db = 'postgres'): string {
+  return execFileSync('psql', ['-h', PG_HOST, '-p', PG_PORT, '-U', PG_USER, '-d', db, '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-c', sql], {
+    encoding: 'utf8',
+    env: { ...process.env, PGCONNECT_TIMEOUT: '5' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  }).trim();
+}
+
+/** Runs a query in `db` and parses its rows as JSON objects (one per row). */
+export function psqlRows<T = Record<string, unknown>>(sql: string, db: string): T[] {
+  const out = psql(`SELECT coalesce(json_agg(t), '[]'::json) FROM (${sql}) t`, db);
+  return JSON.parse(out) as T[];
+}
+
+/** The URL of database `db` on the test server. */
+export function pgUrl(db: string): string {
+  return `postgres://${PG_USER}@${PG_HOST}:${PG_PORT}/${db}`;
+}
+
+/** Creates an empty database `rr_test_<random>` (or `rr_test_<random>_<suffix>`) and returns its name. */
+export function createTestDatabase(suffix?: string): string {
+  const name = `rr_test_${randomBytes(5).toString('hex')}${suffix ? `_${suffix}` : ''}`;
+  psql(`CREATE DATABASE ${name}`);
+  return name;
+}
+
+/** Ends every session of `db`, then drops it. */
+export function dropTestDatabase(db: string): void {
+  if (!/^rr_test_[a-z0-9_]+$/.test(db)) throw new Error(`refusing to drop '${db}': not a test database`);
+  psql(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${db}' AND pid <> pg_backend_pid()`);
+  psql(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+}
+
+/** Messages delivered to consumers of `queue` and not yet acked (from `rabbitmqctl list_queues`). */
+export async function queueUnacked(queue: string): Promise<number> {
+  const out = await rabbitmqctl(['list_queues', '-q', '--no-table-headers', 'name', 'messages_unacknowledged']);
+  for (const line of out.split('\n')) {
+    const [name, n] = line.split('\t');
+    if (name === queue) return Number(n);
+  }
+  return 0;
 }

@@ -14,6 +14,9 @@
  *  - soak: like throughput (all succeed), with the parent topping up the
  *    queue while this consumes; RSS sampled every `sampleEvery` messages.
  */
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
+import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 
 import amqp, { type ConsumeMessage } from 'amqplib';
@@ -38,6 +41,12 @@ export interface ChildConfig {
   sampleEvery?: number;
   /** The child gives up (and exits non-zero) after this long. */
   timeoutMs: number;
+  /**
+   * When set (BENCH_CPU_PROF=dir), a V8 CPU profile of the measured window
+   * (first delivery to last message done) is written there. Profiling slows
+   * the run: its numbers are not comparable.
+   */
+  cpuProfDir?: string;
 }
 
 export interface ChildResult {
@@ -68,6 +77,8 @@ export interface ChildResult {
   returned: number;
   /** Errors the consumer reported. */
   errors: string[];
+  /** The CPU profile written (BENCH_CPU_PROF). */
+  cpuProfile?: string;
   /** Soak: [messages done, RSS MB, heap used MB]. */
   samples?: Array<[number, number, number]>;
 }
@@ -111,9 +122,30 @@ let finished = false;
 let resolveDone!: () => void;
 const allDone = new Promise<void>((resolve) => (resolveDone = resolve));
 
+let profiler: Session | undefined;
+
+function startProfiler(): void {
+  profiler = new Session();
+  profiler.connect();
+  profiler.post('Profiler.enable', () => profiler?.post('Profiler.start'));
+}
+
+function stopProfiler(dir: string): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    if (!profiler) return resolve(undefined);
+    profiler.post('Profiler.stop', (err, res) => {
+      if (err || !res) return resolve(undefined);
+      const file = path.join(dir, `${cfg.lib}-${cfg.scenario}-${cfg.mode}-${process.pid}.cpuprofile`);
+      writeFileSync(file, JSON.stringify(res.profile));
+      resolve(file);
+    });
+  });
+}
+
 function onFirstDelivery(): void {
   if (started) return;
   started = true;
+  if (cfg.cpuProfDir) startProfiler();
   rssAtStart = process.memoryUsage().rss;
   cpu0 = process.cpuUsage();
   elu0 = performance.eventLoopUtilization();
@@ -264,6 +296,7 @@ async function main(): Promise<void> {
   const elu = performance.eventLoopUtilization(elu0);
   const peakRssMb = process.resourceUsage().maxRSS / 1024;
   const n = acked + retried;
+  const cpuProfile = cfg.cpuProfDir ? await stopProfiler(cfg.cpuProfDir) : undefined;
 
   const c0 = performance.now();
   await running.close();
@@ -287,6 +320,7 @@ async function main(): Promise<void> {
     returned,
     errors: errors.slice(0, 20),
     samples: cfg.mode === 'soak' ? samples : undefined,
+    cpuProfile,
   };
   process.stdout.write(`${RESULT_MARK}${JSON.stringify(result)}\n`, () => process.exit(0));
 }

@@ -151,7 +151,7 @@ async function main(): Promise<void> {
       : `not drained within ${DRAIN_MS / 1000} s (${d.child.unfinished} unfinished)`;
   const rows: string[][] = [
     [`carrier calls during the ${OUTAGE_MS / 1000} s outage`, String(a.child.carrierCallsDuringOutage), String(b.child.carrierCallsDuringOutage)],
-    ['consumer CPU during the outage', `${fmt(a.child.cpuDuringOutageS, 1)} s`, `${fmt(b.child.cpuDuringOutageS, 1)} s`],
+    ['consumer process CPU during the outage', `${fmt(a.child.cpuDuringOutageS, 1)} s`, `${fmt(b.child.cpuDuringOutageS, 1)} s`],
     ['carrier calls in all', String(a.child.carrierCalls), String(b.child.carrierCalls)],
     [
       `healthy orders: latency p50 / p99 (publish → success)`,

@@ -56,6 +56,8 @@ const SOAK_SAMPLE = 10_000;
 const QUIET_WAIT_MS = envInt('BENCH_QUIET_WAIT_S', 30) * 1000;
 const BUSY_THRESHOLD = 0.35;
 const PREFETCH = 100;
+/** BENCH_CPU_PROF=dir: each child writes a CPU profile of its measured window there (see bench/cpu-top.ts). */
+const CPU_PROF_DIR = process.env.BENCH_CPU_PROF ? path.resolve(process.env.BENCH_CPU_PROF) : undefined;
 const DELAY = '10m';
 const LIBS: Lib[] = ['amqplib', 'rabbit-retry'];
 const SCENARIOS: Scenario[] = ['all-succeed', 'all-fail-once', 'fail-10pct'];
@@ -115,7 +117,7 @@ async function measureThroughput(lib: Lib, scenario: Scenario, n: number, round:
       const pub = await Publisher.open();
       await pub.publishRange(queue, 0, n);
       await pub.close();
-      const cfg: ChildConfig = { mode: 'throughput', lib, scenario, queue, n, prefetch: PREFETCH, delay: DELAY, timeoutMs: 60_000 + n * 5 };
+      const cfg: ChildConfig = { mode: 'throughput', lib, scenario, queue, n, prefetch: PREFETCH, delay: DELAY, timeoutMs: 60_000 + n * 5, cpuProfDir: CPU_PROF_DIR };
       const quiet = await waitForQuiet(QUIET_WAIT_MS, BUSY_THRESHOLD);
       const c0 = cpuTimes();
       const r = await startChild<ChildResult>('child.ts', cfg, cfg.timeoutMs + 30_000).result;
@@ -150,7 +152,7 @@ async function measureLatency(lib: Lib, n: number, round: number): Promise<Laten
   remember(family);
   try {
     await declareWorkQueue(queue);
-    const cfg: ChildConfig = { mode: 'latency', lib, scenario: 'all-succeed', queue, n, prefetch: 1, delay: DELAY, timeoutMs: 60_000 + n * 20 };
+    const cfg: ChildConfig = { mode: 'latency', lib, scenario: 'all-succeed', queue, n, prefetch: 1, delay: DELAY, timeoutMs: 60_000 + n * 20, cpuProfDir: CPU_PROF_DIR };
     const child = startChild<ChildResult>('child.ts', cfg, cfg.timeoutMs + 30_000);
     let onHandled: (() => void) | undefined;
     const ready = new Promise<void>((resolve) => {
@@ -313,7 +315,7 @@ function nativeInfo(): { path: string; mtime: string; bytes: number } | null {
 
 function gitCommit(): string | null {
   try {
-    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: path.join(__dirname, '..'), encoding: 'utf8' }).trim();
+    return execFileSync('git', ['describe', '--always', '--dirty'], { cwd: path.join(__dirname, '..'), encoding: 'utf8' }).trim();
   } catch {
     return null;
   }
@@ -323,6 +325,10 @@ const met = (ok: boolean) => (ok ? 'met' : 'not met');
 
 async function main(): Promise<void> {
   cleanupOnSignal();
+  if (CPU_PROF_DIR) {
+    mkdirSync(CPU_PROF_DIR, { recursive: true });
+    log(`bench: writing CPU profiles to ${CPU_PROF_DIR} (profiling slows the runs: do not compare these numbers)`);
+  }
   const started = new Date();
   const broker = await brokerVersion();
   log(

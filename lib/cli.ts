@@ -42,7 +42,7 @@ function positiveNumber(value: string): number {
 }
 
 /** A plain-text table with aligned columns. */
-export function table(headers: string[], rows: string[][]): string {
+export function formatTable(headers: string[], rows: string[][]): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) => cells.map((c, i) => (c ?? '').padEnd(widths[i])).join('  ').trimEnd();
   return [line(headers), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
@@ -90,9 +90,11 @@ function progressBar(done: number, total: number, width = 30): string {
  */
 export async function run(argv: string[], io: CliIo): Promise<number> {
   let action: ((rr: RabbitRetry) => Promise<void>) | undefined;
+  let needsDb = false;
   const program = new Command('rabbit-retry')
     .description('Look at and operate the retry and parked queues of rabbit-retry consumers.')
     .option('--url <url>', 'broker URL (default: $AMQP_URL, else amqp://guest:guest@127.0.0.1:5672)')
+    .option('--db <postgres-url>', 'retry table database for the table commands (default: $RETRY_TABLE_URL)')
     .option('--json', 'print JSON for machines')
     .exitOverride()
     .configureOutput({ writeOut: io.out, writeErr: io.err })
@@ -122,7 +124,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         if (json()) io.out(JSON.stringify({ queue, queues: rows }, null, 2));
         else
           io.out(
-            table(
+            formatTable(
               ['QUEUE', 'ROLE', 'MESSAGES', 'CONSUMERS'],
               rows.map((r) => [r.queue, r.role, r.exists ? String(r.messages) : 'missing', r.exists ? String(r.consumers) : '-']),
             ),
@@ -155,7 +157,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         return;
       }
       io.out(
-        table(
+        formatTable(
           ['MESSAGE ID', 'REASON', 'ATTEMPT', 'ERROR', 'FAILED AT'],
           msgs.map((m) => [
             m.properties.messageId ?? '-',
@@ -205,6 +207,97 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       };
     });
 
+  const tableCommand = program
+    .command('table')
+    .description('look at and operate the retry table (PostgreSQL)')
+    .hook('preAction', () => {
+      needsDb = true;
+    });
+  const selectorOptions = (c: Command) =>
+    c
+      .option('--dependency <name>', 'rows of this dependency')
+      .option('--tenant <name>', 'rows of this tenant')
+      .option('--error-name <name>', 'rows whose error has this name');
+  const selectorFrom = (o: { dependency?: string; tenant?: string; errorName?: string }) => {
+    if (o.dependency === undefined && o.tenant === undefined && o.errorName === undefined) {
+      throw new UsageError('say which rows: --dependency, --tenant or --error-name');
+    }
+    return { dependency: o.dependency, tenant: o.tenant, errorName: o.errorName };
+  };
+
+  tableCommand
+    .command('list')
+    .description('rows of the retry table, oldest first')
+    .option('--dependency <name>', 'rows of this dependency')
+    .option('--tenant <name>', 'rows of this tenant')
+    .option('--due', 'only rows due now')
+    .addOption(new Option('--limit <n>', 'at most this many').argParser(positiveInt).default(50))
+    .action((o: { dependency?: string; tenant?: string; due?: boolean; limit: number }) => {
+      action = async (rr) => {
+        const rows = await rr.retryTable.list({ dependency: o.dependency, tenant: o.tenant, due: o.due, limit: o.limit });
+        if (json()) {
+          io.out(JSON.stringify({ rows }, null, 2));
+          return;
+        }
+        if (rows.length === 0) {
+          io.out('no rows');
+          return;
+        }
+        io.out(
+          formatTable(
+            ['ID', 'QUEUE', 'ATTEMPT', 'DEPENDENCY', 'PAUSED', 'NEXT ATTEMPT', 'ERROR'],
+            rows.map((r) => [
+              String(r.id),
+              r.queue,
+              String(r.attempt),
+              r.dependency ?? '-',
+              r.paused ? 'yes' : 'no',
+              r.nextAttemptAt ? r.nextAttemptAt.toISOString() : 'held',
+              cut(`${r.errorName ?? 'Error'}: ${r.lastError ?? ''}`, 50),
+            ]),
+          ),
+        );
+      };
+    });
+
+  selectorOptions(tableCommand.command('pause').description('pause rows: the scheduler skips them')).action(
+    (o: { dependency?: string; tenant?: string; errorName?: string }) => {
+      const sel = selectorFrom(o);
+      action = async (rr) => {
+        const rows = await rr.retryTable.pause(sel);
+        io.out(json() ? JSON.stringify({ paused: rows }, null, 2) : `paused ${rows} row(s)`);
+      };
+    },
+  );
+
+  selectorOptions(tableCommand.command('resume').description('resume rows and make them due now; the scheduler drains them at its rate')).action(
+    (o: { dependency?: string; tenant?: string; errorName?: string }) => {
+      const sel = selectorFrom(o);
+      action = async (rr) => {
+        const rows = await rr.retryTable.resume(sel);
+        io.out(json() ? JSON.stringify({ resumed: rows }, null, 2) : `resumed ${rows} row(s)`);
+      };
+    },
+  );
+
+  tableCommand
+    .command('stats')
+    .description('rows by dependency, paused, held and due, and the age of the oldest due row')
+    .action(() => {
+      action = async (rr) => {
+        const st = await rr.retryTable.stats();
+        const { schedulerPublished: _p, schedulerPublishFailed: _f, ...counts } = st;
+        if (json()) {
+          io.out(JSON.stringify(counts, null, 2));
+          return;
+        }
+        io.out(`rows ${st.rows}, paused ${st.paused}, held ${st.held}, due ${st.due}, oldest due ${(st.oldestDueAgeMs / 1000).toFixed(1)} s ago`);
+        if (st.byDependency.length) {
+          io.out(formatTable(['DEPENDENCY', 'ROWS'], st.byDependency.map((d) => [d.dependency ?? '(none)', String(d.rows)])));
+        }
+      };
+    });
+
   try {
     await program.parseAsync(argv, { from: 'user' });
   } catch (e) {
@@ -224,7 +317,11 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const url = program.opts<{ url?: string }>().url ?? io.env.AMQP_URL ?? DEFAULT_URL;
   let rr: RabbitRetry | undefined;
   try {
-    rr = await RabbitRetry.connect({ url, connectTimeoutMs: 5000 });
+    const db = program.opts<{ db?: string }>().db ?? io.env.RETRY_TABLE_URL;
+    const usesTable = needsDb;
+    if (usesTable && !db) throw new UsageError('the table commands need the database: --db postgres://… or RETRY_TABLE_URL');
+    // The CLI looks and operates; it never runs a scheduler of its own.
+    rr = await RabbitRetry.connect({ url, connectTimeoutMs: 5000, retryTable: usesTable && db ? { url: db, scheduler: false } : undefined });
     await action(rr);
     return EXIT.ok;
   } catch (e) {

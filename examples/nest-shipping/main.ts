@@ -9,6 +9,10 @@
  *
  * Set NEST_LOGS=1 to see Nest's log as well (the module's retry and park
  * lines), and KEEP_QUEUES=1 to leave the demo's queues and exchange on the broker.
+ *
+ * After this first act comes the second (act-two.ts): a long carrier outage,
+ * retry queues and a burst replay beside the retry table drained at a set
+ * rate; it needs PostgreSQL at PG_URL. ACT=1 or ACT=2 runs one act alone.
  */
 import 'reflect-metadata';
 
@@ -19,6 +23,7 @@ import { connect as amqpConnect, type Channel } from 'amqplib';
 import { DEFAULT_URL, RabbitRetry, type Consumer, type ParkedEvent, type RetryEvent } from '../../lib';
 import { RABBIT_RETRY, RabbitRetryConsumers } from '../../lib/nestjs';
 import { CarrierStub } from '../demo/carrier';
+import { runActTwo } from './act-two';
 import { AppModule } from './app.module';
 import { OrdersPublisher } from './orders.publisher';
 import {
@@ -133,7 +138,7 @@ async function runOutage(app: INestApplicationContext, ledger: Ledger): Promise<
   }
 }
 
-async function main(): Promise<number> {
+async function actOne(): Promise<number> {
   const carrier = new CarrierStub({ startedAt, outageMs: OUTAGE_MS, timesOutOn: [ORDER_THE_CARRIER_CANNOT_RATE] });
   const ledger = new Ledger();
   let depths: Map<string, number> | undefined;
@@ -151,6 +156,21 @@ async function main(): Promise<number> {
   } finally {
     await tidyBroker(TOPOLOGY, depths?.get(TOPOLOGY.parkedQueue));
   }
+}
+
+async function main(): Promise<number> {
+  const act = process.env.ACT ?? '';
+  if (!['', '1', '2'].includes(act)) throw new Error(`ACT must be 1 or 2 (or unset for both acts), got '${act}'`);
+  let code = 0;
+  if (act !== '2') code = await actOne();
+  if (act !== '1') {
+    if (act === '') console.log();
+    code = (await runActTwo().catch((err: unknown) => {
+      console.error(`act two failed: ${err instanceof Error ? err.message : String(err)}`);
+      return 1;
+    })) || code;
+  }
+  return code;
 }
 
 main().then(

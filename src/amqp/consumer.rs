@@ -1,7 +1,8 @@
 //! A consumer of one work queue. Deliveries are handed to JavaScript in
 //! batches through an inbox; JavaScript settles each one with a cheap
 //! synchronous call, and a single task per consumer acks successes and routes
-//! failures (confirmed republish to a retry or parked queue, then ack).
+//! failures (confirmed republish to a retry or parked queue, then ack; acks
+//! go out as one `multiple` frame for each settled prefix of delivery tags).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,7 @@ use lapin::{BasicProperties, Channel};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinSet;
 
+use super::acks::{AckLedger, AckOp};
 use super::connection::Broker;
 use super::error::{Error, ErrorKind, Result};
 use super::fields::{header, header_str, table_size, to_field_value};
@@ -327,6 +329,7 @@ impl ConsumerHandle {
     pub async fn start(broker: Arc<Broker>, config: ConsumerConfig) -> Result<ConsumerHandle> {
         let (ch, consumer) = subscribe(&broker, &config).await?;
         let queue = config.topology.queue.clone();
+        let config_prefetch = config.prefetch;
         let inbox = Arc::new(Inbox::default());
         let state = Arc::new(Mutex::new(ConsumerState::Connected));
         let (tx, rx) = mpsc::unbounded_channel();
@@ -338,6 +341,7 @@ impl ConsumerHandle {
             pending: HashMap::new(),
             next_id: 0,
             failures: JoinSet::new(),
+            acks: AckLedger::new(usize::from(config_prefetch / 4).max(1)),
             stuck: 0,
             last_activity: Instant::now(),
             state: state.clone(),
@@ -442,7 +446,8 @@ struct ConsumerTask {
     inbox: Arc<Inbox>,
     pending: HashMap<u64, Pending>,
     next_id: u64,
-    failures: JoinSet<bool>,
+    failures: JoinSet<(u64, Event)>,
+    acks: AckLedger,
     stuck: usize,
     last_activity: Instant,
     state: Arc<Mutex<ConsumerState>>,
@@ -464,6 +469,7 @@ impl ConsumerTask {
         loop {
             if let Some(reply) = finish.take() {
                 if self.failures.is_empty() {
+                    self.flush_acks(true).await;
                     if let Some(ch) = self.channel.take() {
                         if ch.status().connected() {
                             let _ = ch.close(200, "consumer closed".into()).await;
@@ -494,17 +500,13 @@ impl ConsumerTask {
                 }
             });
             tokio::select! {
-                cmd = rx.recv() => match cmd {
-                    Some(Command::Settle(id, s)) => self.settle(id, s).await,
-                    Some(Command::Stop(reply)) => {
-                        if let Phase::Consuming(mut consumer) = std::mem::replace(&mut phase, Phase::Stopped) {
-                            self.stop(&mut consumer).await;
-                        }
-                        self.close_inbox_deliveries().await;
-                        let _ = reply.send(());
+                cmd = rx.recv() => {
+                    let Some(cmd) = cmd else { return };
+                    self.command(cmd, &mut phase, &mut finish).await;
+                    // Settle everything JavaScript sent meanwhile before acking: one frame for many.
+                    while let Ok(cmd) = rx.try_recv() {
+                        self.command(cmd, &mut phase, &mut finish).await;
                     }
-                    Some(Command::Finish(reply)) => finish = Some(reply),
-                    None => return,
                 },
                 next = next_delivery(&mut phase) => match next {
                     Some(Ok(d)) => self.accept(d),
@@ -524,8 +526,11 @@ impl ConsumerTask {
                 },
                 Some(joined) = self.failures.join_next(), if !self.failures.is_empty() => {
                     self.last_activity = Instant::now();
-                    if joined.unwrap_or(false) {
-                        self.stuck += 1;
+                    if let Ok((tag, event)) = joined {
+                        self.failure_done(tag, event);
+                    }
+                    while let Some(Ok((tag, event))) = self.failures.try_join_next() {
+                        self.failure_done(tag, event);
                     }
                 },
                 _ = sleep_until(release_at) => {
@@ -534,6 +539,64 @@ impl ConsumerTask {
                     }
                     phase = self.lost(format!("{} delivery(ies) of '{}' held by a failed republish went back to the broker (channel reopened)", self.stuck, self.config.topology.queue));
                 },
+            }
+            self.flush_acks(false).await;
+        }
+    }
+
+    async fn command(
+        &mut self,
+        cmd: Command,
+        phase: &mut Phase,
+        finish: &mut Option<oneshot::Sender<()>>,
+    ) {
+        match cmd {
+            Command::Settle(id, s) => self.settle(id, s),
+            Command::Stop(reply) => {
+                if let Phase::Consuming(mut consumer) = std::mem::replace(phase, Phase::Stopped) {
+                    self.stop(&mut consumer).await;
+                }
+                self.close_inbox_deliveries().await;
+                let _ = reply.send(());
+            }
+            Command::Finish(reply) => *finish = Some(reply),
+        }
+    }
+
+    /// A republish finished: ack the original if it went where it should,
+    /// hold it if not, and tell JavaScript.
+    fn failure_done(&mut self, tag: u64, event: Event) {
+        if matches!(event, Event::PublishFailed { .. }) {
+            self.acks.hold(tag);
+            self.stuck += 1;
+        } else {
+            self.acks.done(tag);
+        }
+        self.inbox.push(Item::Event(event));
+    }
+
+    /// Sends the acks the ledger says are due.
+    async fn flush_acks(&mut self, force: bool) {
+        let ops = self.acks.plan(force);
+        if ops.is_empty() {
+            return;
+        }
+        let Some(ch) = self.channel.clone() else {
+            return;
+        };
+        for op in ops {
+            let (tag, multiple) = match op {
+                AckOp::Upto(t) => (t, true),
+                AckOp::One(t) => (t, false),
+            };
+            if let Err(e) = ch.basic_ack(tag, BasicAckOptions { multiple }).await {
+                self.inbox.push(Item::Event(Event::ConsumerError {
+                    error: Error::new(
+                        ErrorKind::Connection,
+                        format!("ack failed; the broker will redeliver the message(s), so they may be handled twice: {e}"),
+                    ),
+                }));
+                return;
             }
         }
     }
@@ -547,6 +610,7 @@ impl ConsumerTask {
     /// start recovering.
     fn lost(&mut self, reason: String) -> Phase {
         self.pending.clear();
+        self.acks.clear();
         self.stuck = 0;
         self.channel = None;
         {
@@ -629,6 +693,7 @@ impl ConsumerTask {
         };
         for id in unstarted {
             if let Some(p) = self.pending.remove(&id) {
+                self.acks.forget(p.delivery.delivery_tag);
                 let _ = p.delivery.acker.nack(requeue()).await;
             }
         }
@@ -640,6 +705,7 @@ impl ConsumerTask {
 
     fn accept(&mut self, d: Delivery) {
         self.last_activity = Instant::now();
+        self.acks.open(d.delivery_tag);
         self.next_id += 1;
         let id = self.next_id;
         let headers = d.properties.headers().as_ref();
@@ -700,22 +766,13 @@ impl ConsumerTask {
         self.inbox.push(Item::Delivery(Box::new(data)));
     }
 
-    async fn settle(&mut self, id: u64, s: Settlement) {
+    fn settle(&mut self, id: u64, s: Settlement) {
         self.last_activity = Instant::now();
         let Some(p) = self.pending.remove(&id) else {
             return;
         };
         match s {
-            Settlement::Ack => {
-                if let Err(e) = p.delivery.acker.ack(BasicAckOptions::default()).await {
-                    self.inbox.push(Item::Event(Event::ConsumerError {
-                        error: Error::new(
-                            ErrorKind::Connection,
-                            format!("ack failed; the broker will redeliver the message: {e}"),
-                        ),
-                    }));
-                }
-            }
+            Settlement::Ack => self.acks.done(p.delivery.delivery_tag),
             Settlement::Fail(f) => {
                 let table_attempts = self.config.table.as_ref().map(|t| t.max_attempts);
                 let route = route_failure_with_table(
@@ -733,12 +790,10 @@ impl ConsumerTask {
     fn route(&mut self, id: u64, p: Pending, f: Failure, route: Route) {
         let broker = self.broker.clone();
         let config = self.config.clone();
-        let inbox = self.inbox.clone();
+        let tag = p.delivery.delivery_tag;
         self.failures.spawn(async move {
             let event = handle_failure(&broker, &config, id, p, f, route).await;
-            let stuck = matches!(event, Event::PublishFailed { .. });
-            inbox.push(Item::Event(event));
-            stuck
+            (tag, event)
         });
     }
 
@@ -784,7 +839,8 @@ fn requeue() -> BasicNackOptions {
 }
 
 /// Routes a failed delivery: confirmed publish to its retry or parked queue,
-/// then ack. On a failed publish the delivery stays unacked.
+/// then tell the task, which acks it through the ledger. On a failed publish
+/// the delivery is held: never acked.
 async fn handle_failure(
     broker: &Broker,
     config: &ConsumerConfig,
@@ -890,14 +946,6 @@ async fn handle_failure(
             message_id,
             target,
             error,
-        };
-    }
-    if let Err(e) = p.delivery.acker.ack(BasicAckOptions::default()).await {
-        return Event::ConsumerError {
-            error: Error::new(
-                ErrorKind::Connection,
-                format!("the message was copied to '{target}' but its ack failed; the broker will redeliver it, so it may be handled twice: {e}"),
-            ),
         };
     }
     match route {

@@ -1,0 +1,211 @@
+//! Which acks to send: one `multiple` ack for the longest settled prefix of
+//! delivery tags (never past an unsettled one), and single acks for settled
+//! deliveries stuck behind an unsettled one once there are enough of them, so
+//! a slow handler cannot hold every prefetch slot. The broker is the
+//! bottleneck of a consumer: one ack frame per batch instead of per message is
+//! the lever.
+
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TagState {
+    /// Delivered, not settled yet.
+    Open,
+    /// Settled: may be acked.
+    Done,
+    /// Its republish failed: never acked, so the broker redelivers it.
+    Held,
+}
+
+/// An ack to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckOp {
+    /// `basic.ack` with `multiple`: every delivery up to and including this tag.
+    Upto(u64),
+    /// `basic.ack` of this tag alone.
+    One(u64),
+}
+
+/// The delivery tags of one channel and what has become of them.
+#[derive(Debug)]
+pub struct AckLedger {
+    tags: BTreeMap<u64, TagState>,
+    done_behind: usize,
+    spill: usize,
+}
+
+impl AckLedger {
+    /// A ledger that acks settled deliveries behind an unsettled one singly
+    /// once `spill` of them wait.
+    pub fn new(spill: usize) -> Self {
+        Self {
+            tags: BTreeMap::new(),
+            done_behind: 0,
+            spill: spill.max(1),
+        }
+    }
+
+    /// A delivery arrived.
+    pub fn open(&mut self, tag: u64) {
+        self.tags.insert(tag, TagState::Open);
+    }
+
+    /// A delivery was settled and may be acked.
+    pub fn done(&mut self, tag: u64) {
+        if let Some(s) = self.tags.get_mut(&tag) {
+            if *s == TagState::Open {
+                *s = TagState::Done;
+                self.done_behind += 1;
+            }
+        }
+    }
+
+    /// A delivery must never be acked (its republish failed).
+    pub fn hold(&mut self, tag: u64) {
+        if let Some(s) = self.tags.get_mut(&tag) {
+            if *s == TagState::Done {
+                self.done_behind -= 1;
+            }
+            *s = TagState::Held;
+        }
+    }
+
+    /// A delivery was given back (nack) or is otherwise gone.
+    pub fn forget(&mut self, tag: u64) {
+        if self.tags.remove(&tag) == Some(TagState::Done) {
+            self.done_behind -= 1;
+        }
+    }
+
+    /// Every tag of the channel is gone (the channel closed).
+    pub fn clear(&mut self) {
+        self.tags.clear();
+        self.done_behind = 0;
+    }
+
+    /// Deliveries not settled yet, or held.
+    pub fn unacked(&self) -> usize {
+        self.tags.len()
+    }
+
+    /// The acks to send now; `force` acks every settled delivery.
+    pub fn plan(&mut self, force: bool) -> Vec<AckOp> {
+        let mut ops = Vec::new();
+        if self.done_behind == 0 {
+            return ops;
+        }
+        let mut prefix = 0usize;
+        let mut last = 0u64;
+        while let Some((&tag, &state)) = self.tags.first_key_value() {
+            if state != TagState::Done {
+                break;
+            }
+            self.tags.pop_first();
+            prefix += 1;
+            last = tag;
+        }
+        self.done_behind -= prefix;
+        match prefix {
+            0 => {}
+            1 => ops.push(AckOp::One(last)),
+            _ => ops.push(AckOp::Upto(last)),
+        }
+        let blocked_by_held = matches!(self.tags.first_key_value(), Some((_, TagState::Held)));
+        if self.done_behind > 0 && (force || blocked_by_held || self.done_behind >= self.spill) {
+            let singles: Vec<u64> = self
+                .tags
+                .iter()
+                .filter(|(_, s)| **s == TagState::Done)
+                .map(|(t, _)| *t)
+                .collect();
+            for t in singles {
+                self.tags.remove(&t);
+                ops.push(AckOp::One(t));
+            }
+            self.done_behind = 0;
+        }
+        ops
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ledger(tags: std::ops::RangeInclusive<u64>, spill: usize) -> AckLedger {
+        let mut l = AckLedger::new(spill);
+        for t in tags {
+            l.open(t);
+        }
+        l
+    }
+
+    #[test]
+    fn acks_the_settled_prefix_with_one_frame() {
+        let mut l = ledger(1..=5, 10);
+        for t in [1, 2, 3] {
+            l.done(t);
+        }
+        assert_eq!(l.plan(false), vec![AckOp::Upto(3)]);
+        assert_eq!(l.plan(false), vec![]);
+        l.done(4);
+        assert_eq!(l.plan(false), vec![AckOp::One(4)]);
+        assert_eq!(l.unacked(), 1);
+    }
+
+    #[test]
+    fn never_acks_past_an_unsettled_delivery() {
+        let mut l = ledger(1..=6, 10);
+        for t in [2, 3, 5] {
+            l.done(t);
+        }
+        assert_eq!(l.plan(false), vec![]);
+        l.done(1);
+        assert_eq!(l.plan(false), vec![AckOp::Upto(3)]);
+        assert_eq!(l.plan(true), vec![AckOp::One(5)]);
+        assert_eq!(l.unacked(), 2);
+    }
+
+    #[test]
+    fn spills_single_acks_behind_a_slow_handler() {
+        let mut l = ledger(1..=5, 3);
+        l.done(2);
+        l.done(3);
+        assert_eq!(l.plan(false), vec![]);
+        l.done(5);
+        assert_eq!(
+            l.plan(false),
+            vec![AckOp::One(2), AckOp::One(3), AckOp::One(5)]
+        );
+        l.done(1);
+        assert_eq!(l.plan(false), vec![AckOp::One(1)]);
+    }
+
+    #[test]
+    fn a_held_delivery_is_never_acked_and_does_not_block_others() {
+        let mut l = ledger(1..=4, 10);
+        l.hold(1);
+        l.done(2);
+        l.done(3);
+        assert_eq!(l.plan(false), vec![AckOp::One(2), AckOp::One(3)]);
+        l.done(4);
+        assert_eq!(l.plan(true), vec![AckOp::One(4)]);
+        assert_eq!(l.unacked(), 1);
+        l.done(1); // a late settle of a held delivery does not release it
+        assert_eq!(l.plan(true), vec![]);
+    }
+
+    #[test]
+    fn forgotten_and_cleared_tags_are_not_acked() {
+        let mut l = ledger(1..=3, 10);
+        l.done(1);
+        l.forget(1);
+        l.done(2);
+        assert_eq!(l.plan(false), vec![AckOp::One(2)]);
+        l.done(3);
+        l.clear();
+        assert_eq!(l.plan(true), vec![]);
+        l.done(9); // unknown tag
+        assert_eq!(l.plan(true), vec![]);
+    }
+}
