@@ -26,6 +26,8 @@ export declare class NativeClient {
   tablePause(selector: NativeSelector): Promise<number>
   /** Resumes the selected rows and makes them due now; resolves to how many. */
   tableResume(selector: NativeSelector): Promise<number>
+  /** Whether a pause with exactly this selector is in force. */
+  tableIsPaused(selector: NativeSelector): Promise<boolean>
   /** Makes row `id` due now; false when there is no such row. */
   tableRetryNow(id: number): Promise<boolean>
   /** Rows, oldest first. */

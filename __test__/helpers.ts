@@ -429,3 +429,32 @@ export async function queueUnacked(queue: string): Promise<number> {
   }
   return 0;
 }
+
+/**
+ * Takes every message off the queue quickly (one no-ack consumer instead of a
+ * basic.get per message): returns once no message came for `quietMs`.
+ */
+export async function drainAll(name: string, quietMs = 300): Promise<GotMessage[]> {
+  return withChannel(async (ch) => {
+    const out: GotMessage[] = [];
+    let last = Date.now();
+    const { consumerTag } = await ch.consume(
+      name,
+      (m) => {
+        if (!m) return;
+        last = Date.now();
+        out.push({
+          content: m.content,
+          properties: m.properties,
+          headers: (m.properties.headers ?? {}) as Record<string, unknown>,
+          exchange: m.fields.exchange,
+          routingKey: m.fields.routingKey,
+        });
+      },
+      { noAck: true },
+    );
+    while (Date.now() - last < quietMs) await sleep(50);
+    await ch.cancel(consumerTag);
+    return out;
+  });
+}

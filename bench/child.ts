@@ -22,7 +22,7 @@ import { performance } from 'node:perf_hooks';
 import amqp, { type ConsumeMessage } from 'amqplib';
 
 import { RabbitRetry, type Message } from '../lib';
-import { AMQP_URL, RESULT_MARK } from './common';
+import { AMQP_URL, RESULT_MARK, threadCpu, threadTicks } from './common';
 
 export type Lib = 'amqplib' | 'rabbit-retry';
 export type Scenario = 'all-succeed' | 'all-fail-once' | 'fail-10pct';
@@ -77,6 +77,8 @@ export interface ChildResult {
   returned: number;
   /** Errors the consumer reported. */
   errors: string[];
+  /** CPU seconds over wallS by thread name (Linux): where the CPU goes. */
+  threads: Record<string, number>;
   /** The CPU profile written (BENCH_CPU_PROF). */
   cpuProfile?: string;
   /** Soak: [messages done, RSS MB, heap used MB]. */
@@ -84,6 +86,10 @@ export interface ChildResult {
 }
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as ChildConfig;
+
+// ts-node installs source-map-support, whose Error.prepareStackTrace makes
+// every `err.stack` cost tens of µs; a compiled app has V8's own formatting.
+(Error as { prepareStackTrace?: unknown }).prepareStackTrace = undefined;
 
 function send(msg: unknown): void {
   if (process.send) process.send(msg);
@@ -122,6 +128,8 @@ let finished = false;
 let resolveDone!: () => void;
 const allDone = new Promise<void>((resolve) => (resolveDone = resolve));
 
+let threads0 = new Map<string, number>();
+
 let profiler: Session | undefined;
 
 function startProfiler(): void {
@@ -147,6 +155,7 @@ function onFirstDelivery(): void {
   started = true;
   if (cfg.cpuProfDir) startProfiler();
   rssAtStart = process.memoryUsage().rss;
+  threads0 = threadTicks();
   cpu0 = process.cpuUsage();
   elu0 = performance.eventLoopUtilization();
   t0 = performance.now();
@@ -294,6 +303,7 @@ async function main(): Promise<void> {
   const wallS = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);
   const elu = performance.eventLoopUtilization(elu0);
+  const threads = threadCpu(threads0, threadTicks());
   const peakRssMb = process.resourceUsage().maxRSS / 1024;
   const n = acked + retried;
   const cpuProfile = cfg.cpuProfDir ? await stopProfiler(cfg.cpuProfDir) : undefined;
@@ -320,6 +330,7 @@ async function main(): Promise<void> {
     returned,
     errors: errors.slice(0, 20),
     samples: cfg.mode === 'soak' ? samples : undefined,
+    threads,
     cpuProfile,
   };
   process.stdout.write(`${RESULT_MARK}${JSON.stringify(result)}\n`, () => process.exit(0));

@@ -5,7 +5,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 
 import amqp, { type Channel, type ChannelModel, type ConfirmChannel } from 'amqplib';
@@ -286,4 +286,33 @@ export async function waitForQuiet(maxWaitMs: number, threshold = 0.35): Promise
     const waitedMs = Date.now() - start;
     if (busy === null || busy <= threshold || waitedMs >= maxWaitMs) return { busy, waitedMs };
   }
+}
+
+/** CPU ticks of each thread of this process, by thread name (Linux; empty elsewhere). */
+export function threadTicks(): Map<string, number> {
+  const ticks = new Map<string, number>();
+  try {
+    for (const tid of readdirSync('/proc/self/task')) {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const name = tid === String(process.pid) ? 'main (JS)' : comm === 'node' ? 'node workers (GC, libuv)' : comm;
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      // utime and stime are fields 14 and 15 of stat; f starts at field 3.
+      ticks.set(`${tid}\t${name}`, Number(f[11]) + Number(f[12]));
+    }
+  } catch {
+    // not Linux
+  }
+  return ticks;
+}
+
+/** CPU seconds by thread name between two {@link threadTicks} readings (100 ticks a second). */
+export function threadCpu(before: Map<string, number>, after: Map<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [key, t] of after) {
+    const name = key.split('\t')[1];
+    const s = (t - (before.get(key) ?? 0)) / 100;
+    if (s > 0) out[name] = (out[name] ?? 0) + s;
+  }
+  return out;
 }

@@ -10,7 +10,7 @@
 import amqp, { type ConsumeMessage } from 'amqplib';
 
 import { RabbitRetry, type Message } from '../lib';
-import { AMQP_URL, RESULT_MARK, sleep } from './common';
+import { AMQP_URL, RESULT_MARK, sleep, threadCpu, threadTicks } from './common';
 
 export interface OutageConfig {
   lib: 'amqplib' | 'rabbit-retry';
@@ -44,6 +44,8 @@ export interface OutageChildResult {
   /** Consumer CPU seconds (user + system, all threads) during the outage, and in all. */
   cpuDuringOutageS: number;
   cpuTotalS: number;
+  /** CPU seconds during the outage by thread name (Linux). */
+  threadsDuringOutage: Record<string, number>;
   /** Distinct orders handled successfully. */
   succeeded: number;
   /** Orders handled successfully more than once. */
@@ -60,6 +62,10 @@ export interface OutageChildResult {
 }
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as OutageConfig;
+
+// ts-node installs source-map-support, whose Error.prepareStackTrace makes
+// every `err.stack` cost tens of µs; a compiled app has V8's own formatting.
+(Error as { prepareStackTrace?: unknown }).prepareStackTrace = undefined;
 const total = cfg.orders + cfg.healthy;
 
 let t0 = 0;
@@ -156,13 +162,19 @@ async function startRabbitRetry(): Promise<Running> {
 
 let cpu0: NodeJS.CpuUsage;
 let cpuOutage: NodeJS.CpuUsage | undefined;
+let threads0 = new Map<string, number>();
+let threadsOutage: Record<string, number> = {};
 
 /** The consumer starts now: the carrier is down from here for outageMs. */
 function start(): void {
   t0 = Date.now();
   downUntil = t0 + cfg.outageMs;
   cpu0 = process.cpuUsage();
-  setTimeout(() => (cpuOutage = process.cpuUsage(cpu0)), cfg.outageMs);
+  threads0 = threadTicks();
+  setTimeout(() => {
+    cpuOutage = process.cpuUsage(cpu0);
+    threadsOutage = threadCpu(threads0, threadTicks());
+  }, cfg.outageMs);
   process.send?.({ type: 'started', t0 });
 }
 
@@ -187,6 +199,7 @@ async function main(): Promise<void> {
     carrierCallsDuringOutage,
     cpuDuringOutageS: secs(cpuOutage),
     cpuTotalS: secs(cpuTotal),
+    threadsDuringOutage: threadsOutage,
     succeeded: successes.size,
     duplicates: [...successes.values()].filter((c) => c > 1).length,
     parked: parkedIds.size,

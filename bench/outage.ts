@@ -184,6 +184,13 @@ async function main(): Promise<void> {
       `Drain: from the carrier's recovery until every order has succeeded or parked. Runs stop at the outage + ${DRAIN_MS / 1000} s. ` +
       `${broker}, ${os.cpus().length} cores, node ${process.version}. Reproduce: npm run bench:outage (OUTAGE_SECS, OUTAGE_DELAYS, OUTAGE_DRAIN_SECS).`,
   );
+  const byThread = (d: Drill) =>
+    Object.entries(d.child.threadsDuringOutage ?? {})
+      .sort((x, y) => y[1] - x[1])
+      .map(([name, v]) => `${name} ${fmt(v, 2)} s`)
+      .join(', ') || 'n/a';
+  out.push('');
+  out.push(`Consumer CPU during the outage by thread: amqplib: ${byThread(a)}; rabbit-retry: ${byThread(b)}.`);
   const problems = [a, b].flatMap((d) => d.child.errors.map((e) => `${d.lib}: ${e}`));
   if (problems.length) out.push(`\nErrors reported: ${problems.join('; ')}`);
 

@@ -433,6 +433,22 @@ async function main(): Promise<void> {
       (checksOk ? ' Every run: work queue empty afterwards, retry queue holding exactly the failed messages.' : ' SOME RUNS FAILED THEIR CHECKS: see the JSON.'),
   );
   out.push('');
+  out.push('Where the consumer process spends its CPU, seconds per 10k messages by thread (median of rounds):');
+  out.push('');
+  const threadRows: string[][] = [];
+  for (const scenario of SCENARIOS) {
+    for (const lib of LIBS) {
+      const rs = rounds.filter((r) => r.scenario === scenario && r.lib === lib);
+      const names = [...new Set(rs.flatMap((r) => Object.keys(r.threads ?? {})))];
+      const per = names
+        .map((name) => [name, median(rs.map((r) => ((r.threads?.[name] ?? 0) / r.n) * 10_000))] as const)
+        .filter(([, v]) => v >= 0.005)
+        .sort((x, y) => y[1] - x[1]);
+      threadRows.push([scenario, lib, per.map(([name, v]) => `${name} ${fmt(v, 2)}`).join(', ') || 'n/a']);
+    }
+  }
+  out.push(table(['scenario', 'client', 'CPU s per 10k msgs by thread'], threadRows));
+  out.push('');
   out.push(`## Handler latency at prefetch 1: one message at a time, no-op handler, ${LAT_N} round trips (median of ${ROUNDS} rounds)`);
   out.push('');
   out.push(

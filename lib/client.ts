@@ -213,6 +213,7 @@ export class RabbitRetry {
       oldestDueAge,
       alert,
       table: options.onFailure?.table,
+      delayCount: delays.length,
       onClosed: (c) => this.consumers.delete(c),
     });
     this.consumers.add(consumer);

@@ -134,6 +134,8 @@ export interface ConsumerContext {
   oldestDueAge?: () => Promise<number>;
   alert?: AlertOptions & { everyMs: number };
   table?: TableRouteOptions;
+  /** How many retry queues come before the table. */
+  delayCount: number;
   onClosed: (c: Consumer) => void;
 }
 
@@ -396,7 +398,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   /** Where the row goes if the route is the retry table; callbacks that throw fall back to defaults. */
   private tableInfo(err: unknown, msg: Message): { dependency?: string; tenant?: string; nextAttemptAtMs?: number } | undefined {
     const t = this.ctx.table;
-    if (!t) return undefined;
+    // Only a failure past the delays and within the table's attempts becomes a row.
+    if (!t || msg.attempt < this.ctx.delayCount || msg.attempt >= this.ctx.delayCount + (t.maxAttempts ?? 10)) return undefined;
     const call = <T>(name: string, f: () => T, fallback: T): T => {
       try {
         return f();

@@ -12,7 +12,8 @@ export type ErrorCode =
   | 'PUBLISH_FAILED'
   | 'CONNECTION'
   | 'INVALID_OPTIONS'
-  | 'CLOSED';
+  | 'CLOSED'
+  | 'RETRY_TABLE';
 
 /** The base class of rabbit-retry's errors. */
 export class RabbitRetryError extends Error {
@@ -86,6 +87,13 @@ export class ClosedError extends RabbitRetryError {
   }
 }
 
+/** The retry table's database refused, could not be reached, or holds a `message_retries` of another shape. */
+export class RetryTableError extends RabbitRetryError {
+  constructor(message: string) {
+    super('RETRY_TABLE', message);
+  }
+}
+
 const byCode: Record<string, new (message: string) => RabbitRetryError> = {
   NON_RETRYABLE: NonRetryableError,
   TOPOLOGY_MISMATCH: TopologyMismatchError,
@@ -95,6 +103,7 @@ const byCode: Record<string, new (message: string) => RabbitRetryError> = {
   CONNECTION: ConnectionError,
   INVALID_OPTIONS: InvalidOptionsError,
   CLOSED: ClosedError,
+  RETRY_TABLE: RetryTableError,
 };
 
 /**

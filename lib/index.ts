@@ -54,6 +54,7 @@ export {
   ConnectionError,
   InvalidOptionsError,
   ClosedError,
+  RetryTableError,
   type ErrorCode,
 } from './errors';
 export {

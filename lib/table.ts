@@ -117,14 +117,28 @@ export class RetryTable {
   /** @internal */
   constructor(private readonly client: NativeClient) {}
 
-  /** Pauses the selected rows: the scheduler skips them until they are resumed. Resolves to how many. */
+  /**
+   * Pauses what `sel` selects: its rows now, and rows stored later, until
+   * {@link resume} with the same selector. The scheduler skips paused rows.
+   * Resolves to how many rows it paused now.
+   */
   async pause(sel: RowSelector): Promise<number> {
     return native(this.client.tablePause(selector(sel)));
   }
 
-  /** Resumes the selected rows and makes them due now; the scheduler drains them at its rate. Resolves to how many. */
+  /**
+   * Lifts the pause {@link pause} set with the same selector, and makes the
+   * selected rows due now and unpaused (rows held for a person too), unless
+   * another pause still covers them; the scheduler drains them at its rate.
+   * Resolves to how many rows it resumed.
+   */
   async resume(sel: RowSelector): Promise<number> {
     return native(this.client.tableResume(selector(sel)));
+  }
+
+  /** Whether a pause with exactly this selector is in force. */
+  async isPaused(sel: RowSelector): Promise<boolean> {
+    return native(this.client.tableIsPaused(selector(sel)));
   }
 
   /** Makes row `id` due now (and not paused); false when there is no such row. */
@@ -165,9 +179,11 @@ export class RetryTable {
   /**
    * Watches a dependency with `check` (resolve `true` when it is healthy):
    * after `failuresBeforePause` failed checks in a row (false, a rejection or
-   * a throw), pauses its rows; when a check passes again, resumes them, and
-   * the scheduler drains them at its rate. The timer does not keep the
-   * process alive.
+   * a throw), pauses it; when a check passes while it is paused, resumes it,
+   * and the scheduler drains its rows at its rate. The pause lives in the
+   * database, so watches in several processes agree, and a process that
+   * starts after the dependency recovered lifts a pause left by another.
+   * The timer does not keep the process alive.
    */
   pauseWhen(dependency: string, check: () => boolean | Promise<boolean>, options: PauseWhenOptions = {}): DependencyWatch {
     if (typeof dependency !== 'string' || dependency.length === 0) throw new InvalidOptionsError('dependency must be a non-empty string');
@@ -190,21 +206,16 @@ export class RetryTable {
         } catch {
           healthy = false;
         }
-        if (healthy) {
-          failures = 0;
-          if (paused) {
-            const rows = await this.resume({ dependency });
-            paused = false;
-            options.onChange?.({ dependency, paused: false, rows });
-          }
-        } else if (++failures >= threshold && !paused) {
+        failures = healthy ? 0 : failures + 1;
+        const isPaused = await this.isPaused({ dependency });
+        if (healthy && isPaused) {
+          const rows = await this.resume({ dependency });
+          options.onChange?.({ dependency, paused: false, rows });
+        } else if (!healthy && failures >= threshold && !isPaused) {
           const rows = await this.pause({ dependency });
-          paused = true;
           options.onChange?.({ dependency, paused: true, rows });
-        } else if (paused) {
-          // Rows that failed while the dependency was paused arrive unpaused: pause them too.
-          await this.pause({ dependency });
         }
+        paused = healthy ? false : isPaused || failures >= threshold;
       } catch {
         // The database may be down too; the next tick tries again.
       } finally {

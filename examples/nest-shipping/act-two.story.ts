@@ -132,6 +132,13 @@ export class OutageCarrier extends CarrierClient {
     return best;
   }
 
+  /** Calls a second from the first to the last call after `from`: the pace of the drain. */
+  paceAfter(from: number): number {
+    const t = this.callTimes.filter((x) => x >= from);
+    if (t.length < 2) return t.length;
+    return ((t.length - 1) * 1000) / (Math.max(...t) - Math.min(...t));
+  }
+
   private started(): CarrierStub {
     if (!this.stub) throw new Error('the carrier was called before the act started');
     return this.stub;

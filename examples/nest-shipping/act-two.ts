@@ -92,7 +92,7 @@ function psql(url: string, sql: string): string {
   } catch (err) {
     const e = err as { code?: string; stderr?: string };
     if (e.code === 'ENOENT') throw new Error('psql is not installed; act two needs it to create its database');
-    throw new Error(`psql: ${(e.stderr ?? message(err)).trim()}`);
+    throw new Error((e.stderr ?? message(err)).trim().replace(/^(psql: )?/, 'psql: '));
   }
 }
 
@@ -131,6 +131,7 @@ interface Measured {
   parked: number;
   moved: number;
   peak: number;
+  pace: number;
   drainMs?: number;
   pausedPeak?: number;
 }
@@ -174,9 +175,12 @@ function printSideBySide(a: Measured, b: Measured, lost: [number, number]): void
   console.log(pad(['rows paused at the peak', '-', String(b.pausedPeak ?? 0)]));
   console.log(pad(['replayed / drained', `${a.moved} replayed, one burst`, `${b.moved} drained, ${TABLE_RATE_PER_SEC}/s`]));
   console.log(pad(['peak carrier calls/s after recovery', String(a.peak), String(b.peak)]));
+  console.log(pad(['pace of the drain, calls/s', a.pace.toFixed(1), b.pace.toFixed(1)]));
   console.log(pad(['time to drain', ms(a.drainMs), ms(b.drainMs)]));
   console.log(pad(['lost', String(lost[0]), String(lost[1])]));
-  console.log('(time to drain: from the replay (A) or the health check turning green (B) to the last order rated)');
+  console.log(`peak: the most carrier calls in any one second (a pace of ${TABLE_RATE_PER_SEC}/s puts ${TABLE_RATE_PER_SEC} or ${TABLE_RATE_PER_SEC + 1} there, by a few ms of jitter);`);
+  console.log('pace: the calls after recovery over the time from the first to the last;');
+  console.log('time to drain: from the replay (A) or the health check turning green (B) to the last order rated');
 }
 
 /** Ready messages per queue, with the applications closed so that nothing is unacked. */
@@ -210,7 +214,12 @@ async function tidy(db: Database, tableReady: boolean): Promise<void> {
 /** Runs act two; resolves to the exit code. */
 export async function runActTwo(): Promise<number> {
   const db = database();
-  const created = ensureDatabase(db);
+  let created: boolean;
+  try {
+    created = ensureDatabase(db);
+  } catch (err) {
+    throw new Error(`it needs PostgreSQL (bash scripts/postgres.sh starts one; PG_URL says where): ${message(err)}`);
+  }
   // Rows an earlier run left behind (it crashed, or kept them) would share the
   // dependency; their queues are gone or not ours.
   if (tableExists(db)) {
@@ -279,8 +288,8 @@ export async function runActTwo(): Promise<number> {
     }
     say('-', `${ORDER_COUNT} orders published to both services while the carrier answers 503`);
 
-    const a: Measured = { duringOutage: 0, parked: 0, moved: 0, peak: 0 };
-    const b: Measured = { duringOutage: 0, parked: 0, moved: 0, peak: 0, pausedPeak: 0 };
+    const a: Measured = { duringOutage: 0, parked: 0, moved: 0, peak: 0, pace: 0 };
+    const b: Measured = { duringOutage: 0, parked: 0, moved: 0, peak: 0, pace: 0, pausedPeak: 0 };
 
     const recovery = async () => {
       await waitFor(() => Date.now() >= recoversAt, deadline, 20);
@@ -306,7 +315,8 @@ export async function runActTwo(): Promise<number> {
       const last = bookA.lastAt('done');
       a.drainMs = last - replayedAt;
       a.peak = carrierA.peakPerSecond(recoversAt);
-      say('A', `${bookA.count('done')} rated ${secs(a.drainMs)} after the replay: up to ${a.peak} carrier calls in one second`, last);
+      a.pace = carrierA.paceAfter(recoversAt);
+      say('A', `${bookA.count('done')} rated ${secs(a.drainMs)} after the replay, at ${a.pace.toFixed(0)} calls/s: ${a.peak} carrier calls in one second`, last);
       return drained;
     };
 
@@ -328,8 +338,9 @@ export async function runActTwo(): Promise<number> {
       const last = bookB.lastAt('done');
       b.drainMs = last - greenAt;
       b.peak = carrierB.peakPerSecond(recoversAt);
+      b.pace = carrierB.paceAfter(recoversAt);
       b.moved = Number((await rrB.retryTable.stats()).schedulerPublished);
-      say('B', `${bookB.count('done')} rated ${secs(b.drainMs)} after the health check turned green: up to ${b.peak} carrier calls in one second`, last);
+      say('B', `${bookB.count('done')} rated ${secs(b.drainMs)} after the health check turned green, at ${b.pace.toFixed(1)} calls/s: at most ${b.peak} in one second`, last);
       return drained;
     };
 

@@ -268,6 +268,15 @@ impl NativeClient {
         Ok(n as f64)
     }
 
+    /// Whether a pause with exactly this selector is in force.
+    #[napi]
+    pub async fn table_is_paused(&self, selector: NativeSelector) -> napi::Result<bool> {
+        self.store()?
+            .is_paused(&selector.into())
+            .await
+            .map_err(js_error)
+    }
+
     /// Makes row `id` due now; false when there is no such row.
     #[napi]
     pub async fn table_retry_now(&self, id: f64) -> napi::Result<bool> {

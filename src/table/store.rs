@@ -12,9 +12,10 @@ use crate::amqp::connection::redact_url;
 use crate::amqp::error::{Error, ErrorKind, Result};
 
 /// The migrations, in order; each runs once, recorded in `rabbit_retry_migrations`.
-const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    "CREATE TABLE message_retries (
+const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        "CREATE TABLE message_retries (
         id              bigserial PRIMARY KEY,
         queue           text        NOT NULL,
         body            bytea       NOT NULL,
@@ -35,7 +36,22 @@ const MIGRATIONS: &[(i32, &str)] = &[(
         WHERE NOT paused AND next_attempt_at IS NOT NULL;
     CREATE INDEX message_retries_dependency ON message_retries (dependency);
     CREATE INDEX message_retries_tenant ON message_retries (tenant);",
-)];
+    ),
+    (
+        2,
+        // A pause is a state of a dependency, tenant or error, not only of the rows
+        // there are now: rows stored later for a paused selector start paused.
+        "CREATE TABLE rabbit_retry_pauses (
+        dependency text,
+        tenant     text,
+        error_name text,
+        paused_at  timestamptz NOT NULL DEFAULT now(),
+        CHECK (dependency IS NOT NULL OR tenant IS NOT NULL OR error_name IS NOT NULL)
+    );
+    CREATE UNIQUE INDEX rabbit_retry_pauses_selector ON rabbit_retry_pauses
+        (COALESCE(dependency, ''), COALESCE(tenant, ''), COALESCE(error_name, ''));",
+    ),
+];
 
 /// The columns the library reads and writes, with their types as
 /// `information_schema` names them.
@@ -56,6 +72,11 @@ const SHAPE: &[(&str, &str)] = &[
     ("first_failed_at", "timestamp with time zone"),
     ("updated_at", "timestamp with time zone"),
 ];
+
+/// Whether a pause (`p`) covers a row (`m`): every field the pause gives matches.
+const PAUSE_MATCHES: &str = "(p.dependency IS NULL OR p.dependency = m.dependency)
+     AND (p.tenant IS NULL OR p.tenant = m.tenant)
+     AND (p.error_name IS NULL OR p.error_name = m.error_name)";
 
 /// The advisory lock key of the migrations (any constant both processes agree on).
 const MIGRATION_LOCK: i64 = 0x7261_6262_6974_7274; // "rabbitrt"
@@ -157,8 +178,8 @@ pub struct TableStats {
     pub due: i64,
     /// Rows per dependency (`None`: rows without one).
     pub by_dependency: Vec<(Option<String>, i64)>,
-    /// Age in ms of the oldest row whose `next_attempt_at` has passed (paused or
-    /// not); 0 when there is none. A scheduler that stopped shows here.
+    /// Age in ms of the oldest unpaused row whose `next_attempt_at` has passed;
+    /// 0 when there is none. A scheduler that stopped shows here.
     pub oldest_due_age_ms: i64,
 }
 
@@ -324,9 +345,15 @@ impl RetryStore {
         let attempt = i32::try_from(row.attempt).unwrap_or(i32::MAX);
         let id: i64 = tx
             .query_one(
-                "INSERT INTO message_retries (queue, body, properties, attempt, next_attempt_at,
-                    dependency, tenant, last_error, error_name, message_id, correlation_id, first_failed_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
+                &format!(
+                    "INSERT INTO message_retries (queue, body, properties, attempt, next_attempt_at,
+                        dependency, tenant, last_error, error_name, message_id, correlation_id, first_failed_at, paused)
+                     SELECT $1, $2, $3, $4, $5, $6::text, $7::text, $8, $9::text, $10, $11, $12,
+                        EXISTS (SELECT 1 FROM rabbit_retry_pauses p,
+                                (SELECT $6::text AS dependency, $7::text AS tenant, $9::text AS error_name) m
+                                WHERE {PAUSE_MATCHES})
+                     RETURNING id"
+                ),
                 &[
                     &row.queue,
                     &row.body,
@@ -373,29 +400,86 @@ impl RetryStore {
         Ok((clauses.join(" AND "), params))
     }
 
-    async fn update_selected(&self, set: &str, sel: &Selector) -> Result<u64> {
+    /// Pauses what `sel` selects: its rows now, and rows stored later, until
+    /// `resume` with the same selector. Returns the rows paused now.
+    pub async fn pause(&self, sel: &Selector) -> Result<u64> {
         let (clause, params) = Self::selector_sql(sel)?;
-        let client = self.client().await?;
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|e| table_error("pause", e))?;
+        tx.execute(
+            "INSERT INTO rabbit_retry_pauses (dependency, tenant, error_name) VALUES ($1, $2, $3)
+             ON CONFLICT (COALESCE(dependency, ''), COALESCE(tenant, ''), COALESCE(error_name, '')) DO NOTHING",
+            &[&sel.dependency, &sel.tenant, &sel.error_name],
+        )
+        .await
+        .map_err(|e| table_error("pause", e))?;
         let refs: Vec<&(dyn ToSql + Sync)> =
             params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        client
+        let n = tx
             .execute(
-                &format!("UPDATE message_retries SET {set}, updated_at = now() WHERE {clause}"),
+                &format!(
+                    "UPDATE message_retries SET paused = true, updated_at = now() WHERE {clause} AND NOT paused"
+                ),
                 &refs,
             )
             .await
-            .map_err(|e| table_error("update of message_retries", e))
+            .map_err(|e| table_error("pause", e))?;
+        tx.commit().await.map_err(|e| table_error("pause", e))?;
+        Ok(n)
     }
 
-    /// Pauses the selected rows: the scheduler skips them.
-    pub async fn pause(&self, sel: &Selector) -> Result<u64> {
-        self.update_selected("paused = true", sel).await
-    }
-
-    /// Resumes the selected rows and makes them due now.
+    /// Lifts the pause `sel` set, and makes its rows due now and unpaused
+    /// (rows held for a person too) unless another pause still covers them.
+    /// Returns the rows resumed.
     pub async fn resume(&self, sel: &Selector) -> Result<u64> {
-        self.update_selected("paused = false, next_attempt_at = now()", sel)
+        let (clause, params) = Self::selector_sql(sel)?;
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
             .await
+            .map_err(|e| table_error("resume", e))?;
+        tx.execute(
+            "DELETE FROM rabbit_retry_pauses
+             WHERE dependency IS NOT DISTINCT FROM $1 AND tenant IS NOT DISTINCT FROM $2
+               AND error_name IS NOT DISTINCT FROM $3",
+            &[&sel.dependency, &sel.tenant, &sel.error_name],
+        )
+        .await
+        .map_err(|e| table_error("resume", e))?;
+        let refs: Vec<&(dyn ToSql + Sync)> =
+            params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+        let n = tx
+            .execute(
+                &format!(
+                    "UPDATE message_retries m SET paused = false, next_attempt_at = now(), updated_at = now()
+                     WHERE {clause}
+                       AND NOT EXISTS (SELECT 1 FROM rabbit_retry_pauses p WHERE {PAUSE_MATCHES})"
+                ),
+                &refs,
+            )
+            .await
+            .map_err(|e| table_error("resume", e))?;
+        tx.commit().await.map_err(|e| table_error("resume", e))?;
+        Ok(n)
+    }
+
+    /// Whether a pause with exactly this selector is in force.
+    pub async fn is_paused(&self, sel: &Selector) -> Result<bool> {
+        Self::selector_sql(sel)?;
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM rabbit_retry_pauses
+                 WHERE dependency IS NOT DISTINCT FROM $1 AND tenant IS NOT DISTINCT FROM $2
+                   AND error_name IS NOT DISTINCT FROM $3)",
+                &[&sel.dependency, &sel.tenant, &sel.error_name],
+            )
+            .await
+            .map_err(|e| table_error("isPaused", e))?;
+        Ok(row.get(0))
     }
 
     /// Makes row `id` due now (and not paused); false when there is no such row.
@@ -457,7 +541,7 @@ impl RetryStore {
                         count(*) FILTER (WHERE paused),
                         count(*) FILTER (WHERE next_attempt_at IS NULL),
                         count(*) FILTER (WHERE NOT paused AND next_attempt_at <= now()),
-                        COALESCE((EXTRACT(EPOCH FROM now() - min(next_attempt_at) FILTER (WHERE next_attempt_at <= now())) * 1000)::bigint, 0)
+                        COALESCE((EXTRACT(EPOCH FROM now() - min(next_attempt_at) FILTER (WHERE NOT paused AND next_attempt_at <= now())) * 1000)::bigint, 0)
                  FROM message_retries",
                 &[],
             )
