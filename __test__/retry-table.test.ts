@@ -618,6 +618,36 @@ describe('the scheduler', () => {
     expect((await rt.stats()).schedulerPublished).toBe(3);
   });
 
+  test('a pause outlives its rows: rows stored later start paused, and a watch started later lifts a pause left by another', async () => {
+    const queue = testQueue([]);
+    const rr = await connectTable();
+    const rt = rr.retryTable;
+    expect(await rt.pause({ dependency: 'carrier' })).toBe(0);
+    expect(await rt.isPaused({ dependency: 'carrier' })).toBe(true);
+    // Stored after the pause, due at once: still not published.
+    await storeRows(rr, queue, 3, { prefix: 'late', dependency: 'carrier', next: () => new Date(Date.now() - 1000) });
+    expect(dbRows(queue).map((r) => r.paused)).toEqual([true, true, true]);
+    await sleep(1000);
+    expect(await queueDepth(queue)).toBe(0);
+    // Rows of another dependency are not covered by the pause.
+    await storeRows(rr, testQueue([]), 1, { prefix: 'other', dependency: 'bank', next: () => null });
+    expect(dbRows().filter((r) => r.message_id === 'other-0').map((r) => r.paused)).toEqual([false]);
+
+    // A watch that starts while the carrier is healthy (another process paused it) lifts the pause.
+    const changes: { paused: boolean; rows: number }[] = [];
+    const watch = rt.pauseWhen('carrier', () => true, { every: '100ms', onChange: (e) => changes.push({ paused: e.paused, rows: e.rows }) });
+    try {
+      await waitFor(() => changes.length === 1, 10_000, 'the resume');
+      expect(changes[0]).toEqual({ paused: false, rows: 3 });
+      expect(await rt.isPaused({ dependency: 'carrier' })).toBe(false);
+      await waitFor(async () => (await queueDepth(queue)) === 3, 10_000, 'the 3 rows drained');
+      await sleep(500);
+      expect(changes).toHaveLength(1); // healthy checks after that change nothing
+    } finally {
+      watch.stop();
+    }
+  });
+
   test('pauseWhen pauses after N failed checks, resumes when the check passes, and the scheduler drains the rows', async () => {
     const queue = testQueue([]);
     const rr = await connectTable();
