@@ -81,6 +81,8 @@ export interface ChildResult {
   threads: Record<string, number>;
   /** The CPU profile written (BENCH_CPU_PROF). */
   cpuProfile?: string;
+  /** Soak: RSS and heap used after a full GC at the end (the child runs with --expose-gc): what is retained, not garbage. */
+  afterGc?: { rssMb: number; heapUsedMb: number };
   /** Soak: [messages done, RSS MB, heap used MB]. */
   samples?: Array<[number, number, number]>;
 }
@@ -307,6 +309,14 @@ async function main(): Promise<void> {
   const peakRssMb = process.resourceUsage().maxRSS / 1024;
   const n = acked + retried;
   const cpuProfile = cfg.cpuProfDir ? await stopProfiler(cfg.cpuProfDir) : undefined;
+  let afterGc: ChildResult['afterGc'];
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (cfg.mode === 'soak' && gc) {
+    gc();
+    gc();
+    const m = process.memoryUsage();
+    afterGc = { rssMb: mb(m.rss), heapUsedMb: mb(m.heapUsed) };
+  }
 
   const c0 = performance.now();
   await running.close();
@@ -330,6 +340,7 @@ async function main(): Promise<void> {
     returned,
     errors: errors.slice(0, 20),
     samples: cfg.mode === 'soak' ? samples : undefined,
+    afterGc,
     threads,
     cpuProfile,
   };

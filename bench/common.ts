@@ -177,9 +177,10 @@ export interface RunningChild<R> {
  * with `config` as its argument, an IPC channel for pacing messages, and a
  * hard time limit; the result is the JSON after {@link RESULT_MARK} on its stdout.
  */
-export function startChild<R>(script: string, config: unknown, timeoutMs: number): RunningChild<R> {
+export function startChild<R>(script: string, config: unknown, timeoutMs: number, nodeArgs: string[] = []): RunningChild<R> {
   const proc = fork(path.join(__dirname, script), [JSON.stringify(config)], {
-    execArgv: ['-r', 'ts-node/register/transpile-only'],
+    // BENCH_NODE_ARGS: extra node flags for the child, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+    execArgv: ['-r', 'ts-node/register/transpile-only', ...nodeArgs, ...(process.env.BENCH_NODE_ARGS ?? '').split(/\s+/).filter(Boolean)],
     env: { ...process.env, TS_NODE_TRANSPILE_ONLY: 'true' },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });

@@ -53,6 +53,8 @@ const LAT_WARMUP = 200;
 const SOAK = process.env.BENCH_SOAK === '1';
 const SOAK_N = envInt('BENCH_SOAK_N', 200_000);
 const SOAK_SAMPLE = 10_000;
+/** BENCH_SOAK_LIB=amqplib runs the soak on the baseline instead, as a control for the harness. */
+const SOAK_LIB: Lib = process.env.BENCH_SOAK_LIB === 'amqplib' ? 'amqplib' : 'rabbit-retry';
 const QUIET_WAIT_MS = envInt('BENCH_QUIET_WAIT_S', 30) * 1000;
 const BUSY_THRESHOLD = 0.35;
 const PREFETCH = 100;
@@ -203,6 +205,7 @@ interface SoakResult {
   slopeMbPer100k: number;
   msgsPerS: number;
   peakRssMb: number;
+  afterGc: ChildResult['afterGc'];
   flat: boolean;
 }
 
@@ -221,9 +224,9 @@ function slope(points: Array<[number, number]>): number {
   return num / den;
 }
 
-/** rabbit-retry consuming SOAK_N messages while the parent tops the queue up in chunks. */
+/** rabbit-retry (or BENCH_SOAK_LIB) consuming SOAK_N messages while the parent tops the queue up in chunks. */
 async function measureSoak(n: number): Promise<SoakResult> {
-  const queue = uniqueName('bench-soak-rr');
+  const queue = uniqueName(`bench-soak-${SOAK_LIB === 'amqplib' ? 'amqp' : 'rr'}`);
   const family = queueFamily(queue, [DELAY]);
   remember(family);
   try {
@@ -234,7 +237,7 @@ async function measureSoak(n: number): Promise<SoakResult> {
     await pub.publishRange(queue, 0, published);
     const cfg: ChildConfig = {
       mode: 'soak',
-      lib: 'rabbit-retry',
+      lib: SOAK_LIB,
       scenario: 'all-succeed',
       queue,
       n,
@@ -243,7 +246,7 @@ async function measureSoak(n: number): Promise<SoakResult> {
       sampleEvery: SOAK_SAMPLE,
       timeoutMs: 120_000 + n * 2,
     };
-    const child = startChild<ChildResult>('child.ts', cfg, cfg.timeoutMs + 30_000);
+    const child = startChild<ChildResult>('child.ts', cfg, cfg.timeoutMs + 30_000, ['--expose-gc']);
     let done = 0;
     let exited = false;
     child.proc.on('message', (m) => {
@@ -278,6 +281,7 @@ async function measureSoak(n: number): Promise<SoakResult> {
       slopeMbPer100k: s,
       msgsPerS: r.msgsPerS,
       peakRssMb: r.peakRssMb,
+      afterGc: r.afterGc,
       flat: Number.isFinite(s) && s <= TARGETS.soakSlopeMbPer100k,
     };
   } finally {
@@ -361,7 +365,7 @@ async function main(): Promise<void> {
 
   let soak: SoakResult | null = null;
   if (SOAK) {
-    log(`  soak: rabbit-retry consuming ${SOAK_N} messages`);
+    log(`  soak: ${SOAK_LIB} consuming ${SOAK_N} messages`);
     soak = await measureSoak(SOAK_N);
   }
 
@@ -405,8 +409,8 @@ async function main(): Promise<void> {
     soak
       ? {
           target: `RSS flat over ${soak.n} messages (slope <= ${TARGETS.soakSlopeMbPer100k} MB per 100k)`,
-          measured: `${fmt(soak.slopeMbPer100k, 2)} MB per 100k`,
-          met: soak.flat,
+          measured: `${fmt(soak.slopeMbPer100k, 2)} MB per 100k${SOAK_LIB === 'amqplib' ? ' (amqplib control run)' : ''}`,
+          met: SOAK_LIB === 'amqplib' ? null : soak.flat,
         }
       : { target: 'RSS flat over 200,000 messages', measured: 'not run (BENCH_SOAK=1 npm run bench)', met: null },
   ];
@@ -464,17 +468,28 @@ async function main(): Promise<void> {
   out.push('');
   out.push('Round trip: the parent publishes, the child\'s handler runs and tells the parent over IPC, the parent publishes the next.');
   out.push('');
-  out.push(`## RSS flatness (rabbit-retry)`);
+  out.push(`## RSS flatness (${SOAK_LIB})`);
   out.push('');
   if (soak) {
     out.push(
       table(
-        ['messages', 'first MB', 'last MB', 'max MB', 'slope MB per 100k msgs', 'msgs/s'],
-        [[String(soak.n), fmt(soak.firstMb, 1), fmt(soak.lastMb, 1), fmt(soak.maxMb, 1), fmt(soak.slopeMbPer100k, 2), fmt(soak.msgsPerS, 0)]],
+        ['messages', 'first MB', 'last MB', 'max MB', 'slope MB per 100k msgs', 'after a full GC: RSS / heap MB', 'msgs/s'],
+        [
+          [
+            String(soak.n),
+            fmt(soak.firstMb, 1),
+            fmt(soak.lastMb, 1),
+            fmt(soak.maxMb, 1),
+            fmt(soak.slopeMbPer100k, 2),
+            soak.afterGc ? `${fmt(soak.afterGc.rssMb, 1)} / ${fmt(soak.afterGc.heapUsedMb, 1)}` : 'n/a',
+            fmt(soak.msgsPerS, 0),
+          ],
+        ],
       ),
     );
     out.push('');
     out.push(`RSS every ${SOAK_SAMPLE} messages: ${soak.samples.map((s) => fmt(s[1], 0)).join(', ')}`);
+    out.push(`JS heap used every ${SOAK_SAMPLE} messages: ${soak.samples.map((s) => fmt(s[2], 0)).join(', ')}`);
   } else {
     out.push(`Not run. Run it with: BENCH_SOAK=1 npm run bench   (BENCH_SOAK_N=${SOAK_N} messages; BENCH_N=2000 BENCH_ROUNDS=1 shortens the rest)`);
   }
