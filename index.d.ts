@@ -59,6 +59,8 @@ export declare class NativeConsumer {
   recv(max: number): Promise<NativeBatch>
   /** The handler of delivery `id` resolved: ack it. */
   ack(id: number): void
+  /** The handlers of deliveries `ids` resolved: ack them (one call for many). */
+  ackMany(ids: Array<number>): void
   /** The handler of delivery `id` threw: retry or park it. */
   fail(id: number, failure: FailureInfo): void
   /** Stops deliveries; unstarted ones go back to the queue. */

@@ -221,6 +221,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private readonly logger: Logger;
   private readonly metrics: ConsumerMetrics;
   private readonly inFlight = new Set<Promise<void>>();
+  private acks: number[] = [];
   private readonly loopDone: Promise<void>;
   private readonly alertTimer?: NodeJS.Timeout;
   private alerting = false;
@@ -340,6 +341,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     await native(this.inner.stop());
     await this.loopDone;
     await Promise.allSettled([...this.inFlight]);
+    this.flushAcks();
     await native(this.inner.finish());
     for (const e of this.inner.takeEvents()) this.report(e);
     this.metrics.stop();
@@ -390,7 +392,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       return;
     }
     this.timed(started, 'success');
-    this.settle(() => this.inner.ack(d.id));
+    this.queueAck(d.id);
     this.counts.acked++;
     this.metrics.acked();
   }
@@ -431,6 +433,22 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     if (ms > h.max) h.max = ms;
     this.metrics.handlerDuration(ms, outcome);
   }
+
+  /**
+   * Acks go to the native side in one call per turn of the event loop: the
+   * handlers that finished in the same turn share it.
+   */
+  private queueAck(id: number): void {
+    this.acks.push(id);
+    if (this.acks.length === 1) setImmediate(this.flushAcks);
+  }
+
+  private readonly flushAcks = (): void => {
+    const ids = this.acks;
+    if (ids.length === 0) return;
+    this.acks = [];
+    this.settle(() => this.inner.ackMany(ids));
+  };
 
   private settle(f: () => void): void {
     try {

@@ -36,14 +36,16 @@ export interface MessageProperties {
 export class Message {
   /** The raw body. */
   readonly body: Buffer;
-  /** The message's properties. */
-  readonly properties: MessageProperties;
+  #native: NativeDelivery['properties'];
+  #properties?: MessageProperties;
   /**
    * Application headers. Strings, numbers, booleans, arrays and tables come
    * as their JavaScript counterparts; byte arrays and non-UTF-8 strings as
    * arrays of byte values; decimals as numbers; timestamps as seconds.
    */
-  readonly headers: Record<string, unknown>;
+  get headers(): Record<string, unknown> {
+    return (this.#native.headers ?? {}) as Record<string, unknown>;
+  }
   /** The exchange the message was delivered through (`''` after a retry hop). */
   readonly exchange: string;
   /** The routing key it was delivered with. */
@@ -56,17 +58,25 @@ export class Message {
   /** @internal */
   constructor(d: NativeDelivery) {
     this.body = d.body;
-    const { headers, ...props } = d.properties;
-    const properties: MessageProperties = {};
-    for (const [k, v] of Object.entries(props)) {
-      if (v !== undefined && v !== null) (properties as Record<string, unknown>)[k] = v;
-    }
-    this.properties = properties;
-    this.headers = (headers ?? {}) as Record<string, unknown>;
+    this.#native = d.properties;
     this.exchange = d.exchange;
     this.routingKey = d.routingKey;
     this.redelivered = d.redelivered;
     this.attempt = d.attempt;
+  }
+
+  /** The message's properties (only those it has). */
+  get properties(): MessageProperties {
+    // Built on first use: most handlers read the body only.
+    if (!this.#properties) {
+      const { headers: _headers, ...props } = this.#native;
+      const properties: MessageProperties = {};
+      for (const [k, v] of Object.entries(props)) {
+        if (v !== undefined && v !== null) (properties as Record<string, unknown>)[k] = v;
+      }
+      this.#properties = properties;
+    }
+    return this.#properties;
   }
 
   /** The body decoded as UTF-8. */

@@ -6,6 +6,7 @@
 //! the lever.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TagState {
@@ -32,17 +33,28 @@ pub struct AckLedger {
     tags: BTreeMap<u64, TagState>,
     done_behind: usize,
     spill: usize,
+    max_hold: Duration,
+    /// When the oldest settled delivery still waiting for an ack was settled.
+    waiting_since: Option<Instant>,
 }
 
 impl AckLedger {
     /// A ledger that acks settled deliveries behind an unsettled one singly
-    /// once `spill` of them wait.
-    pub fn new(spill: usize) -> Self {
+    /// once `spill` of them wait, or once the oldest has waited `max_hold`.
+    pub fn new(spill: usize, max_hold: Duration) -> Self {
         Self {
             tags: BTreeMap::new(),
             done_behind: 0,
             spill: spill.max(1),
+            max_hold,
+            waiting_since: None,
         }
+    }
+
+    /// When the settled deliveries waiting behind an unsettled one must be
+    /// acked even if nothing else happens; `None` when none waits.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.waiting_since.map(|t| t + self.max_hold)
     }
 
     /// A delivery arrived.
@@ -56,6 +68,7 @@ impl AckLedger {
             if *s == TagState::Open {
                 *s = TagState::Done;
                 self.done_behind += 1;
+                self.waiting_since.get_or_insert_with(Instant::now);
             }
         }
     }
@@ -81,6 +94,7 @@ impl AckLedger {
     pub fn clear(&mut self) {
         self.tags.clear();
         self.done_behind = 0;
+        self.waiting_since = None;
     }
 
     /// Deliveries not settled yet, or held.
@@ -92,8 +106,10 @@ impl AckLedger {
     pub fn plan(&mut self, force: bool) -> Vec<AckOp> {
         let mut ops = Vec::new();
         if self.done_behind == 0 {
+            self.waiting_since = None;
             return ops;
         }
+        let overdue = self.deadline().is_some_and(|d| Instant::now() >= d);
         let mut prefix = 0usize;
         let mut last = 0u64;
         while let Some((&tag, &state)) = self.tags.first_key_value() {
@@ -111,7 +127,9 @@ impl AckLedger {
             _ => ops.push(AckOp::Upto(last)),
         }
         let blocked_by_held = matches!(self.tags.first_key_value(), Some((_, TagState::Held)));
-        if self.done_behind > 0 && (force || blocked_by_held || self.done_behind >= self.spill) {
+        if self.done_behind > 0
+            && (force || overdue || blocked_by_held || self.done_behind >= self.spill)
+        {
             let singles: Vec<u64> = self
                 .tags
                 .iter()
@@ -124,6 +142,12 @@ impl AckLedger {
             }
             self.done_behind = 0;
         }
+        if self.done_behind == 0 {
+            self.waiting_since = None;
+        } else if prefix > 0 {
+            // What is left started waiting no earlier than now, near enough.
+            self.waiting_since = Some(Instant::now());
+        }
         ops
     }
 }
@@ -133,7 +157,7 @@ mod tests {
     use super::*;
 
     fn ledger(tags: std::ops::RangeInclusive<u64>, spill: usize) -> AckLedger {
-        let mut l = AckLedger::new(spill);
+        let mut l = AckLedger::new(spill, Duration::from_secs(60));
         for t in tags {
             l.open(t);
         }
@@ -207,5 +231,16 @@ mod tests {
         assert_eq!(l.plan(true), vec![]);
         l.done(9); // unknown tag
         assert_eq!(l.plan(true), vec![]);
+    }
+
+    #[test]
+    fn acks_what_waited_too_long() {
+        let mut l = AckLedger::new(10, Duration::from_millis(0));
+        l.open(1);
+        l.open(2);
+        l.done(2);
+        assert!(l.deadline().is_some());
+        assert_eq!(l.plan(false), vec![AckOp::One(2)]);
+        assert_eq!(l.deadline(), None);
     }
 }

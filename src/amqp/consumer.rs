@@ -36,6 +36,10 @@ use crate::table::store::{NewRow, RetryStore};
 /// How long `stop` waits for the broker to finish a cancel before it goes on.
 const CANCEL_DRAIN: Duration = Duration::from_secs(5);
 
+/// How long a settled delivery waits for the unsettled one before it (a
+/// republish waiting for its confirm) so that one `multiple` ack covers both.
+const ACK_MAX_HOLD: Duration = Duration::from_millis(20);
+
 /// How long a consumer with nothing in flight keeps deliveries whose
 /// republish failed before it reopens its channel so the broker redelivers them.
 const HELD_RELEASE_IDLE: Duration = Duration::from_secs(5);
@@ -341,7 +345,7 @@ impl ConsumerHandle {
             pending: HashMap::new(),
             next_id: 0,
             failures: JoinSet::new(),
-            acks: AckLedger::new(usize::from(config_prefetch / 4).max(1)),
+            acks: AckLedger::new(usize::from(config_prefetch / 2).max(1), ACK_MAX_HOLD),
             stuck: 0,
             last_activity: Instant::now(),
             state: state.clone(),
@@ -533,6 +537,7 @@ impl ConsumerTask {
                         self.failure_done(tag, event);
                     }
                 },
+                _ = sleep_until(self.acks.deadline()) => {},
                 _ = sleep_until(release_at) => {
                     if let Some(ch) = self.channel.take() {
                         let _ = ch.close(200, "redeliver messages whose republish failed".into()).await;

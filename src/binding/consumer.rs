@@ -270,6 +270,17 @@ impl NativeConsumer {
             .map_err(js_error)
     }
 
+    /// The handlers of deliveries `ids` resolved: ack them (one call for many).
+    #[napi]
+    pub fn ack_many(&self, ids: Vec<i64>) -> napi::Result<()> {
+        for id in ids {
+            self.handle
+                .settle(id as u64, Settlement::Ack)
+                .map_err(js_error)?;
+        }
+        Ok(())
+    }
+
     /// The handler of delivery `id` threw: retry or park it.
     #[napi]
     pub fn fail(&self, id: i64, failure: FailureInfo) -> napi::Result<()> {
