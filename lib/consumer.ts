@@ -288,7 +288,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       try {
         callback?.(a);
       } catch (err) {
-        this.logger.warn(`rabbit-retry: an alert callback threw: ${errorInfo(err).message}`);
+        const name = event === 'alert' ? 'onAlert' : 'onTableAlert';
+        this.logger.warn(`rabbit-retry: alert.${name} threw: ${errorInfo(err).message}`);
       }
       (this.emit as (e: string, a: T) => boolean)(event, a);
     };
