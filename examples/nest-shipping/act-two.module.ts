@@ -6,7 +6,7 @@ import { type DynamicModule, Injectable, Module } from '@nestjs/common';
 
 import { DEFAULT_URL, type Message } from '../../lib';
 import { Consume, OnFailure, RabbitRetryModule } from '../../lib/nestjs';
-import { CarrierError, type ShipmentOrder } from '../demo/carrier';
+import { CarrierError, type ShipmentOrder } from './carrier';
 import { CarrierClient } from './carrier.client';
 import {
   A_DELAYS,

@@ -5,7 +5,7 @@
  * numbers they are compared by.
  */
 import { retryQueueName, parkedQueueName } from '../../lib';
-import { CarrierStub, type Quote, type ShipmentOrder } from '../demo/carrier';
+import { CarrierStub, type Quote, type ShipmentOrder } from './carrier';
 import { CarrierClient } from './carrier.client';
 
 /** Ninety minutes, scaled: 1 s here stands for 7.5 min. */
@@ -85,7 +85,7 @@ export function say(side: 'A' | 'B' | '-', text: string, at?: number): void {
 export const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
 
 /**
- * The carrier as one service sees it: examples/demo's CarrierStub with the
+ * The carrier as one service sees it: the CarrierStub with the
  * act's outage, a health endpoint, and the time of every rate call.
  */
 export class OutageCarrier extends CarrierClient {

@@ -1,9 +1,8 @@
 /**
- * The carrier outage of examples/demo, told through a NestJS service:
- * ShipmentConsumer (@Consume, @OnFailure) rates orders with the CarrierClient,
- * OrdersPublisher (@InjectRabbitRetry) publishes them, and the application's
- * shutdown closes the consumer gracefully. Prints the same lines as
- * examples/demo/demo.ts.
+ * The carrier outage, told through a NestJS service: ShipmentConsumer
+ * (@Consume, @OnFailure) rates orders with the CarrierClient, OrdersPublisher
+ * (@InjectRabbitRetry) publishes them, and the application's shutdown closes
+ * the consumer gracefully. Act two compares retry queues with the retry table.
  *
  *   AMQP_URL=amqp://user:pass@host:5672 npx ts-node --transpile-only examples/nest-shipping/main.ts
  *
@@ -22,7 +21,7 @@ import { connect as amqpConnect, type Channel } from 'amqplib';
 
 import { DEFAULT_URL, RabbitRetry, type Consumer, type ParkedEvent, type RetryEvent } from '../../lib';
 import { RABBIT_RETRY, RabbitRetryConsumers } from '../../lib/nestjs';
-import { CarrierStub } from '../demo/carrier';
+import { CarrierStub } from './carrier';
 import { AppModule } from './app.module';
 import { OrdersPublisher } from './orders.publisher';
 import {

@@ -4,7 +4,7 @@ import { Injectable } from '@nestjs/common';
 
 import type { RabbitRetry } from '../../lib';
 import { InjectRabbitRetry } from '../../lib/nestjs';
-import type { ShipmentOrder } from '../demo/carrier';
+import type { ShipmentOrder } from './carrier';
 import { TOPOLOGY } from './story';
 
 /** Publishes shipment requests, as the shop's checkout would. */

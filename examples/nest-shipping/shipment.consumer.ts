@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 
 import type { Message } from '../../lib';
 import { Consume, OnFailure } from '../../lib/nestjs';
-import { CarrierError, type ShipmentOrder } from '../demo/carrier';
+import { CarrierError, type ShipmentOrder } from './carrier';
 import { CarrierClient } from './carrier.client';
 import { DELAYS, Ledger, PREFETCH, TOPOLOGY, formatPrice, log, validate } from './story';
 

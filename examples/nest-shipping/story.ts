@@ -1,10 +1,10 @@
 /**
- * The outage story of examples/demo, shared by the Nest service's parts: the
+ * The outage story, shared by the Nest service's parts: the
  * run's topology, the ledger that follows every order, and the printed lines.
  */
 import { NonRetryableError, parkedQueueName, retryQueueName } from '../../lib';
 import type { RabbitRetry } from '../../lib';
-import type { CarrierStub, Quote, ShipmentOrder } from '../demo/carrier';
+import type { CarrierStub, Quote, ShipmentOrder } from './carrier';
 
 export const OUTAGE_MS = 6_000;
 export const DELAYS = ['1s', '3s', '6s'];
