@@ -376,7 +376,7 @@ describe('replay()', () => {
       (e: unknown) => e,
     );
     await sleep(500);
-    // What the deletion throws away is exactly what was replayed (and acked from the parked queue) before it.
+    // What the deletion throws away is what was replayed (and acked from the parked queue) before it.
     const deleted = await withChannel((ch) => ch.deleteQueue(queue));
     const err = await replaying;
 
@@ -389,7 +389,10 @@ describe('replay()', () => {
 
     expect(replayed).toBeGreaterThan(0);
     expect(replayed).toBeLessThan(n);
-    expect(deleted.messageCount).toBe(replayed);
+    // A publish in flight at the deletion can be both counted by it and returned to the
+    // replay; the returned one stays parked (checked below), so it is never lost.
+    expect(deleted.messageCount).toBeGreaterThanOrEqual(replayed);
+    expect(deleted.messageCount).toBeLessThanOrEqual(replayed + 1);
     await waitFor(async () => (await rr.parked(queue).count()) + replayed >= n, 5000, 'the held messages back in the parked queue').catch(() => undefined);
     const parked = await rr.parked(queue).count();
     expect(replayed + parked).toBe(n);
