@@ -17,6 +17,8 @@ const successFile = process.env.SUCCESS_FILE ?? '';
 const retriesFile = process.env.RETRIES_FILE ?? '';
 const delays = (process.env.FAULT_DELAYS ?? '100ms,200ms').split(',');
 const prefetch = Number(process.env.FAULT_PREFETCH ?? '20');
+// Work takes a little time, so a fault lands while most messages are still to come.
+const workMs = Number(process.env.FAULT_WORK_MS ?? '25');
 
 async function main(): Promise<void> {
   const rr = await RabbitRetry.connect({ connectionName: `fault-consumer-${process.pid}` });
@@ -25,6 +27,7 @@ async function main(): Promise<void> {
     async (msg) => {
       const id = msg.properties.messageId ?? '?';
       appendFileSync(callsFile, `${id}\n`);
+      await new Promise((r) => setTimeout(r, workMs));
       const outcome = expectedOutcome(id);
       if (outcome === 'exhausted') throw new Error(`carrier down for ${id}`);
       if (outcome === 'non-retryable') throw new NonRetryableError(`${id} has no address`);

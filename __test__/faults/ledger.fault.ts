@@ -115,6 +115,15 @@ async function stopConsumer(run: Run, signal: NodeJS.Signals = 'SIGTERM'): Promi
   if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
 }
 
+/** Waits until the consumer reported an event line containing `text`. */
+async function waitForEvent(run: Run, text: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (!run.events.some((e) => e.includes(text))) {
+    if (Date.now() > deadline) throw new Error(`the consumer reported no ${text} event within 60 s`);
+    await sleep(100);
+  }
+}
+
 async function waitForProgress(run: Run, successes: number): Promise<void> {
   const deadline = Date.now() + DEADLINE_MS;
   while (new Set(lines(run.successFile)).size < successes) {
@@ -269,6 +278,7 @@ describe(`fault suite (N=${N}, every message acked or parked)`, () => {
     const r = await ledger('close-connections', async (run) => {
       await waitForProgress(run, N / 4);
       rabbitmqctl('close_all_connections', 'fault suite: close_all_connections');
+      await waitForEvent(run, '"recovered"');
     });
     expect(r.lost).toBe(0);
     expect(r.wrong).toEqual([]);
@@ -282,6 +292,7 @@ describe(`fault suite (N=${N}, every message acked or parked)`, () => {
       await sleep(2000);
       rabbitmqctl('start_app');
       await brokerUp();
+      await waitForEvent(run, '"recovered"');
     });
     expect(r.lost).toBe(0);
     expect(r.wrong).toEqual([]);
