@@ -103,7 +103,8 @@ async function boot(metadata: ModuleMetadata, logger = new CaptureLogger()): Pro
 afterEach(async () => {
   for (const app of apps.splice(0)) await app.close().catch(() => undefined);
   for (const rr of clients.splice(0)) await rr.close().catch(() => undefined);
-  for (const q of queues.splice(0)) await deleteQueues(q.base, q.delays);
+  // The module's default delays may have declared retry queues too.
+  for (const q of queues.splice(0)) await deleteQueues(q.base, [...new Set([...q.delays, ...DEFAULT_DELAYS])]);
   for (const e of exchanges.splice(0)) await deleteExchange(e);
 });
 afterAll(closeAmqp);

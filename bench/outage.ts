@@ -7,7 +7,7 @@
  * outage the parent publishes 5 healthy orders behind the failing ones and
  * measures their latency from publish to success. For
  *   (a) amqplib with the client default on failure: nack(requeue=true),
- *   (b) rabbit-retry with delays scaled down (OUTAGE_DELAYS, default 1s,5s,10s),
+ *   (b) rabbit-retry with delays scaled down (OUTAGE_DELAYS, default 2s,5s,15s: together longer than the default outage, so orders wait out the outage instead of parking),
  * it reports carrier calls during the outage, the healthy orders' latency,
  * messages lost (published - acked - parked - left in a queue), duplicates
  * (succeeded more than once), and the time to drain after the carrier
@@ -15,7 +15,7 @@
  * what remained.
  *
  * Env: OUTAGE_SECS (20), OUTAGE_DRAIN_SECS (60), OUTAGE_ORDERS (500),
- * OUTAGE_HEALTHY (5), OUTAGE_DELAYS (1s,5s,10s), AMQP_URL.
+ * OUTAGE_HEALTHY (5), OUTAGE_DELAYS (2s,5s,15s), AMQP_URL.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -49,7 +49,7 @@ const OUTAGE_MS = envInt('OUTAGE_SECS', 20) * 1000;
 const DRAIN_MS = envInt('OUTAGE_DRAIN_SECS', 60) * 1000;
 const ORDERS = envInt('OUTAGE_ORDERS', 500);
 const HEALTHY = envInt('OUTAGE_HEALTHY', 5);
-const DELAYS = (process.env.OUTAGE_DELAYS ?? '1s,5s,10s').split(',').map((d) => d.trim()).filter(Boolean);
+const DELAYS = (process.env.OUTAGE_DELAYS ?? '2s,5s,15s').split(',').map((d) => d.trim()).filter(Boolean);
 const WORK_MS = 2;
 
 interface Drill {
