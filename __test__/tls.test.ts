@@ -56,12 +56,14 @@ describe('amqps://', () => {
     try {
       let resolve: (m: Message) => void = () => undefined;
       const got = new Promise<Message>((r) => (resolve = r));
-      await rr.consume({ queue, onFailure: { delays: [] } }, async (msg) => resolve(msg));
+      const consumer = await rr.consume({ queue, onFailure: { delays: [] } }, async (msg) => resolve(msg));
       await rr.publish('', queue, { over: 'tls' }, { messageId: 'tls-1' });
       const msg = await got;
       expect(msg.json()).toEqual({ over: 'tls' });
       expect(msg.properties.messageId).toBe('tls-1');
       expect(rr.url).toBe(`amqps://guest:***@localhost:${port}`);
+      // Closed before its queue goes: a running consumer would declare it again.
+      await consumer.close();
     } finally {
       await rr.deleteQueue(queue);
       await rr.deleteQueue(`${queue}.parked`);
