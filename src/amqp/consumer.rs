@@ -21,15 +21,15 @@ use tokio::task::JoinSet;
 use super::acks::{AckLedger, AckOp};
 use super::connection::Broker;
 use super::error::{Error, ErrorKind, Result};
-use super::fields::{header, header_str, table_size, to_field_value};
+use super::fields::{attempt_of, header, header_str, now_ms, table_size, to_field_value};
 use super::publisher::republish_properties;
 use super::topology::Topology;
 use crate::retry::headers::{cut_utf8, MAX_ERROR_MESSAGE_BYTES};
 use crate::retry::time::parse_iso8601_utc;
 use crate::retry::{
-    attempt_count, exceeds_delivery_limit, failure_headers, is_broker_death_header,
-    parked_queue_name, retry_queue_name, route_failure_with_table, Backoff, FailureInput,
-    HeaderValue, ParkReason, Route,
+    exceeds_delivery_limit, failure_headers, is_broker_death_header, parked_queue_name,
+    retry_queue_name, route_failure_with_table, Backoff, FailureInput, HeaderValue, ParkReason,
+    Route,
 };
 use crate::table::store::{NewRow, RetryStore};
 
@@ -714,13 +714,7 @@ impl ConsumerTask {
         self.next_id += 1;
         let id = self.next_id;
         let headers = d.properties.headers().as_ref();
-        let attempt = attempt_count(
-            header(headers, "retry-attempt")
-                .map(to_field_value)
-                .as_ref(),
-            header(headers, "x-death").map(to_field_value).as_ref(),
-            &self.config.topology.queue,
-        );
+        let attempt = attempt_of(headers, &self.config.topology.queue);
         if let Some(limit) = self.config.topology.delivery_limit {
             let count = header(headers, "x-delivery-count")
                 .map(to_field_value)
@@ -871,10 +865,7 @@ async fn handle_failure(
             }
         }
     }
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
+    let now_ms = now_ms();
     let first = header_str(original, "retry-first-failed-at");
     let orig_exchange = header_str(original, "retry-original-exchange");
     let orig_key = header_str(original, "retry-original-routing-key");

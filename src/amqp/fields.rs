@@ -4,7 +4,8 @@
 use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
 use serde_json::{Map, Number, Value};
 
-use crate::retry::FieldValue;
+use super::error::{Error, ErrorKind};
+use crate::retry::{attempt_count, FieldValue};
 
 /// Copies an AMQP value into the core's `FieldValue` (used for the few headers
 /// the core reads: `retry-attempt` and `x-death`).
@@ -43,6 +44,26 @@ pub fn to_field_value(v: &AMQPValue) -> FieldValue {
 /// The header `name` of `table`, if present.
 pub fn header<'a>(table: Option<&'a FieldTable>, name: &str) -> Option<&'a AMQPValue> {
     table.and_then(|t| t.inner().get(name))
+}
+
+/// Earlier failed attempts of a message of `work_queue`, from its
+/// `retry-attempt` and `x-death` headers.
+pub fn attempt_of(headers: Option<&FieldTable>, work_queue: &str) -> u32 {
+    attempt_count(
+        header(headers, "retry-attempt")
+            .map(to_field_value)
+            .as_ref(),
+        header(headers, "x-death").map(to_field_value).as_ref(),
+        work_queue,
+    )
+}
+
+/// Milliseconds since the Unix epoch, for the `retry-*` time headers.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// The header `name` as a string, when it is one.
@@ -165,4 +186,19 @@ fn cut(s: &str, n: usize) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+/// `value` as an AMQP short string (queue, exchange and routing-key names),
+/// or an `INVALID_OPTIONS` error naming `what` when it is over 255 bytes.
+pub fn short_name(what: &str, value: &str) -> super::error::Result<ShortString> {
+    ShortString::try_new(value).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidOptions,
+            format!(
+                "{what} '{}…' is {} bytes long; AMQP names are at most 255 bytes",
+                cut(value, 40),
+                value.len()
+            ),
+        )
+    })
 }

@@ -6,19 +6,19 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use lapin::message::Delivery;
 use lapin::options::{
     BasicAckOptions, BasicGetOptions, ExchangeDeleteOptions, QueueDeclareOptions,
     QueueDeleteOptions, QueuePurgeOptions,
 };
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel};
 use tokio::sync::Mutex;
 
 use super::connection::Broker;
 use super::error::{amqp_reply, Error, ErrorKind, Result};
+use super::fields::{now_ms, short_name};
 use super::publisher::republish_properties;
 use crate::retry::{is_broker_death_header, time::iso8601_utc};
 
@@ -31,25 +31,13 @@ pub struct QueueInfo {
     pub consumers: u32,
 }
 
-fn short(s: &str) -> Result<ShortString> {
-    ShortString::try_new(s).map_err(|_| {
-        Error::new(
-            ErrorKind::InvalidOptions,
-            format!(
-                "queue name is {} bytes long; AMQP names are at most 255 bytes",
-                s.len()
-            ),
-        )
-    })
-}
-
 /// The depth and consumer count of `queue`, or `None` when it does not exist.
 pub async fn queue_info(broker: &Broker, queue: &str) -> Result<Option<QueueInfo>> {
     // A passive declare of a missing queue closes its channel: use a throwaway one.
     let ch = broker.channel().await?;
     let res = ch
         .queue_declare(
-            short(queue)?,
+            short_name("queue", queue)?,
             QueueDeclareOptions {
                 passive: true,
                 ..Default::default()
@@ -79,7 +67,7 @@ pub async fn queue_info(broker: &Broker, queue: &str) -> Result<Option<QueueInfo
 pub async fn purge(broker: &Broker, queue: &str) -> Result<u32> {
     let ch = broker.channel().await?;
     let n = ch
-        .queue_purge(short(queue)?, QueuePurgeOptions::default())
+        .queue_purge(short_name("queue", queue)?, QueuePurgeOptions::default())
         .await
         .map_err(|e| match amqp_reply(&e) {
             Some((404, _)) => Error::new(
@@ -103,7 +91,7 @@ pub async fn delete_queue(broker: &Broker, queue: &str) -> Result<Option<u32>> {
     }
     let ch = broker.channel().await?;
     let n = ch
-        .queue_delete(short(queue)?, QueueDeleteOptions::default())
+        .queue_delete(short_name("queue", queue)?, QueueDeleteOptions::default())
         .await
         .map_err(|e| {
             Error::new(
@@ -118,14 +106,17 @@ pub async fn delete_queue(broker: &Broker, queue: &str) -> Result<Option<u32>> {
 /// Deletes `exchange`; a missing one counts as deleted.
 pub async fn delete_exchange(broker: &Broker, exchange: &str) -> Result<()> {
     let ch = broker.channel().await?;
-    ch.exchange_delete(short(exchange)?, ExchangeDeleteOptions::default())
-        .await
-        .map_err(|e| {
-            Error::new(
-                ErrorKind::Connection,
-                format!("deleting exchange '{exchange}' failed: {e}"),
-            )
-        })?;
+    ch.exchange_delete(
+        short_name("exchange", exchange)?,
+        ExchangeDeleteOptions::default(),
+    )
+    .await
+    .map_err(|e| {
+        Error::new(
+            ErrorKind::Connection,
+            format!("deleting exchange '{exchange}' failed: {e}"),
+        )
+    })?;
     let _ = ch.close(200, "done".into()).await;
     Ok(())
 }
@@ -177,7 +168,10 @@ impl ParkedSession {
     pub async fn get(&self) -> Result<Option<HeldMessage>> {
         let got = self
             .channel
-            .basic_get(short(&self.queue)?, BasicGetOptions { no_ack: false })
+            .basic_get(
+                short_name("queue", &self.queue)?,
+                BasicGetOptions { no_ack: false },
+            )
             .await
             .map_err(|e| {
                 Error::new(
@@ -228,10 +222,7 @@ impl ParkedSession {
                 }
             }
         }
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let now_ms = now_ms();
         headers.insert("retry-attempt".into(), AMQPValue::LongLongInt(0));
         headers.insert(
             "retry-replayed-at".into(),

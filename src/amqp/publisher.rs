@@ -5,12 +5,13 @@
 use std::time::Duration;
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
-use lapin::types::{FieldTable, ShortString};
+use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Confirmation};
 use tokio::sync::Mutex;
 
 use super::connection::Broker;
 use super::error::{amqp_reply, Error, ErrorKind, Result};
+use super::fields::short_name;
 
 /// Publishes with confirms on its own channel, reopening it after the broker
 /// closed it (publishing to a missing exchange closes the channel).
@@ -65,8 +66,8 @@ impl Publisher {
         body: &[u8],
         properties: BasicProperties,
     ) -> Result<()> {
-        let exchange_name = short("exchange", exchange)?;
-        let key = short("routing key", routing_key)?;
+        let exchange_name = short_name("exchange", exchange)?;
+        let key = short_name("routing key", routing_key)?;
         let ch = self.channel(broker).await?;
         let target = describe(exchange, routing_key);
         let confirm = ch
@@ -123,18 +124,6 @@ fn describe(exchange: &str, routing_key: &str) -> String {
     } else {
         format!("exchange '{exchange}' with routing key '{routing_key}'")
     }
-}
-
-fn short(what: &str, value: &str) -> Result<ShortString> {
-    ShortString::try_new(value).map_err(|_| {
-        Error::new(
-            ErrorKind::InvalidOptions,
-            format!(
-                "{what} is {} bytes long; AMQP names are at most 255 bytes",
-                value.len()
-            ),
-        )
-    })
 }
 
 fn publish_error(target: &str, e: &lapin::Error) -> Error {

@@ -4,10 +4,11 @@
 //! arguments is reported by name and argument.
 
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, ExchangeKind};
 
 use super::error::{amqp_reply, Error, ErrorKind, Result};
+use super::fields::short_name;
 use crate::retry::{parked_queue_name, retry_queue_name, Delay};
 
 /// The kind of queue declared for work, retry and parked queues.
@@ -128,7 +129,7 @@ impl Topology {
                 other => ExchangeKind::Custom(other.to_owned()),
             };
             ch.exchange_declare(
-                name(exchange)?,
+                short_name("exchange", exchange)?,
                 kind,
                 ExchangeDeclareOptions {
                     durable: true,
@@ -139,9 +140,9 @@ impl Topology {
             .await
             .map_err(|e| declare_error("exchange", exchange, &e))?;
             ch.queue_bind(
-                name(&self.queue)?,
-                name(exchange)?,
-                name(&self.routing_key)?,
+                short_name("queue", &self.queue)?,
+                short_name("exchange", exchange)?,
+                short_name("routing key", &self.routing_key)?,
                 QueueBindOptions::default(),
                 FieldTable::default(),
             )
@@ -169,23 +170,10 @@ async fn declare_queue(
     options: QueueDeclareOptions,
     args: FieldTable,
 ) -> Result<()> {
-    ch.queue_declare(name(queue)?, options, args)
+    ch.queue_declare(short_name("queue", queue)?, options, args)
         .await
         .map(|_| ())
         .map_err(|e| declare_error("queue", queue, &e))
-}
-
-fn name(s: &str) -> Result<ShortString> {
-    ShortString::try_new(s).map_err(|_| {
-        Error::new(
-            ErrorKind::InvalidOptions,
-            format!(
-                "name '{}…' is {} bytes long; AMQP names are at most 255 bytes",
-                s.chars().take(40).collect::<String>(),
-                s.len()
-            ),
-        )
-    })
 }
 
 fn declare_error(what: &str, name: &str, e: &lapin::Error) -> Error {

@@ -8,9 +8,8 @@ use napi_derive::napi;
 use super::consumer::NativeDelivery;
 use super::convert::{js_error, MessageProperties};
 use crate::amqp::connection::Broker;
-use crate::amqp::fields::{header, to_field_value};
+use crate::amqp::fields::attempt_of;
 use crate::amqp::parked::{HeldMessage, ParkedSession};
-use crate::retry::attempt_count;
 
 /// Depth and consumers of a queue.
 #[napi(object)]
@@ -50,13 +49,7 @@ impl NativeParkedSession {
 
 fn held_to_js(m: HeldMessage, work_queue: &str) -> NativeHeld {
     let headers = m.properties.headers().as_ref();
-    let attempt = attempt_count(
-        header(headers, "retry-attempt")
-            .map(to_field_value)
-            .as_ref(),
-        header(headers, "x-death").map(to_field_value).as_ref(),
-        work_queue,
-    );
+    let attempt = attempt_of(headers, work_queue);
     NativeHeld {
         delivery: NativeDelivery {
             id: m.id as i64,
