@@ -317,3 +317,20 @@ export function threadCpu(before: Map<string, number>, after: Map<string, number
   }
   return out;
 }
+
+/**
+ * Runs a benchmark's `main`: prints its error and sets exit code 1 when it
+ * fails, and always deletes the queues it created and closes the broker connection.
+ */
+export function runBenchmark(main: () => Promise<void>): void {
+  main()
+    .catch((err) => {
+      console.error(err instanceof Error ? (err.stack ?? err.message) : err);
+      process.exitCode = 1;
+    })
+    .finally(async () => {
+      await withTimeout(deleteCreated(), 20_000, 'queue cleanup').catch(() => undefined);
+      await closeBroker();
+    });
+}
+

@@ -25,11 +25,10 @@ import { delayLabel } from '../lib';
 import type { OutageChildResult, OutageConfig } from './outage-child';
 import {
   Publisher,
+  runBenchmark,
   brokerVersion,
   cleanupOnSignal,
-  closeBroker,
   declareWorkQueue,
-  deleteCreated,
   deleteQueues,
   depth,
   envInt,
@@ -216,12 +215,4 @@ async function main(): Promise<void> {
   console.log(out.join('\n'));
 }
 
-main()
-  .catch((err) => {
-    console.error(err instanceof Error ? (err.stack ?? err.message) : err);
-    process.exitCode = 1;
-  })
-  .finally(async () => {
-    await withTimeout(deleteCreated(), 20_000, 'queue cleanup').catch(() => undefined);
-    await closeBroker();
-  });
+runBenchmark(main);

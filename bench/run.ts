@@ -23,11 +23,10 @@ import path from 'node:path';
 import type { ChildConfig, ChildResult, Lib, Scenario } from './child';
 import {
   Publisher,
+  runBenchmark,
   brokerVersion,
   cleanupOnSignal,
-  closeBroker,
   declareWorkQueue,
-  deleteCreated,
   deleteQueues,
   depth,
   envInt,
@@ -536,12 +535,4 @@ async function main(): Promise<void> {
   console.log(out.join('\n'));
 }
 
-main()
-  .catch((err) => {
-    console.error(err instanceof Error ? (err.stack ?? err.message) : err);
-    process.exitCode = 1;
-  })
-  .finally(async () => {
-    await withTimeout(deleteCreated(), 20_000, 'queue cleanup').catch(() => undefined);
-    await closeBroker();
-  });
+runBenchmark(main);
