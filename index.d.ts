@@ -55,14 +55,17 @@ export declare class NativeConsumer {
   get queue(): string
   /** `connected`, `recovering` or `closed`. */
   get state(): string
-  /** Waits for deliveries or events and returns up to `max` of them. */
-  recv(max: number): Promise<NativeBatch>
-  /** The handler of delivery `id` resolved: ack it. */
-  ack(id: number): void
-  /** The handlers of deliveries `ids` resolved: ack them (one call for many). */
-  ackMany(ids: Array<number>): void
-  /** The handler of delivery `id` threw: retry or park it. */
-  fail(id: number, failure: FailureInfo): void
+  /**
+   * Hands every batch of deliveries and events to `on_batch`, on the
+   * JavaScript thread, as they arrive (at most `max` deliveries and events
+   * a batch); the last batch has `closed` set. Called once per consumer.
+   */
+  start(max: number, onBatch: (batch: NativeBatch) => void): void
+  /**
+   * Settles the deliveries whose handlers finished: `acked` resolved, and
+   * `failed[i]` threw `failures[i]` (retry or park it). One call for many.
+   */
+  settle(acked: Array<number>, failed: Array<number>, failures: Array<FailureInfo>): void
   /** Stops deliveries; unstarted ones go back to the queue. */
   stop(): Promise<void>
   /** Waits for republishes in flight and closes the consumer's channel. */
@@ -196,12 +199,21 @@ export interface MessageProperties {
 /**
  * One pull: deliveries to handle, events to report, and whether the consumer
  * has closed (then no more deliveries come).
+ *
+ * Deliveries cross in a form that costs JavaScript a few calls per batch
+ * rather than dozens per message: their metadata as one JSON array (see
+ * [`delivery_meta`]), the small bodies back to back in one buffer, and each
+ * large body in a buffer of its own.
  */
 export interface NativeBatch {
-  /** Deliveries to handle. */
-  deliveries: Array<NativeDelivery>
-  /** Events to report. */
-  events: Array<NativeEvent>
+  /** The deliveries' metadata, a JSON array with one object per delivery. */
+  meta: string
+  /** The small bodies, back to back; each delivery's `o` and `n` locate its own. */
+  bodies: Buffer
+  /** The large bodies; a delivery's `l` indexes its own. */
+  large: Array<Buffer>
+  /** Events to report: a JSON array of objects with [`NativeEvent`]'s fields (absent ones left out). */
+  events: string
   /** True when the consumer is closed and drained. */
   closed: boolean
 }

@@ -17,9 +17,11 @@ import {
 type Delivery = ConstructorParameters<typeof Message>[0];
 
 function message(body: string | Buffer, overrides: Partial<Delivery> = {}): Message {
+  const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body, 'utf8');
   return new Message({
-    id: 1,
-    body: Buffer.isBuffer(body) ? body : Buffer.from(body, 'utf8'),
+    bytes,
+    start: 0,
+    end: bytes.length,
     exchange: 'orders',
     routingKey: 'order.created',
     redelivered: false,
@@ -118,6 +120,25 @@ describe('Message', () => {
     expect(msg.routingKey).toBe('order.created');
     expect(msg.redelivered).toBe(true);
     expect(msg.attempt).toBe(2);
+  });
+
+  it('a body that shares its buffer with other deliveries reads as its own part only', () => {
+    const shared = Buffer.from('[1]{"orderId":48213}héllo', 'utf8');
+    const json = message(shared, { start: 3, end: 20 });
+    expect(json.json()).toEqual({ orderId: 48213 });
+    expect(json.body.toString()).toBe('{"orderId":48213}');
+    const text = message(shared, { start: 20, end: shared.length });
+    expect(text.text()).toBe('héllo');
+    expect(text.body.equals(Buffer.from('héllo'))).toBe(true);
+    // The body is a copy: changing it leaves the shared buffer (and the other messages) alone.
+    text.body[0] = 0x48;
+    expect(shared.toString('utf8', 20)).toBe('héllo');
+    expect(text.body).toBe(text.body);
+  });
+
+  it('a body with a buffer of its own is that buffer, not a copy', () => {
+    const own = Buffer.from('{"a":1}');
+    expect(message(own).body).toBe(own);
   });
 
   it('headers default to an empty object', () => {

@@ -168,6 +168,9 @@ function onDone(): void {
   if (cfg.mode === 'soak' && cfg.sampleEvery && done % cfg.sampleEvery === 0) {
     const m = process.memoryUsage();
     samples.push([done, mb(m.rss), mb(m.heapUsed)]);
+    if (process.env.BENCH_MEM_DETAIL === '1') {
+      process.stderr.write(`mem ${done} rss ${mb(m.rss).toFixed(1)} heapTotal ${mb(m.heapTotal).toFixed(1)} used ${mb(m.heapUsed).toFixed(1)} external ${mb(m.external).toFixed(1)} arrayBuffers ${mb(m.arrayBuffers).toFixed(1)}\n`);
+    }
     send({ type: 'progress', done, rssMb: mb(m.rss) });
   }
   if (cfg.mode !== 'latency' && done >= cfg.n && !finished) {

@@ -11,6 +11,13 @@ import path from 'node:path';
 import amqp, { type Channel, type ChannelModel, type ConfirmChannel } from 'amqplib';
 
 export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+/**
+ * BENCH_LONG_IDS=1: message ids like `message-id-12345` instead of `12345`.
+ * With the short ids the consumer's V8 heap keeps committing memory for
+ * old-generation garbage that only a full collection frees; with the long
+ * ones it stays flat. The soak can be run both ways to compare.
+ */
+export const LONG_IDS = process.env.BENCH_LONG_IDS === '1';
 
 /** The body every benchmark message carries: 1 KiB. */
 export const BODY = Buffer.alloc(1024, 'x');
@@ -125,7 +132,7 @@ export class Publisher {
       for (let i = start; i < end; i++) {
         const ok = this.ch.publish('', queue, BODY, {
           persistent: true,
-          messageId: String(i),
+          messageId: LONG_IDS ? `message-id-${i}` : String(i),
           contentType: 'application/octet-stream',
           headers,
         });
@@ -189,6 +196,7 @@ export function startChild<R>(script: string, config: unknown, timeoutMs: number
   proc.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
   proc.stderr!.setEncoding('utf8').on('data', (d: string) => {
     stderr += d;
+    if (process.env.BENCH_CHILD_STDERR === '1') process.stderr.write(d);
     if (stderr.length > 200_000) stderr = stderr.slice(-100_000);
   });
   const result = new Promise<R>((resolve, reject) => {

@@ -2,7 +2,28 @@ import { EventEmitter } from 'node:events';
 
 import { NonRetryableError, RabbitRetryError, fromNative, native, nativeSync } from './errors';
 import { Message } from './message';
-import type { NativeConsumer, NativeDelivery, NativeEvent } from './native';
+import type { NativeBatch, NativeConsumer, NativeEvent, NativeFailureInfo as FailureInfo, NativeMessageProperties } from './native';
+
+/** One delivery's entry in a batch's `meta` (see `NativeBatch` in src/binding/consumer.rs). */
+interface DeliveryMeta {
+  /** Its id, to settle it with. */
+  i: number;
+  /** Exchange. */
+  x: string;
+  /** Routing key. */
+  k: string;
+  /** Redelivered. */
+  r: boolean;
+  /** Earlier failed attempts. */
+  a: number;
+  /** Properties and headers. */
+  p: NativeMessageProperties;
+  /** Offset and length of the body in the batch's shared buffer. */
+  o?: number;
+  n?: number;
+  /** Or the index of its own buffer in `large`. */
+  l?: number;
+}
 import type { ConsumerMetrics } from './metrics';
 import type { AlertOptions, Logger, TableRouteOptions } from './options';
 
@@ -220,9 +241,15 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private readonly retryable: (err: unknown, msg: Message) => boolean;
   private readonly logger: Logger;
   private readonly metrics: ConsumerMetrics;
-  private readonly inFlight = new Set<Promise<void>>();
-  private acks: number[] = [];
-  private readonly loopDone: Promise<void>;
+  /** Handlers running now, and who waits for none to run. */
+  private inFlight = 0;
+  private idle?: () => void;
+  /** Settled since the last flush: acked ids, failed ids and their failures. */
+  private acked: number[] = [];
+  private failed: number[] = [];
+  private failures: FailureInfo[] = [];
+  private readonly streamDone: Promise<void>;
+  private endStream!: () => void;
   private readonly alertTimer?: NodeJS.Timeout;
   private alerting = false;
   private tableAlerting = false;
@@ -255,7 +282,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       this.alertTimer.unref();
       void this.checkAlert(alert);
     }
-    this.loopDone = this.loop();
+    this.streamDone = new Promise((resolve) => (this.endStream = resolve));
+    this.inner.start(ctx.batchSize, this.onBatch);
   }
 
   /**
@@ -275,7 +303,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     return {
       queue: this.queue,
       state: this.state,
-      inFlight: this.inFlight.size,
+      inFlight: this.inFlight,
       ...c,
       retriedByDelay: { ...c.retriedByDelay },
       parkedByReason: { ...c.parkedByReason },
@@ -324,7 +352,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
 
   /** Handlers running now. */
   get inFlightCount(): number {
-    return this.inFlight.size;
+    return this.inFlight;
   }
 
   /**
@@ -340,9 +368,9 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private async shutdown(): Promise<void> {
     if (this.alertTimer) clearInterval(this.alertTimer);
     await native(this.inner.stop());
-    await this.loopDone;
-    await Promise.allSettled([...this.inFlight]);
-    this.flushAcks();
+    await this.streamDone;
+    if (this.inFlight > 0) await new Promise<void>((resolve) => (this.idle = resolve));
+    this.flushSettled();
     await native(this.inner.finish());
     for (const e of this.inner.takeEvents()) this.report(e);
     this.metrics.stop();
@@ -350,52 +378,80 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.ctx.onClosed(this);
   }
 
-  private async loop(): Promise<void> {
-    for (;;) {
-      let batch;
+  /** Deliveries and events from the native consumer, as they arrive. */
+  private readonly onBatch = (batch: NativeBatch): void => {
+    for (const e of batch.events.length > 2 ? (JSON.parse(batch.events) as NativeEvent[]) : []) {
       try {
-        batch = await this.inner.recv(this.ctx.batchSize);
+        this.report(e);
       } catch (err) {
-        this.fail(fromNative(err));
-        return;
+        // An event listener threw: say so, and keep consuming.
+        this.logger.error(`rabbit-retry: a '${e.kind}' listener of the consumer of '${this.queue}' threw: ${errorInfo(err).message}`);
       }
-      for (const e of batch.events) this.report(e);
-      for (const d of batch.deliveries) this.start(d);
-      if (batch.closed) return;
     }
-  }
+    if (batch.meta.length > 2) {
+      for (const d of JSON.parse(batch.meta) as DeliveryMeta[]) {
+        this.inFlight++;
+        void this.handle(d, batch);
+      }
+    }
+    if (batch.closed) this.endStream();
+  };
 
-  private start(d: NativeDelivery): void {
-    const run = this.handle(d);
-    this.inFlight.add(run);
-    void run.finally(() => this.inFlight.delete(run));
-  }
-
-  private async handle(d: NativeDelivery): Promise<void> {
-    const msg = new Message(d);
+  /** Runs the handler for one delivery and settles it. */
+  private async handle(d: DeliveryMeta, batch: NativeBatch): Promise<void> {
+    const own = d.l === undefined ? undefined : batch.large[d.l];
+    const start = own ? 0 : (d.o ?? 0);
+    const msg = new Message({
+      exchange: d.x,
+      routingKey: d.k,
+      redelivered: d.r,
+      attempt: d.a,
+      properties: d.p,
+      bytes: own ?? batch.bodies,
+      start,
+      end: own ? own.length : start + (d.n ?? 0),
+    });
     const started = performance.now();
+    let threw = false;
+    let error: unknown;
     try {
       await this.handler(msg);
     } catch (err) {
-      this.timed(started, 'failure');
-      this.counts.failed++;
-      let retryable: boolean;
-      try {
-        retryable = !(err instanceof NonRetryableError) && this.retryable(err, msg);
-      } catch (predicateErr) {
-        retryable = false;
-        this.logger.warn(
-          `rabbit-retry: onFailure.retryable threw (${errorInfo(predicateErr).message}); parking the message of queue '${this.queue}'`,
-        );
-      }
-      const table = retryable ? this.tableInfo(err, msg) : undefined;
-      this.settle(() => this.inner.fail(d.id, { ...errorInfo(err), retryable, table }));
-      return;
+      threw = true;
+      error = err;
     }
+    try {
+      if (threw) this.failedWith(d.i, msg, error, started);
+      else this.succeeded(d.i, started);
+    } finally {
+      if (--this.inFlight === 0 && this.idle) this.idle();
+    }
+  }
+
+  private succeeded(id: number, started: number): void {
     this.timed(started, 'success');
-    this.queueAck(d.id);
+    this.acked.push(id);
+    this.queueFlush();
     this.counts.acked++;
     this.metrics.acked();
+  }
+
+  private failedWith(id: number, msg: Message, err: unknown, started: number): void {
+    this.timed(started, 'failure');
+    this.counts.failed++;
+    let retryable: boolean;
+    try {
+      retryable = !(err instanceof NonRetryableError) && this.retryable(err, msg);
+    } catch (predicateErr) {
+      retryable = false;
+      this.logger.warn(
+        `rabbit-retry: onFailure.retryable threw (${errorInfo(predicateErr).message}); parking the message of queue '${this.queue}'`,
+      );
+    }
+    const table = retryable ? this.tableInfo(err, msg) : undefined;
+    this.failed.push(id);
+    this.failures.push({ ...errorInfo(err), retryable, table });
+    this.queueFlush();
   }
 
   /** Where the row goes if the route is the retry table; callbacks that throw fall back to defaults. */
@@ -436,29 +492,26 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   }
 
   /**
-   * Acks go to the native side in one call per turn of the event loop: the
-   * handlers that finished in the same turn share it.
+   * Settlements go to the native side in one call per turn of the event
+   * loop: the handlers that finished in the same turn share it.
    */
-  private queueAck(id: number): void {
-    this.acks.push(id);
-    if (this.acks.length === 1) setImmediate(this.flushAcks);
+  private queueFlush(): void {
+    if (this.acked.length + this.failed.length === 1) setImmediate(this.flushSettled);
   }
 
-  private readonly flushAcks = (): void => {
-    const ids = this.acks;
-    if (ids.length === 0) return;
-    this.acks = [];
-    this.settle(() => this.inner.ackMany(ids));
-  };
-
-  private settle(f: () => void): void {
+  private readonly flushSettled = (): void => {
+    if (this.acked.length + this.failed.length === 0) return;
+    const { acked, failed, failures } = this;
+    this.acked = [];
+    this.failed = [];
+    this.failures = [];
     try {
-      nativeSync(f);
+      nativeSync(() => this.inner.settle(acked, failed, failures));
     } catch (err) {
       // Settling only fails once the consumer is gone: the broker takes the message back.
       this.fail(err);
     }
-  }
+  };
 
   private report(e: NativeEvent): void {
     const messageId = e.messageId ?? undefined;

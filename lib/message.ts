@@ -1,5 +1,23 @@
 import { NonRetryableError } from './errors';
-import type { NativeDelivery } from './native';
+import type { NativeDelivery, NativeMessageProperties } from './native';
+
+/** What a {@link Message} is made of. @internal */
+export interface DeliveryParts {
+  exchange: string;
+  routingKey: string;
+  redelivered: boolean;
+  attempt: number;
+  properties: NativeMessageProperties;
+  /** The body is `bytes` from `start` to `end` (a part of a buffer several deliveries share, or all of its own). */
+  bytes: Buffer;
+  start: number;
+  end: number;
+}
+
+/** The parts of a delivery that has a buffer of its own. @internal */
+export function partsOf(d: NativeDelivery): DeliveryParts {
+  return { ...d, bytes: d.body, start: 0, end: d.body.length };
+}
 
 /** AMQP properties of a message, as a handler reads them and `publish` writes them. */
 export interface MessageProperties {
@@ -34,9 +52,11 @@ export interface MessageProperties {
  * to retry it (or to park it, with a {@link NonRetryableError}).
  */
 export class Message {
-  /** The raw body. */
-  readonly body: Buffer;
-  #native: NativeDelivery['properties'];
+  #bytes: Buffer;
+  #start: number;
+  #end: number;
+  #body?: Buffer;
+  #native: NativeMessageProperties;
   #properties?: MessageProperties;
   /**
    * Application headers. Strings, numbers, booleans, arrays and tables come
@@ -56,13 +76,25 @@ export class Message {
   readonly attempt: number;
 
   /** @internal */
-  constructor(d: NativeDelivery) {
-    this.body = d.body;
+  constructor(d: DeliveryParts) {
+    this.#bytes = d.bytes;
+    this.#start = d.start;
+    this.#end = d.end;
     this.#native = d.properties;
     this.exchange = d.exchange;
     this.routingKey = d.routingKey;
     this.redelivered = d.redelivered;
     this.attempt = d.attempt;
+  }
+
+  /** The raw body. */
+  get body(): Buffer {
+    if (!this.#body) {
+      const b = this.#bytes;
+      // Small bodies arrive several to a buffer: a copy keeps a held message from holding the others.
+      this.#body = this.#start === 0 && this.#end === b.length ? b : Buffer.from(b.subarray(this.#start, this.#end));
+    }
+    return this.#body;
   }
 
   /** The message's properties (only those it has). */
@@ -81,7 +113,7 @@ export class Message {
 
   /** The body decoded as UTF-8. */
   text(): string {
-    return this.body.toString('utf8');
+    return this.#bytes.toString('utf8', this.#start, this.#end);
   }
 
   /**

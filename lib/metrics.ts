@@ -80,12 +80,22 @@ export function consumerMetrics(
     if (n !== undefined) r.observe(n, base);
   };
   depth.addCallback(observe);
+  // Attribute sets made once: the per-message calls allocate nothing.
+  const success = { ...base, outcome: 'success' };
+  const failure = { ...base, outcome: 'failure' };
+  const byDelay = new Map<string, Record<string, string>>();
+  const byReason = new Map<string, Record<string, string>>();
+  const attrs = (m: Map<string, Record<string, string>>, key: string, value: string) => {
+    let a = m.get(value);
+    if (!a) m.set(value, (a = { ...base, [key]: value }));
+    return a;
+  };
   return {
     acked: () => acked.add(1, base),
-    retried: (delay) => retried.add(1, { ...base, delay }),
-    parked: (reason) => parked.add(1, { ...base, reason }),
+    retried: (delay) => retried.add(1, attrs(byDelay, 'delay', delay)),
+    parked: (reason) => parked.add(1, attrs(byReason, 'reason', reason)),
     publishFailed: () => failed.add(1, base),
-    handlerDuration: (ms, outcome) => duration.record(ms, { ...base, outcome }),
+    handlerDuration: (ms, outcome) => duration.record(ms, outcome === 'success' ? success : failure),
     stop: () => depth.removeCallback(observe),
   };
 }

@@ -12,6 +12,7 @@ export type {
   NativeEvent,
   NativeBatch,
   NativeParkedSession,
+  FailureInfo as NativeFailureInfo,
   MessageProperties as NativeMessageProperties,
 } from '../index';
 

@@ -1,5 +1,5 @@
 import { InvalidOptionsError, native } from './errors';
-import { Message } from './message';
+import { Message, partsOf } from './message';
 import type { NativeClient, NativeParkedSession } from './native';
 
 /**
@@ -170,7 +170,7 @@ export class Parked {
       for (let scanned = 0; scanned < scanLimit && out.length < limit; scanned++) {
         const held = await native(s.get());
         if (!held) break;
-        const m = new ParkedMessage(held.delivery);
+        const m = new ParkedMessage(partsOf(held.delivery));
         if (selects(options.filter, m)) out.push(m);
       }
     });
@@ -204,7 +204,7 @@ export class Parked {
       for (let looked = 0; looked < depth && (options.limit === undefined || replayed < options.limit); looked++) {
         const held = await native(s.get());
         if (!held) break;
-        const m = new ParkedMessage(held.delivery);
+        const m = new ParkedMessage(partsOf(held.delivery));
         if (!selects(options.filter, m)) {
           skipped++;
           continue;

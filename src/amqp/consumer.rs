@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use lapin::message::Delivery;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
@@ -43,6 +43,9 @@ const ACK_MAX_HOLD: Duration = Duration::from_millis(20);
 /// How long a consumer with nothing in flight keeps deliveries whose
 /// republish failed before it reopens its channel so the broker redelivers them.
 const HELD_RELEASE_IDLE: Duration = Duration::from_secs(5);
+
+/// Deliveries taken from lapin's queue at most before JavaScript is woken.
+const MAX_DRAIN: usize = 256;
 
 /// How a consumer comes back after its channel or connection is lost.
 #[derive(Debug, Clone, Copy, Default)]
@@ -111,7 +114,7 @@ impl std::fmt::Debug for TableConfig {
 
 /// How JavaScript settled a delivery.
 #[derive(Debug, Clone)]
-pub enum Settlement {
+enum Settlement {
     /// The handler resolved: ack.
     Ack,
     /// The handler threw: retry or park.
@@ -244,6 +247,19 @@ impl Inbox {
         self.notify.notify_one();
     }
 
+    /// Hands over several items with a single wake-up of the pull loop.
+    fn push_all(&self, items: &mut Vec<Item>) {
+        if items.is_empty() {
+            return;
+        }
+        self.state
+            .lock()
+            .expect("inbox lock")
+            .items
+            .extend(items.drain(..));
+        self.notify.notify_one();
+    }
+
     fn close(&self) {
         self.state.lock().expect("inbox lock").closed = true;
         self.notify.notify_one();
@@ -251,7 +267,7 @@ impl Inbox {
 }
 
 enum Command {
-    Settle(u64, Settlement),
+    SettleMany(Vec<u64>, Vec<(u64, Failure)>),
     Stop(oneshot::Sender<()>),
     Finish(oneshot::Sender<()>),
 }
@@ -346,6 +362,7 @@ impl ConsumerHandle {
             next_id: 0,
             failures: JoinSet::new(),
             acks: AckLedger::new(usize::from(config_prefetch / 2).max(1), ACK_MAX_HOLD),
+            arrived: Vec::new(),
             stuck: 0,
             last_activity: Instant::now(),
             state: state.clone(),
@@ -388,10 +405,11 @@ impl ConsumerHandle {
         }
     }
 
-    /// Settles delivery `id`; returns at once, the work happens on the consumer's task.
-    pub fn settle(&self, id: u64, settlement: Settlement) -> Result<()> {
+    /// Settles many deliveries with one message to the task: `acked` are
+    /// acked, `failed` retried or parked.
+    pub fn settle_many(&self, acked: Vec<u64>, failed: Vec<(u64, Failure)>) -> Result<()> {
         self.ctl
-            .send(Command::Settle(id, settlement))
+            .send(Command::SettleMany(acked, failed))
             .map_err(|_| Error::new(ErrorKind::Closed, "the consumer is closed"))
     }
 
@@ -452,6 +470,8 @@ struct ConsumerTask {
     next_id: u64,
     failures: JoinSet<(u64, Event)>,
     acks: AckLedger,
+    /// Deliveries accepted since JavaScript was last woken.
+    arrived: Vec<Item>,
     stuck: usize,
     last_activity: Instant,
     state: Arc<Mutex<ConsumerState>>,
@@ -512,16 +532,28 @@ impl ConsumerTask {
                         self.command(cmd, &mut phase, &mut finish).await;
                     }
                 },
-                next = next_delivery(&mut phase) => match next {
-                    Some(Ok(d)) => self.accept(d),
-                    Some(Err(e)) => {
-                        phase = self.lost(format!("consuming from '{}' stopped: {e}", self.config.topology.queue));
+                next = next_delivery(&mut phase) => {
+                    let mut next = Some(next);
+                    // Take every delivery already received, then wake JavaScript once for all of them.
+                    while let Some(item) = next.take() {
+                        match item {
+                            Some(Ok(d)) => {
+                                self.accept(d);
+                                if self.arrived.len() < MAX_DRAIN {
+                                    next = next_delivery(&mut phase).now_or_never();
+                                }
+                            }
+                            Some(Err(e)) => {
+                                phase = self.lost(format!("consuming from '{}' stopped: {e}", self.config.topology.queue));
+                            }
+                            None => {
+                                // Only the broker ends the stream while we still consume:
+                                // the queue was deleted, or its node went away.
+                                phase = self.lost(format!("the broker cancelled the consumer of '{}' (was the queue deleted?)", self.config.topology.queue));
+                            }
+                        }
                     }
-                    None => {
-                        // Only the broker ends the stream while we still consume:
-                        // the queue was deleted, or its node went away.
-                        phase = self.lost(format!("the broker cancelled the consumer of '{}' (was the queue deleted?)", self.config.topology.queue));
-                    }
+                    self.inbox.push_all(&mut self.arrived);
                 },
                 _ = sleep_until(retry_at) => {
                     if let Phase::Recovering { attempt, since, .. } = phase {
@@ -556,7 +588,14 @@ impl ConsumerTask {
         finish: &mut Option<oneshot::Sender<()>>,
     ) {
         match cmd {
-            Command::Settle(id, s) => self.settle(id, s),
+            Command::SettleMany(acked, failed) => {
+                for id in acked {
+                    self.settle(id, Settlement::Ack);
+                }
+                for (id, f) in failed {
+                    self.settle(id, Settlement::Fail(f));
+                }
+            }
             Command::Stop(reply) => {
                 if let Phase::Consuming(mut consumer) = std::mem::replace(phase, Phase::Stopped) {
                     self.stop(&mut consumer).await;
@@ -616,6 +655,7 @@ impl ConsumerTask {
     fn lost(&mut self, reason: String) -> Phase {
         self.pending.clear();
         self.acks.clear();
+        self.arrived.clear();
         self.stuck = 0;
         self.channel = None;
         {
@@ -762,7 +802,7 @@ impl ConsumerTask {
                 attempt,
             },
         );
-        self.inbox.push(Item::Delivery(Box::new(data)));
+        self.arrived.push(Item::Delivery(Box::new(data)));
     }
 
     fn settle(&mut self, id: u64, s: Settlement) {

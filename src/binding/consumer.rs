@@ -5,11 +5,13 @@
 use std::sync::Arc;
 
 use napi::bindgen_prelude::Buffer;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::Status;
 use napi_derive::napi;
 
-use super::convert::{js_error, MessageProperties};
+use super::convert::{js_error, write_properties_json, MessageProperties};
 use super::table::from_epoch_ms;
-use crate::amqp::consumer::{ConsumerHandle, Event, Failure, Item, Settlement, TableFailure};
+use crate::amqp::consumer::{ConsumerHandle, DeliveryData, Event, Failure, Item, TableFailure};
 
 /// What to consume and how to treat failures.
 #[napi(object)]
@@ -88,14 +90,84 @@ pub struct NativeEvent {
 
 /// One pull: deliveries to handle, events to report, and whether the consumer
 /// has closed (then no more deliveries come).
+///
+/// Deliveries cross in a form that costs JavaScript a few calls per batch
+/// rather than dozens per message: their metadata as one JSON array (see
+/// [`delivery_meta`]), the small bodies back to back in one buffer, and each
+/// large body in a buffer of its own.
 #[napi(object)]
 pub struct NativeBatch {
-    /// Deliveries to handle.
-    pub deliveries: Vec<NativeDelivery>,
-    /// Events to report.
-    pub events: Vec<NativeEvent>,
+    /// The deliveries' metadata, a JSON array with one object per delivery.
+    pub meta: String,
+    /// The small bodies, back to back; each delivery's `o` and `n` locate its own.
+    pub bodies: Buffer,
+    /// The large bodies; a delivery's `l` indexes its own.
+    pub large: Vec<Buffer>,
+    /// Events to report: a JSON array of objects with [`NativeEvent`]'s fields (absent ones left out).
+    pub events: String,
     /// True when the consumer is closed and drained.
     pub closed: bool,
+}
+
+/// An event as a JSON object with [`NativeEvent`]'s (JavaScript) field names.
+fn event_json(e: NativeEvent) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    m.insert("kind".into(), e.kind.into());
+    let mut put = |k: &str, v: Option<serde_json::Value>| {
+        if let Some(v) = v {
+            m.insert(k.into(), v);
+        }
+    };
+    put("id", e.id.map(Into::into));
+    put("messageId", e.message_id.map(Into::into));
+    put("target", e.target.map(Into::into));
+    put("reason", e.reason.map(Into::into));
+    put("attempt", e.attempt.map(Into::into));
+    put("delay", e.delay.map(Into::into));
+    put("afterMs", e.after_ms.map(Into::into));
+    put("rowId", e.row_id.map(Into::into));
+    put("dependency", e.dependency.map(Into::into));
+    m.insert("error".into(), e.error.into());
+    serde_json::Value::Object(m)
+}
+
+/// Bodies up to this size share the batch's buffer; larger ones get their own
+/// (no copy, and a kept message does not hold other messages' bodies).
+const SHARED_BODY_MAX: usize = 16 * 1024;
+
+/// One delivery's metadata, appended to `out` as a JSON object:
+/// `i` id, `x` exchange, `k` routing key, `r` redelivered, `a` attempt,
+/// `p` properties (as [`MessageProperties`] names them, headers included),
+/// and either `o`/`n` (offset and length in the shared buffer) or `l` (index
+/// of its own buffer).
+fn delivery_meta(out: &mut Vec<u8>, d: &DeliveryData, body: BodyAt) {
+    use std::io::Write;
+    // Written by hand: the keys are fixed, and a map per delivery would cost
+    // an allocation per key. Strings go through serde_json for escaping.
+    let _ = write!(out, "{{\"i\":{},\"x\":", d.id);
+    json_str(out, &d.exchange);
+    out.extend_from_slice(b",\"k\":");
+    json_str(out, &d.routing_key);
+    let _ = write!(out, ",\"r\":{},\"a\":{},", d.redelivered, d.attempt);
+    let _ = match body {
+        BodyAt::Shared { offset, len } => write!(out, "\"o\":{offset},\"n\":{len}"),
+        BodyAt::Own(index) => write!(out, "\"l\":{index}"),
+    };
+    out.extend_from_slice(b",\"p\":");
+    write_properties_json(out, &d.properties);
+    out.push(b'}');
+}
+
+/// `s` as a JSON string.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    // Writing a string to a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+#[derive(Clone, Copy)]
+enum BodyAt {
+    Shared { offset: usize, len: usize },
+    Own(usize),
 }
 
 /// A handler's error, passed as data so its stack survives.
@@ -220,6 +292,60 @@ fn event_to_js(e: Event) -> NativeEvent {
     }
 }
 
+/// Deliveries and events as JavaScript receives them; no items means closed.
+fn to_batch(items: Vec<Item>) -> NativeBatch {
+    let closed = items.is_empty();
+    let shared_len: usize = items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Delivery(d) if d.body.len() <= SHARED_BODY_MAX => Some(d.body.len()),
+            _ => None,
+        })
+        .sum();
+    let mut meta = Vec::with_capacity(items.len() * 256 + 2);
+    let mut bodies = Vec::with_capacity(shared_len);
+    let mut large = Vec::new();
+    let mut events = Vec::new();
+    meta.push(b'[');
+    for item in items {
+        match item {
+            Item::Delivery(d) => {
+                if meta.len() > 1 {
+                    meta.push(b',');
+                }
+                let at = if d.body.len() <= SHARED_BODY_MAX {
+                    let offset = bodies.len();
+                    bodies.extend_from_slice(&d.body);
+                    BodyAt::Shared {
+                        offset,
+                        len: d.body.len(),
+                    }
+                } else {
+                    BodyAt::Own(large.len())
+                };
+                delivery_meta(&mut meta, &d, at);
+                if let BodyAt::Own(_) = at {
+                    large.push(Buffer::from(d.body));
+                }
+            }
+            Item::Event(e) => events.push(event_json(event_to_js(e))),
+        }
+    }
+    meta.push(b']');
+    NativeBatch {
+        // serde_json writes UTF-8.
+        meta: String::from_utf8(meta).unwrap_or_else(|_| "[]".into()),
+        bodies: bodies.into(),
+        large,
+        events: if events.is_empty() {
+            "[]".into()
+        } else {
+            serde_json::Value::Array(events).to_string()
+        },
+        closed,
+    }
+}
+
 #[napi]
 impl NativeConsumer {
     /// The work queue.
@@ -234,69 +360,58 @@ impl NativeConsumer {
         self.handle.state().as_str().to_owned()
     }
 
-    /// Waits for deliveries or events and returns up to `max` of them.
-    #[napi]
-    pub async fn recv(&self, max: u32) -> NativeBatch {
-        let items = self.handle.recv(max as usize).await;
-        let closed = items.is_empty();
-        let mut deliveries = Vec::with_capacity(items.len());
-        let mut events = Vec::new();
-        for item in items {
-            match item {
-                Item::Delivery(d) => deliveries.push(NativeDelivery {
-                    id: d.id as i64,
-                    body: d.body.into(),
-                    exchange: d.exchange,
-                    routing_key: d.routing_key,
-                    redelivered: d.redelivered,
-                    attempt: d.attempt,
-                    properties: MessageProperties::from_amqp(&d.properties),
-                }),
-                Item::Event(e) => events.push(event_to_js(e)),
+    /// Hands every batch of deliveries and events to `on_batch`, on the
+    /// JavaScript thread, as they arrive (at most `max` deliveries and events
+    /// a batch); the last batch has `closed` set. Called once per consumer.
+    #[napi(ts_args_type = "max: number, onBatch: (batch: NativeBatch) => void")]
+    pub fn start(
+        &self,
+        max: u32,
+        on_batch: ThreadsafeFunction<NativeBatch, (), NativeBatch, Status, false>,
+    ) {
+        let handle = self.handle.clone();
+        napi::bindgen_prelude::spawn(async move {
+            loop {
+                let batch = to_batch(handle.recv(max as usize).await);
+                let closed = batch.closed;
+                on_batch.call(batch, ThreadsafeFunctionCallMode::NonBlocking);
+                if closed {
+                    // Dropping the function lets the process exit once nothing else keeps it.
+                    return;
+                }
             }
-        }
-        NativeBatch {
-            deliveries,
-            events,
-            closed,
-        }
+        });
     }
 
-    /// The handler of delivery `id` resolved: ack it.
+    /// Settles the deliveries whose handlers finished: `acked` resolved, and
+    /// `failed[i]` threw `failures[i]` (retry or park it). One call for many.
     #[napi]
-    pub fn ack(&self, id: i64) -> napi::Result<()> {
+    pub fn settle(
+        &self,
+        acked: Vec<i64>,
+        failed: Vec<i64>,
+        failures: Vec<FailureInfo>,
+    ) -> napi::Result<()> {
+        let fails = failed
+            .into_iter()
+            .zip(failures)
+            .map(|(id, failure)| {
+                let f = Failure {
+                    name: failure.name,
+                    message: failure.message,
+                    stack: failure.stack,
+                    retryable: failure.retryable,
+                    table: failure.table.map(|t| TableFailure {
+                        dependency: t.dependency,
+                        tenant: t.tenant,
+                        next_attempt_at: t.next_attempt_at_ms.map(from_epoch_ms),
+                    }),
+                };
+                (id as u64, f)
+            })
+            .collect();
         self.handle
-            .settle(id as u64, Settlement::Ack)
-            .map_err(js_error)
-    }
-
-    /// The handlers of deliveries `ids` resolved: ack them (one call for many).
-    #[napi]
-    pub fn ack_many(&self, ids: Vec<i64>) -> napi::Result<()> {
-        for id in ids {
-            self.handle
-                .settle(id as u64, Settlement::Ack)
-                .map_err(js_error)?;
-        }
-        Ok(())
-    }
-
-    /// The handler of delivery `id` threw: retry or park it.
-    #[napi]
-    pub fn fail(&self, id: i64, failure: FailureInfo) -> napi::Result<()> {
-        let f = Failure {
-            name: failure.name,
-            message: failure.message,
-            stack: failure.stack,
-            retryable: failure.retryable,
-            table: failure.table.map(|t| TableFailure {
-                dependency: t.dependency,
-                tenant: t.tenant,
-                next_attempt_at: t.next_attempt_at_ms.map(from_epoch_ms),
-            }),
-        };
-        self.handle
-            .settle(id as u64, Settlement::Fail(f))
+            .settle_many(acked.into_iter().map(|id| id as u64).collect(), fails)
             .map_err(js_error)
     }
 

@@ -136,6 +136,49 @@ impl MessageProperties {
     }
 }
 
+/// Appends AMQP properties to `out` as one JSON object with
+/// [`MessageProperties`]' names (absent ones left out; `headers` always there).
+pub fn write_properties_json(out: &mut Vec<u8>, p: &BasicProperties) {
+    use std::io::Write;
+    out.push(b'{');
+    let fields: [(&str, &Option<ShortString>); 9] = [
+        ("messageId", p.message_id()),
+        ("correlationId", p.correlation_id()),
+        ("contentType", p.content_type()),
+        ("contentEncoding", p.content_encoding()),
+        ("type", p.kind()),
+        ("appId", p.app_id()),
+        ("replyTo", p.reply_to()),
+        ("expiration", p.expiration()),
+        ("userId", p.user_id()),
+    ];
+    for (key, value) in fields {
+        if let Some(v) = value {
+            let _ = write!(out, "\"{key}\":");
+            // Writing a string to a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut *out, v.as_str());
+            out.push(b',');
+        }
+    }
+    if let Some(t) = p.timestamp() {
+        let _ = write!(out, "\"timestamp\":{t},");
+    }
+    if let Some(v) = p.priority() {
+        let _ = write!(out, "\"priority\":{v},");
+    }
+    if let Some(v) = p.delivery_mode() {
+        let _ = write!(out, "\"deliveryMode\":{v},");
+    }
+    out.extend_from_slice(b"\"headers\":");
+    match p.headers() {
+        Some(h) if !h.inner().is_empty() => {
+            let _ = serde_json::to_writer(&mut *out, &table_to_json(h));
+        }
+        _ => out.extend_from_slice(b"{}"),
+    }
+    out.push(b'}');
+}
+
 /// A parsed delay: milliseconds and the label used in queue names.
 #[napi(object)]
 pub struct DelayInfo {

@@ -15,3 +15,18 @@ pub use consumer::*;
 pub use convert::*;
 pub use parked::*;
 pub use table::*;
+
+/// The runtime behind every async call and consumer task: one worker thread.
+/// A consumer's work is a chain of short steps handed between lapin's I/O
+/// thread, its task and JavaScript; a second worker only adds wake-ups and
+/// lock contention between the two, on CPU the broker could use.
+#[napi_derive::module_init]
+fn init_runtime() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("rabbit-retry")
+        .enable_all()
+        .build()
+        .expect("the tokio runtime starts");
+    napi::bindgen_prelude::create_custom_tokio_runtime(rt);
+}
