@@ -212,6 +212,8 @@ export interface NativeBatch {
   bodies: Buffer
   /** The large bodies; a delivery's `l` indexes its own. */
   large: Array<Buffer>
+  /** Short message and correlation ids: where a delivery's `p` has a number for one, it indexes this list. */
+  strings: Array<string>
   /** Events to report: a JSON array of objects with [`NativeEvent`]'s fields (absent ones left out). */
   events: string
   /** True when the consumer is closed and drained. */

@@ -105,6 +105,24 @@ describe('the failure path', () => {
     await expectEmpty(queue, delays);
   });
 
+  it('hands short and long message and correlation ids, and several bodies of one batch, to the handler intact', async () => {
+    const delays = ['1m'];
+    const queue = testQueue(delays);
+    const seen = new Map<string, { correlationId?: string; text: string; body: string }>();
+    const { rr } = await start({ queue, prefetch: 20, onFailure: { delays } }, async (msg) => {
+      seen.set(msg.properties.messageId ?? '?', { correlationId: msg.properties.correlationId, text: msg.text(), body: msg.body.toString() });
+    });
+    const ids = ['7', '48213', 'ten chars!', 'order-48213-eu', 'é', '😀abcdefgh'];
+    for (const [i, id] of ids.entries()) {
+      await rr.publish('', queue, `body ${i} of ${id}`, { messageId: id, correlationId: `c${i}` });
+    }
+    await waitFor(() => seen.size === ids.length, 10_000, 'every message');
+    for (const [i, id] of ids.entries()) {
+      expect(seen.get(id)).toEqual({ correlationId: `c${i}`, text: `body ${i} of ${id}`, body: `body ${i} of ${id}` });
+    }
+    await expectEmpty(queue, delays);
+  });
+
   it('moves a retryable failure to Q.retry.<first delay> with every retry header and the message intact', async () => {
     const delays = ['1m', '10m'];
     const queue = testQueue(delays);

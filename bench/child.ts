@@ -18,6 +18,7 @@ import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { getHeapSpaceStatistics } from 'node:v8';
 
 import amqp, { type ConsumeMessage } from 'amqplib';
 
@@ -169,7 +170,10 @@ function onDone(): void {
     const m = process.memoryUsage();
     samples.push([done, mb(m.rss), mb(m.heapUsed)]);
     if (process.env.BENCH_MEM_DETAIL === '1') {
-      process.stderr.write(`mem ${done} rss ${mb(m.rss).toFixed(1)} heapTotal ${mb(m.heapTotal).toFixed(1)} used ${mb(m.heapUsed).toFixed(1)} external ${mb(m.external).toFixed(1)} arrayBuffers ${mb(m.arrayBuffers).toFixed(1)}\n`);
+      const spaces = getHeapSpaceStatistics()
+        .map((sp) => `${sp.space_name.replace('_space', '')} ${mb(sp.space_size).toFixed(1)}/${mb(sp.space_used_size).toFixed(1)}`)
+        .join(' ');
+      process.stderr.write(`mem ${done} rss ${mb(m.rss).toFixed(1)} heapTotal ${mb(m.heapTotal).toFixed(1)} used ${mb(m.heapUsed).toFixed(1)} external ${mb(m.external).toFixed(1)} | ${spaces}\n`);
     }
     send({ type: 'progress', done, rssMb: mb(m.rss) });
   }

@@ -399,6 +399,10 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
 
   /** Runs the handler for one delivery and settles it. */
   private async handle(d: DeliveryMeta, batch: NativeBatch): Promise<void> {
+    const p = d.p as NativeMessageProperties & { messageId?: string | number; correlationId?: string | number };
+    // Short ids travel beside the JSON (see `NativeBatch.strings`): put them back.
+    if (typeof p.messageId === 'number') p.messageId = batch.strings[p.messageId];
+    if (typeof p.correlationId === 'number') p.correlationId = batch.strings[p.correlationId];
     const own = d.l === undefined ? undefined : batch.large[d.l];
     const start = own ? 0 : (d.o ?? 0);
     const msg = new Message({

@@ -103,6 +103,8 @@ pub struct NativeBatch {
     pub bodies: Buffer,
     /// The large bodies; a delivery's `l` indexes its own.
     pub large: Vec<Buffer>,
+    /// Short message and correlation ids: where a delivery's `p` has a number for one, it indexes this list.
+    pub strings: Vec<String>,
     /// Events to report: a JSON array of objects with [`NativeEvent`]'s fields (absent ones left out).
     pub events: String,
     /// True when the consumer is closed and drained.
@@ -140,7 +142,7 @@ const SHARED_BODY_MAX: usize = 16 * 1024;
 /// `p` properties (as [`MessageProperties`] names them, headers included),
 /// and either `o`/`n` (offset and length in the shared buffer) or `l` (index
 /// of its own buffer).
-fn delivery_meta(out: &mut Vec<u8>, d: &DeliveryData, body: BodyAt) {
+fn delivery_meta(out: &mut Vec<u8>, d: &DeliveryData, body: BodyAt, strings: &mut Vec<String>) {
     use std::io::Write;
     // Written by hand: the keys are fixed, and a map per delivery would cost
     // an allocation per key. Strings go through serde_json for escaping.
@@ -154,7 +156,7 @@ fn delivery_meta(out: &mut Vec<u8>, d: &DeliveryData, body: BodyAt) {
         BodyAt::Own(index) => write!(out, "\"l\":{index}"),
     };
     out.extend_from_slice(b",\"p\":");
-    write_properties_json(out, &d.properties);
+    write_properties_json(out, &d.properties, strings);
     out.push(b'}');
 }
 
@@ -305,6 +307,7 @@ fn to_batch(items: Vec<Item>) -> NativeBatch {
     let mut meta = Vec::with_capacity(items.len() * 256 + 2);
     let mut bodies = Vec::with_capacity(shared_len);
     let mut large = Vec::new();
+    let mut strings = Vec::new();
     let mut events = Vec::new();
     meta.push(b'[');
     for item in items {
@@ -323,7 +326,7 @@ fn to_batch(items: Vec<Item>) -> NativeBatch {
                 } else {
                     BodyAt::Own(large.len())
                 };
-                delivery_meta(&mut meta, &d, at);
+                delivery_meta(&mut meta, &d, at, &mut strings);
                 if let BodyAt::Own(_) = at {
                     large.push(Buffer::from(d.body));
                 }
@@ -337,6 +340,7 @@ fn to_batch(items: Vec<Item>) -> NativeBatch {
         meta: String::from_utf8(meta).unwrap_or_else(|_| "[]".into()),
         bodies: bodies.into(),
         large,
+        strings,
         events: if events.is_empty() {
             "[]".into()
         } else {

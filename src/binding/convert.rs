@@ -136,9 +136,19 @@ impl MessageProperties {
     }
 }
 
+/// Whether V8's `JSON.parse` would intern `s`: it interns string values of
+/// up to 10 characters, in the old generation, where they stay until a full
+/// collection; unique short values (message ids such as `"48213"`) would grow
+/// the heap with every message.
+pub fn interned_by_json_parse(s: &str) -> bool {
+    s.len() > 1 && s.len() <= 40 && s.encode_utf16().count() <= 10
+}
+
 /// Appends AMQP properties to `out` as one JSON object with
-/// [`MessageProperties`]' names (absent ones left out; `headers` always there).
-pub fn write_properties_json(out: &mut Vec<u8>, p: &BasicProperties) {
+/// [`MessageProperties`]' names (absent ones left out; `headers` always
+/// there). A `messageId` or `correlationId` that `JSON.parse` would intern is
+/// moved to `strings` and written as its index there.
+pub fn write_properties_json(out: &mut Vec<u8>, p: &BasicProperties, strings: &mut Vec<String>) {
     use std::io::Write;
     out.push(b'{');
     let fields: [(&str, &Option<ShortString>); 9] = [
@@ -155,8 +165,14 @@ pub fn write_properties_json(out: &mut Vec<u8>, p: &BasicProperties) {
     for (key, value) in fields {
         if let Some(v) = value {
             let _ = write!(out, "\"{key}\":");
-            // Writing a string to a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut *out, v.as_str());
+            let v = v.as_str();
+            if matches!(key, "messageId" | "correlationId") && interned_by_json_parse(v) {
+                let _ = write!(out, "{}", strings.len());
+                strings.push(v.to_owned());
+            } else {
+                // Writing a string to a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut *out, v);
+            }
             out.push(b',');
         }
     }
@@ -201,4 +217,20 @@ pub fn parse_delays(delays: Vec<String>) -> napi::Result<Vec<DelayInfo>> {
             label: d.label(),
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::interned_by_json_parse;
+
+    #[test]
+    fn strings_json_parse_would_intern() {
+        assert!(interned_by_json_parse("48213"));
+        assert!(interned_by_json_parse("ten chars!"));
+        assert!(interned_by_json_parse("\u{1F600}abcdefgh"));
+        assert!(!interned_by_json_parse(""));
+        assert!(!interned_by_json_parse("a"));
+        assert!(!interned_by_json_parse("eleven char"));
+        assert!(!interned_by_json_parse("\u{1F600}abcdefghi"));
+    }
 }
