@@ -87,7 +87,11 @@ export class Message {
     this.attempt = d.attempt;
   }
 
-  /** The raw body. */
+  /**
+   * The raw body. Small bodies arrive several to a buffer; reading `body`
+   * copies this one out (once), so keeping it keeps no other message's bytes.
+   * {@link text} and {@link json} read it in place.
+   */
   get body(): Buffer {
     if (!this.#body) {
       const b = this.#bytes;
