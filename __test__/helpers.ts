@@ -101,19 +101,24 @@ export interface GotMessage {
   routingKey: string;
 }
 
+/** A message amqplib got, as the tests read it. */
+function got(m: { content: Buffer; properties: AmqpProperties; fields: { exchange: string; routingKey: string } }): GotMessage {
+  return {
+    content: m.content,
+    properties: m.properties,
+    headers: (m.properties.headers ?? {}) as Record<string, unknown>,
+    exchange: m.fields.exchange,
+    routingKey: m.fields.routingKey,
+  };
+}
+
 /** Takes one message off the queue (basic.get, then ack); null when it is empty. */
 export async function getOne(name: string): Promise<GotMessage | null> {
   return withChannel(async (ch) => {
     const m = await ch.get(name, { noAck: false });
     if (m === false) return null;
     ch.ack(m);
-    return {
-      content: m.content,
-      properties: m.properties,
-      headers: (m.properties.headers ?? {}) as Record<string, unknown>,
-      exchange: m.fields.exchange,
-      routingKey: m.fields.routingKey,
-    };
+    return got(m);
   });
 }
 
@@ -277,13 +282,7 @@ export async function drain(name: string): Promise<GotMessage[]> {
       const m = await ch.get(name, { noAck: false });
       if (m === false) return out;
       ch.ack(m);
-      out.push({
-        content: m.content,
-        properties: m.properties,
-        headers: (m.properties.headers ?? {}) as Record<string, unknown>,
-        exchange: m.fields.exchange,
-        routingKey: m.fields.routingKey,
-      });
+      out.push(got(m));
     }
   });
 }
@@ -443,13 +442,7 @@ export async function drainAll(name: string, quietMs = 300): Promise<GotMessage[
       (m) => {
         if (!m) return;
         last = Date.now();
-        out.push({
-          content: m.content,
-          properties: m.properties,
-          headers: (m.properties.headers ?? {}) as Record<string, unknown>,
-          exchange: m.fields.exchange,
-          routingKey: m.fields.routingKey,
-        });
+        out.push(got(m));
       },
       { noAck: true },
     );

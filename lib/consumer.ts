@@ -3,6 +3,8 @@ import { EventEmitter } from 'node:events';
 import { NonRetryableError, RabbitRetryError, fromNative, native, nativeSync } from './errors';
 import { Message } from './message';
 import type { NativeBatch, NativeConsumer, NativeEvent, NativeFailureInfo as FailureInfo, NativeMessageProperties } from './native';
+import type { ConsumerMetrics } from './metrics';
+import type { AlertOptions, Logger, TableRouteOptions } from './options';
 
 /** One delivery's entry in a batch's `meta` (see `NativeBatch` in src/binding/consumer.rs). */
 interface DeliveryMeta {
@@ -24,8 +26,6 @@ interface DeliveryMeta {
   /** Or the index of its own buffer in `large`. */
   l?: number;
 }
-import type { ConsumerMetrics } from './metrics';
-import type { AlertOptions, Logger, TableRouteOptions } from './options';
 
 /** A handler: resolve to ack the message, throw to retry or park it. */
 export type Handler = (msg: Message) => unknown;

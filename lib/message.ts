@@ -95,7 +95,6 @@ export class Message {
   get body(): Buffer {
     if (!this.#body) {
       const b = this.#bytes;
-      // Small bodies arrive several to a buffer: a copy keeps a held message from holding the others.
       this.#body = this.#start === 0 && this.#end === b.length ? b : Buffer.from(b.subarray(this.#start, this.#end));
     }
     return this.#body;
