@@ -23,6 +23,8 @@ import {
   getOne,
   queueDepth,
   queueExists,
+  queueUnacked,
+  drainAll,
   sleep,
   testExchange,
   testQueue,
@@ -120,6 +122,31 @@ describe('the failure path', () => {
     for (const [i, id] of ids.entries()) {
       expect(seen.get(id)).toEqual({ correlationId: `c${i}`, text: `body ${i} of ${id}`, body: `body ${i} of ${id}` });
     }
+    await expectEmpty(queue, delays);
+  });
+
+  it('keeps consuming behind a handler that hangs and behind failures: every other delivery is acked, none is lost', async () => {
+    const delays = ['1m'];
+    const queue = testQueue(delays);
+    let release!: () => void;
+    const hung = new Promise<void>((resolve) => (release = resolve));
+    const handled = new Set<string>();
+    const { rr } = await start({ queue, prefetch: 10, onFailure: { delays } }, async (msg) => {
+      const id = msg.properties.messageId ?? '?';
+      if (id === 'hangs') await hung;
+      handled.add(id);
+      if (id.startsWith('fails-')) throw new Error(`carrier down for ${id}`);
+    });
+    await rr.publish('', queue, 'first', { messageId: 'hangs' });
+    const ids = Array.from({ length: 60 }, (_, i) => (i % 5 === 0 ? `fails-${i}` : `ok-${i}`));
+    for (const id of ids) await rr.publish('', queue, id, { messageId: id });
+    // With prefetch 10, the 60 behind the hung handler only arrive if their acks go out.
+    await waitFor(() => ids.every((id) => handled.has(id)), 15_000, 'every message behind the hung handler');
+    await waitFor(async () => (await queueUnacked(queue)) === 1, 10_000, 'only the hung delivery to stay unacked');
+    const retried = await drainAll(retryQueueName(queue, '1m'));
+    expect(retried.map((m) => m.properties.messageId).sort()).toEqual(ids.filter((id) => id.startsWith('fails-')).sort());
+    release();
+    await waitFor(async () => (await queueUnacked(queue)) === 0, 10_000, 'the hung delivery to be acked once it finished');
     await expectEmpty(queue, delays);
   });
 

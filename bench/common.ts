@@ -297,6 +297,35 @@ export async function waitForQuiet(maxWaitMs: number, threshold = 0.35): Promise
   }
 }
 
+/**
+ * CPU seconds the local broker's Erlang VM has used so far (user + system of
+ * every `beam.smp` process running RabbitMQ), or null when no local broker is
+ * visible (not Linux, or the broker runs elsewhere). The difference of two
+ * readings is what a client asked of the broker in between.
+ */
+export function brokerCpuS(): number | null {
+  let ticks = 0;
+  let found = false;
+  try {
+    for (const pid of readdirSync('/proc')) {
+      if (!/^\d+$/.test(pid)) continue;
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== 'beam.smp') continue;
+        if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('rabbit')) continue;
+        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        ticks += Number(f[11]) + Number(f[12]);
+        found = true;
+      } catch {
+        // the process went away
+      }
+    }
+  } catch {
+    return null;
+  }
+  return found ? ticks / 100 : null;
+}
+
 /** CPU ticks of each thread of this process, by thread name (Linux; empty elsewhere). */
 export function threadTicks(): Map<string, number> {
   const ticks = new Map<string, number>();

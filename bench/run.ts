@@ -47,6 +47,7 @@ import {
   waitForQuiet,
   cpuTimes,
   busyBetween,
+  brokerCpuS,
 } from './common';
 
 const N = envInt('BENCH_N', 20_000);
@@ -95,6 +96,8 @@ interface Measured extends ChildResult {
   /** Machine-wide CPU busy fraction just before the child started (others' work), and during its run. */
   busyBefore: number | null;
   busyDuring: number | null;
+  /** CPU seconds the broker used while the child ran (start-up and close included), or null. */
+  brokerCpuS: number | null;
 }
 
 function expectedRetries(scenario: Scenario, n: number): number {
@@ -131,13 +134,15 @@ async function measureThroughput(lib: Lib, scenario: Scenario, n: number, round:
       const cfg: ChildConfig = { mode: 'throughput', lib, scenario, queue, n, prefetch: PREFETCH, delay: DELAY, timeoutMs: 60_000 + n * 5, cpuProfDir: CPU_PROF_DIR };
       const quiet = await waitForQuiet(QUIET_WAIT_MS, BUSY_THRESHOLD);
       const c0 = cpuTimes();
+      const b0 = brokerCpuS();
       const r = await startChild<ChildResult>('child.ts', cfg, cfg.timeoutMs + 30_000).result;
+      const b1 = brokerCpuS();
       const busyDuring = busyBetween(c0, cpuTimes());
       const workLeft = await depth(queue);
       const inRetry = await depth(`${queue}.retry.${DELAY}`);
       const expectedRetry = expectedRetries(scenario, n);
       const ok = workLeft === 0 && inRetry === expectedRetry && r.retried === expectedRetry && r.returned === 0 && r.errors.length === 0;
-      return { ...r, round, workLeft, inRetry, expectedRetry, ok, busyBefore: quiet.busy, busyDuring };
+      return { ...r, round, workLeft, inRetry, expectedRetry, ok, busyBefore: quiet.busy, busyDuring, brokerCpuS: b0 === null || b1 === null ? null : b1 - b0 };
     } finally {
       await deleteQueues(family);
     }
@@ -304,6 +309,8 @@ interface Summary {
   eluUsPerMsg: number;
   eluUtilization: number;
   peakRssMb: number;
+  /** The broker's CPU seconds per 10k messages, or NaN when it could not be read. */
+  brokerCpuSPer10k: number;
 }
 
 function summarize(rs: Measured[]): Summary {
@@ -313,6 +320,7 @@ function summarize(rs: Measured[]): Summary {
     eluUsPerMsg: median(rs.map((r) => r.eluUsPerMsg)),
     eluUtilization: median(rs.map((r) => r.elu.utilization)),
     peakRssMb: median(rs.map((r) => r.peakRssMb)),
+    brokerCpuSPer10k: rs.every((r) => r.brokerCpuS !== null) ? median(rs.map((r) => ((r.brokerCpuS as number) / r.n) * 10_000)) : NaN,
   };
 }
 
@@ -391,6 +399,7 @@ async function main(): Promise<void> {
       fmt(b.msgsPerS, 0),
       `${fmt(b.msgsPerS / a.msgsPerS, 2)}x`,
       `${fmt(a.cpuSPer10k, 3)} / ${fmt(b.cpuSPer10k, 3)}`,
+      `${fmt(a.brokerCpuSPer10k, 3)} / ${fmt(b.brokerCpuSPer10k, 3)}`,
       `${fmt(a.eluUsPerMsg, 1)} / ${fmt(b.eluUsPerMsg, 1)}`,
       `${fmt(a.eluUtilization, 2)} / ${fmt(b.eluUtilization, 2)}`,
       `${fmt(a.peakRssMb, 0)} / ${fmt(b.peakRssMb, 0)}`,
@@ -440,13 +449,13 @@ async function main(): Promise<void> {
   out.push('');
   out.push(
     table(
-      ['scenario', 'msgs/s amqplib', 'msgs/s rabbit-retry', 'rr / amqplib', 'CPU s per 10k (amqplib / rr)', 'ELU µs per msg (amqplib / rr)', 'ELU (amqplib / rr)', 'peak RSS MB (amqplib / rr)'],
+      ['scenario', 'msgs/s amqplib', 'msgs/s rabbit-retry', 'rr / amqplib', 'CPU s per 10k (amqplib / rr)', 'broker CPU s per 10k (amqplib / rr)', 'ELU µs per msg (amqplib / rr)', 'ELU (amqplib / rr)', 'peak RSS MB (amqplib / rr)'],
       rows,
     ),
   );
   out.push('');
   out.push(
-    'CPU: user+system of the consumer process, all threads. ELU µs per msg: event-loop busy time per message (utilization × wall / N). ' +
+    'CPU: user+system of the consumer process, all threads. Broker CPU: user+system of the local RabbitMQ VM while the consumer ran, what the client asked of the broker (n/a when the broker is not local). ELU µs per msg: event-loop busy time per message (utilization × wall / N). ' +
       'Peak RSS: the child process (node, ts-node and the client loaded).' +
       (checksOk ? ' Every run: work queue empty afterwards, retry queue holding exactly the failed messages.' : ' SOME RUNS FAILED THEIR CHECKS: see the JSON.'),
   );

@@ -1,17 +1,22 @@
 //! Which acks to send: one `multiple` ack for the longest settled prefix of
 //! delivery tags (never past an unsettled one), and single acks for settled
-//! deliveries stuck behind an unsettled one once there are enough of them, so
-//! a slow handler cannot hold every prefetch slot. The broker is the
-//! bottleneck of a consumer: one ack frame per batch instead of per message is
-//! the lever.
+//! deliveries stuck behind a handler still running once there are enough of
+//! them, so a slow handler cannot hold every prefetch slot. Deliveries stuck
+//! behind a republish waiting for its confirm wait for it (up to a time
+//! bound): the confirm comes within milliseconds, and one `multiple` ack then
+//! covers them all where single acks would cost a frame each. The broker is
+//! the bottleneck of a consumer: one ack frame per batch instead of per
+//! message is the lever.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TagState {
-    /// Delivered, not settled yet.
+    /// Delivered, its handler still running.
     Open,
+    /// Its handler failed and its republish waits for the broker's confirm.
+    Publishing,
     /// Settled: may be acked.
     Done,
     /// Its republish failed: never acked, so the broker redelivers it.
@@ -62,10 +67,20 @@ impl AckLedger {
         self.tags.insert(tag, TagState::Open);
     }
 
+    /// A delivery's handler failed and its republish is under way: it will
+    /// be settled (or held) once the broker answers.
+    pub fn publishing(&mut self, tag: u64) {
+        if let Some(s) = self.tags.get_mut(&tag) {
+            if *s == TagState::Open {
+                *s = TagState::Publishing;
+            }
+        }
+    }
+
     /// A delivery was settled and may be acked.
     pub fn done(&mut self, tag: u64) {
         if let Some(s) = self.tags.get_mut(&tag) {
-            if *s == TagState::Open {
+            if matches!(*s, TagState::Open | TagState::Publishing) {
                 *s = TagState::Done;
                 self.done_behind += 1;
                 self.waiting_since.get_or_insert_with(Instant::now);
@@ -126,9 +141,15 @@ impl AckLedger {
             1 => ops.push(AckOp::One(last)),
             _ => ops.push(AckOp::Upto(last)),
         }
-        let blocked_by_held = matches!(self.tags.first_key_value(), Some((_, TagState::Held)));
+        let blocker = self.tags.first_key_value().map(|(_, s)| *s);
+        let blocked_by_held = blocker == Some(TagState::Held);
+        // Behind a republish the confirm is near: only the time bound spills.
+        let blocked_by_handler = blocker == Some(TagState::Open);
         if self.done_behind > 0
-            && (force || overdue || blocked_by_held || self.done_behind >= self.spill)
+            && (force
+                || overdue
+                || blocked_by_held
+                || (blocked_by_handler && self.done_behind >= self.spill))
         {
             let singles: Vec<u64> = self
                 .tags
@@ -203,6 +224,49 @@ mod tests {
         );
         l.done(1);
         assert_eq!(l.plan(false), vec![AckOp::One(1)]);
+    }
+
+    #[test]
+    fn waits_for_a_republish_then_acks_everything_with_one_frame() {
+        let mut l = ledger(1..=6, 3);
+        l.publishing(1);
+        for t in 2..=5 {
+            l.done(t);
+        }
+        assert_eq!(l.plan(false), vec![], "behind a republish: no spill");
+        assert!(l.deadline().is_some(), "but the time bound runs");
+        l.done(1);
+        assert_eq!(l.plan(false), vec![AckOp::Upto(5)]);
+        // Behind a handler still running, the spill applies as before.
+        for t in 7..=10 {
+            l.open(t);
+        }
+        for t in 7..=9 {
+            l.done(t);
+        }
+        assert_eq!(
+            l.plan(false),
+            vec![AckOp::One(7), AckOp::One(8), AckOp::One(9)]
+        );
+    }
+
+    #[test]
+    fn a_republish_that_takes_too_long_spills_single_acks() {
+        let mut l = AckLedger::new(2, Duration::from_millis(0));
+        for t in 1..=4 {
+            l.open(t);
+        }
+        l.publishing(1);
+        for t in 2..=4 {
+            l.done(t);
+        }
+        assert_eq!(
+            l.plan(false),
+            vec![AckOp::One(2), AckOp::One(3), AckOp::One(4)]
+        );
+        l.hold(1);
+        assert_eq!(l.plan(true), vec![]);
+        assert_eq!(l.unacked(), 1);
     }
 
     #[test]

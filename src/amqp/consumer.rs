@@ -36,9 +36,11 @@ use crate::table::store::{NewRow, RetryStore};
 /// How long `stop` waits for the broker to finish a cancel before it goes on.
 const CANCEL_DRAIN: Duration = Duration::from_secs(5);
 
-/// How long a settled delivery waits for the unsettled one before it (a
-/// republish waiting for its confirm) so that one `multiple` ack covers both.
-const ACK_MAX_HOLD: Duration = Duration::from_millis(20);
+/// How long settled deliveries wait behind an unsettled one before they are
+/// acked one by one: a republish waiting for its confirm (which usually comes
+/// within milliseconds, and then one `multiple` ack covers them all), or a
+/// handler still running while fewer than half the prefetch wait behind it.
+const ACK_MAX_HOLD: Duration = Duration::from_millis(100);
 
 /// How long a consumer with nothing in flight keeps deliveries whose
 /// republish failed before it reopens its channel so the broker redelivers them.
@@ -562,10 +564,15 @@ impl ConsumerTask {
                 },
                 Some(joined) = self.failures.join_next(), if !self.failures.is_empty() => {
                     self.last_activity = Instant::now();
-                    if let Ok((tag, event)) = joined {
-                        self.failure_done(tag, event);
+                    // The broker confirms publishes in bursts: let the other
+                    // republishes of the burst finish too, so that one ack
+                    // frame and one batch of events cover them all.
+                    tokio::task::yield_now().await;
+                    let mut finished = vec![joined];
+                    while let Some(joined) = self.failures.try_join_next() {
+                        finished.push(joined);
                     }
-                    while let Some(Ok((tag, event))) = self.failures.try_join_next() {
+                    for (tag, event) in finished.into_iter().flatten() {
                         self.failure_done(tag, event);
                     }
                 },
@@ -628,20 +635,26 @@ impl ConsumerTask {
         let Some(ch) = self.channel.clone() else {
             return;
         };
-        for op in ops {
+        // Every frame is queued before the first is awaited: several acks
+        // cost one wake-up of the I/O thread, not one each.
+        let sends = ops.into_iter().map(|op| {
             let (tag, multiple) = match op {
                 AckOp::Upto(t) => (t, true),
                 AckOp::One(t) => (t, false),
             };
-            if let Err(e) = ch.basic_ack(tag, BasicAckOptions { multiple }).await {
-                self.inbox.push(Item::Event(Event::ConsumerError {
-                    error: Error::new(
-                        ErrorKind::Connection,
-                        format!("ack failed; the broker will redeliver the message(s), so they may be handled twice: {e}"),
-                    ),
-                }));
-                return;
-            }
+            ch.basic_ack(tag, BasicAckOptions { multiple })
+        });
+        let failed = futures_util::future::join_all(sends)
+            .await
+            .into_iter()
+            .find_map(|r| r.err());
+        if let Some(e) = failed {
+            self.inbox.push(Item::Event(Event::ConsumerError {
+                error: Error::new(
+                    ErrorKind::Connection,
+                    format!("ack failed; the broker will redeliver the message(s), so they may be handled twice: {e}"),
+                ),
+            }));
         }
     }
 
@@ -813,6 +826,7 @@ impl ConsumerTask {
         match s {
             Settlement::Ack => self.acks.done(p.delivery.delivery_tag),
             Settlement::Fail(f) => {
+                self.acks.publishing(p.delivery.delivery_tag);
                 let table_attempts = self.config.table.as_ref().map(|t| t.max_attempts);
                 let route = route_failure_with_table(
                     p.attempt,
