@@ -297,6 +297,14 @@ export async function waitForQuiet(maxWaitMs: number, threshold = 0.35): Promise
   }
 }
 
+/** A process's or thread's name and CPU ticks (user + system) from its `/proc/.../stat` file. */
+function procStat(file: string): { comm: string; ticks: number } {
+  const stat = readFileSync(file, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime and stime are fields 14 and 15 of stat; f starts at field 3.
+  return { comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), ticks: Number(f[11]) + Number(f[12]) };
+}
+
 /**
  * CPU seconds the local broker's Erlang VM has used so far (user + system of
  * every `beam.smp` process running RabbitMQ), or null when no local broker is
@@ -310,11 +318,10 @@ export function brokerCpuS(): number | null {
     for (const pid of readdirSync('/proc')) {
       if (!/^\d+$/.test(pid)) continue;
       try {
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-        if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== 'beam.smp') continue;
+        const stat = procStat(`/proc/${pid}/stat`);
+        if (stat.comm !== 'beam.smp') continue;
         if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('rabbit')) continue;
-        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        ticks += Number(f[11]) + Number(f[12]);
+        ticks += stat.ticks;
         found = true;
       } catch {
         // the process went away
@@ -331,12 +338,9 @@ export function threadTicks(): Map<string, number> {
   const ticks = new Map<string, number>();
   try {
     for (const tid of readdirSync('/proc/self/task')) {
-      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
-      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const { comm, ticks: t } = procStat(`/proc/self/task/${tid}/stat`);
       const name = tid === String(process.pid) ? 'main (JS)' : comm === 'node' ? 'node workers (GC, libuv)' : comm;
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      // utime and stime are fields 14 and 15 of stat; f starts at field 3.
-      ticks.set(`${tid}\t${name}`, Number(f[11]) + Number(f[12]));
+      ticks.set(`${tid}\t${name}`, t);
     }
   } catch {
     // not Linux

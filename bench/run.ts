@@ -61,7 +61,7 @@ const SOAK_SAMPLE = 10_000;
 const SOAK_LIB: Lib = process.env.BENCH_SOAK_LIB === 'amqplib' ? 'amqplib' : 'rabbit-retry';
 const QUIET_WAIT_MS = envInt('BENCH_QUIET_WAIT_S', 30) * 1000;
 const BUSY_THRESHOLD = 0.35;
-const PREFETCH = envInt("BENCH_PREFETCH", 100);
+const PREFETCH = envInt('BENCH_PREFETCH', 100);
 /** BENCH_CPU_PROF=dir: each child writes a CPU profile of its measured window there (see bench/cpu-top.ts). */
 const CPU_PROF_DIR = process.env.BENCH_CPU_PROF ? path.resolve(process.env.BENCH_CPU_PROF) : undefined;
 const DELAY = '10m';

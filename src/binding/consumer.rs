@@ -9,7 +9,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
 
-use super::convert::{js_error, write_properties_json, MessageProperties};
+use super::convert::{js_error, json_str, write_properties_json, MessageProperties};
 use super::table::from_epoch_ms;
 use crate::amqp::consumer::{ConsumerHandle, DeliveryData, Event, Failure, Item, TableFailure};
 
@@ -158,12 +158,6 @@ fn delivery_meta(out: &mut Vec<u8>, d: &DeliveryData, body: BodyAt, strings: &mu
     out.extend_from_slice(b",\"p\":");
     write_properties_json(out, &d.properties, strings);
     out.push(b'}');
-}
-
-/// `s` as a JSON string.
-fn json_str(out: &mut Vec<u8>, s: &str) {
-    // Writing a string to a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 #[derive(Clone, Copy)]

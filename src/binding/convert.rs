@@ -144,6 +144,12 @@ pub fn interned_by_json_parse(s: &str) -> bool {
     s.len() > 1 && s.len() <= 40 && s.encode_utf16().count() <= 10
 }
 
+/// Appends `s` to `out` as a JSON string.
+pub(crate) fn json_str(out: &mut Vec<u8>, s: &str) {
+    // Writing a string to a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
 /// Appends AMQP properties to `out` as one JSON object with
 /// [`MessageProperties`]' names (absent ones left out; `headers` always
 /// there). A `messageId` or `correlationId` that `JSON.parse` would intern is
@@ -170,8 +176,7 @@ pub fn write_properties_json(out: &mut Vec<u8>, p: &BasicProperties, strings: &m
                 let _ = write!(out, "{}", strings.len());
                 strings.push(v.to_owned());
             } else {
-                // Writing a string to a Vec cannot fail.
-                let _ = serde_json::to_writer(&mut *out, v);
+                json_str(out, v);
             }
             out.push(b',');
         }
