@@ -140,6 +140,8 @@ export interface ConsumeOptions {
   recoveryMaxDelayMs?: number
   /** Give up after this many tries; 0 or none never gives up. */
   recoveryMaxAttempts?: number
+  /** How long one broker round trip of starting, recovering or stopping may take, in ms. @default 15000 */
+  recoveryStepTimeoutMs?: number
   /** Send failures to the retry table after the delays, for this many more attempts. */
   tableMaxAttempts?: number
 }

@@ -658,6 +658,44 @@ describe('RabbitRetryModule', () => {
   });
 });
 
+describe('RabbitRetryConsumers.health and a stuck handler', () => {
+  test('a handler past stuckAfterMs makes health() unhealthy with details; once it settles, healthy again, and app.close() works', async () => {
+    const queue = testQueue(['1m']);
+    let release!: () => void;
+    const hang = new Promise<void>((resolve) => (release = resolve));
+    let handled = 0;
+
+    @Injectable()
+    class Hangs {
+      @Consume({ queue, prefetch: 2, stuckAfterMs: 200 })
+      @OnFailure({ delays: ['1m'] })
+      async handle(body: { hang: boolean }): Promise<void> {
+        if (body.hang) await hang;
+        handled++;
+      }
+    }
+
+    const app = await boot({ imports: [RabbitRetryModule.forRoot({ url: AMQP_URL })], providers: [Hangs] });
+    const consumers = app.get(RabbitRetryConsumers);
+    expect(consumers.health()).toMatchObject({ healthy: true, consumers: { [queue]: 'connected' } });
+    const rr = await client();
+    await rr.publish('', queue, { hang: true });
+    await rr.publish('', queue, { hang: false });
+    await waitFor(() => handled === 1, 10_000, 'the other message');
+    await waitFor(() => !consumers.health().healthy, 5000, 'an unhealthy report');
+    expect(consumers.health()).toMatchObject({
+      healthy: false,
+      consumers: { [queue]: 'connected' },
+      details: { [queue]: { queue, state: 'connected', healthy: false, inFlight: 1, stuck: 1 } },
+    });
+    release();
+    await waitFor(() => consumers.health().healthy, 5000, 'a healthy report');
+    await app.close();
+    expect(handled).toBe(2);
+    expect(await queueDepth(queue)).toBe(0);
+  });
+});
+
 describe('rabbit-retry/testing', () => {
   test('uniqueQueueName gives a new name each time, with the prefix', () => {
     const a = uniqueQueueName('orders');

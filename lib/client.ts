@@ -1,13 +1,28 @@
 import { readFileSync } from 'node:fs';
 
-import { Consumer, type Handler } from './consumer';
+import { Consumer, outsideHandlers, runningConsumer, type CloseResult, type Handler } from './consumer';
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
 import type { MessageProperties } from './message';
 import { Parked } from './parked';
 import { RetryTable } from './table';
 import { binding, type NativeClient, type NativeMessageProperties } from './native';
 import { consumerMetrics } from './metrics';
-import { checkConsumeOptions, delayStrings, type ConnectOptions, type ConsumeOptions, type TlsOptions } from './options';
+import {
+  DEFAULT_STUCK_AFTER_MS,
+  checkCloseOptions,
+  checkConnectOptions,
+  checkConsumeOptions,
+  checkObject,
+  checkString,
+  checkWhole,
+  delayStrings,
+  kindOf,
+  type CloseOptions,
+  type ConnectOptions,
+  type ConsumeOptions,
+  type Logger,
+  type TlsOptions,
+} from './options';
 
 /** The default broker URL when neither the options nor `AMQP_URL` give one. */
 export const DEFAULT_URL = 'amqp://guest:guest@127.0.0.1:5672';
@@ -36,6 +51,30 @@ function toBuffer(body: Body, opts: PublishOptions): { buf: Buffer; contentType?
   return { buf: Buffer.from(json, 'utf8'), contentType: opts.contentType ?? 'application/json' };
 }
 
+/** Checks every publish option's type before anything reaches the native layer. */
+function checkPublishOptions(opts: PublishOptions): void {
+  checkObject('publish options', opts, 'an object such as { messageId }');
+  for (const key of ['messageId', 'correlationId', 'contentType', 'contentEncoding', 'type', 'appId', 'replyTo', 'userId'] as const) {
+    checkString(key, opts[key]);
+  }
+  checkWhole('priority', opts.priority, 0, 255, 'a whole number from 0 to 255');
+  const { timestamp, expiration, persistent, headers } = opts as Record<string, unknown>;
+  if (timestamp !== undefined) {
+    const valid =
+      timestamp instanceof Date ? !Number.isNaN(timestamp.getTime()) : typeof timestamp === 'number' && Number.isFinite(timestamp) && timestamp >= 0;
+    if (!valid) throw new InvalidOptionsError(`timestamp must be a valid Date or a number of seconds since the epoch, got ${kindOf(timestamp)}`);
+  }
+  if (expiration !== undefined && typeof expiration !== 'string') {
+    checkWhole('expiration', expiration, 0, Number.MAX_SAFE_INTEGER, 'a number of milliseconds (or a string of one)');
+  }
+  if (persistent !== undefined && typeof persistent !== 'boolean') {
+    throw new InvalidOptionsError(`persistent must be true or false, got ${kindOf(persistent)}`);
+  }
+  if (headers !== undefined && (headers === null || typeof headers !== 'object' || Array.isArray(headers) || Buffer.isBuffer(headers))) {
+    throw new InvalidOptionsError(`headers must be an object of header names to values, got ${kindOf(headers)}`);
+  }
+}
+
 function toNativeProps(opts: PublishOptions, contentType: string | undefined): NativeMessageProperties {
   const { timestamp, expiration, persistent, headers, ...rest } = opts;
   const props: NativeMessageProperties = { ...rest };
@@ -45,12 +84,7 @@ function toNativeProps(opts: PublishOptions, contentType: string | undefined): N
   }
   if (expiration !== undefined) props.expiration = String(expiration);
   props.deliveryMode = persistent === false ? 1 : 2;
-  if (headers !== undefined) {
-    if (headers === null || typeof headers !== 'object' || Array.isArray(headers)) {
-      throw new InvalidOptionsError('headers must be an object of header names to values');
-    }
-    props.headers = headers;
-  }
+  if (headers !== undefined) props.headers = headers;
   return props;
 }
 
@@ -74,6 +108,15 @@ function readTls(tls: TlsOptions | undefined): { ca?: string; cert?: string; key
   return { ca, cert, key };
 }
 
+/** An error's message, for a log line. */
+function describe(err: unknown): string {
+  try {
+    return err instanceof Error ? err.message : String(err);
+  } catch {
+    return 'an unreadable error';
+  }
+}
+
 /**
  * A connection to RabbitMQ with rabbit-retry's failure path: consumers that
  * never requeue a handler error, and publishes that wait for the broker's confirm.
@@ -87,7 +130,10 @@ function readTls(tls: TlsOptions | undefined): { ca?: string; cert?: string; key
  */
 export class RabbitRetry {
   private readonly consumers = new Set<Consumer>();
+  /** Every consumer this client made, closed or not: whose handlers count as this client's. */
+  private readonly made = new WeakSet<Consumer>();
   private closed = false;
+  private closing?: Promise<CloseResult>;
 
   // An ES private field: printing or serialising the client never shows the URL's password.
   readonly #options: ConnectOptions;
@@ -121,21 +167,11 @@ export class RabbitRetry {
    * does not answer within `connectTimeoutMs`, or an {@link InvalidOptionsError}.
    */
   static async connect(options: ConnectOptions = {}): Promise<RabbitRetry> {
+    checkConnectOptions(options);
     const url = options.url ?? process.env.AMQP_URL ?? DEFAULT_URL;
-    for (const key of ['heartbeat', 'connectTimeoutMs', 'confirmTimeoutMs'] as const) {
-      const v = options[key];
-      if (v !== undefined && (!Number.isInteger(v) || v < 0 || v > 0xffffffff)) {
-        throw new InvalidOptionsError(`${key} must be a whole number of ${key === 'heartbeat' ? 'seconds' : 'milliseconds'}, got ${String(v)}`);
-      }
-    }
+    if (options.url === undefined) checkString('AMQP_URL', url, { nonEmpty: true });
     const tls = readTls(options.tls);
-    if (options.retryTable !== undefined) {
-      const t = options.retryTable;
-      if (t === null || typeof t !== 'object' || typeof t.url !== 'string' || t.url.length === 0) {
-        throw new InvalidOptionsError("retryTable.url must be a PostgreSQL URL such as 'postgres://user@127.0.0.1:5432/app'");
-      }
-    }
-    const inner = await native(
+    const inner = await native(() =>
       binding.connect({
         url,
         retryTableUrl: options.retryTable?.url,
@@ -171,7 +207,7 @@ export class RabbitRetry {
     const delays = delayStrings(options.onFailure?.delays);
     nativeSync(() => binding.parseDelays(delays));
     const prefetch = options.prefetch ?? 10;
-    const inner = await native(
+    const inner = await native(() =>
       this.inner.consume({
         queue: options.queue,
         exchange: options.exchange,
@@ -184,13 +220,14 @@ export class RabbitRetry {
         delays,
         recoveryInitialDelayMs: options.recovery?.initialDelayMs,
         recoveryMaxDelayMs: options.recovery?.maxDelayMs,
+        recoveryStepTimeoutMs: options.recovery?.stepTimeoutMs,
         recoveryMaxAttempts:
           options.recovery?.maxAttempts === undefined || options.recovery.maxAttempts === Infinity
             ? undefined
             : Math.min(options.recovery.maxAttempts, 0xffffffff),
       }),
     );
-    const parkedDepth = async () => (await native(this.inner.queueInfo(`${options.queue}.parked`)))?.messages;
+    const parkedDepth = async () => (await native(() => this.inner.queueInfo(`${options.queue}.parked`)))?.messages;
     let alert;
     if (options.alert) {
       const every = delayStrings([options.alert.every ?? '1m'], 'alert.every');
@@ -214,9 +251,11 @@ export class RabbitRetry {
       alert,
       table: options.onFailure?.table,
       delayCount: delays.length,
+      stuckAfterMs: options.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS,
       onClosed: (c) => this.consumers.delete(c),
     });
     this.consumers.add(consumer);
+    this.made.add(consumer);
     return consumer;
   }
 
@@ -231,9 +270,10 @@ export class RabbitRetry {
     this.assertOpen();
     if (typeof exchange !== 'string') throw new InvalidOptionsError("exchange must be a string ('' is the default exchange)");
     if (typeof routingKey !== 'string') throw new InvalidOptionsError('routingKey must be a string');
+    checkPublishOptions(options);
     const { buf, contentType } = toBuffer(body, options);
     const props = toNativeProps(options, contentType);
-    await native(this.inner.publish(exchange, routingKey, buf, props));
+    await native(() => this.inner.publish(exchange, routingKey, buf, props));
   }
 
   /**
@@ -249,7 +289,7 @@ export class RabbitRetry {
   /** Messages and consumers of `queue`, or `null` when it does not exist. */
   async queueInfo(queue: string): Promise<{ messages: number; consumers: number } | null> {
     this.assertOpen();
-    return (await native(this.inner.queueInfo(queue))) ?? null;
+    return (await native(() => this.inner.queueInfo(queue))) ?? null;
   }
 
   /**
@@ -260,22 +300,60 @@ export class RabbitRetry {
   async deleteQueue(queue: string): Promise<number | null> {
     this.assertOpen();
     if (typeof queue !== 'string' || queue.length === 0) throw new InvalidOptionsError('queue must be a queue name');
-    return (await native(this.inner.deleteQueue(queue))) ?? null;
+    return (await native(() => this.inner.deleteQueue(queue))) ?? null;
   }
 
   /** Deletes `exchange`, for tests and tooling. */
   async deleteExchange(exchange: string): Promise<void> {
     this.assertOpen();
     if (typeof exchange !== 'string' || exchange.length === 0) throw new InvalidOptionsError('exchange must be an exchange name');
-    await native(this.inner.deleteExchange(exchange));
+    await native(() => this.inner.deleteExchange(exchange));
   }
 
-  /** Closes every consumer (see {@link Consumer.close}), then the connection. */
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    await Promise.all([...this.consumers].map((c) => c.close()));
-    await native(this.inner.close());
+  /**
+   * Closes every consumer (see {@link Consumer.close}), then the connection.
+   * Each consumer waits at most `timeoutMs` (default 30 s) for its in-flight
+   * handlers; the result counts the handlers still running then, whose
+   * messages went back to the broker unacked. Safe to call more than once:
+   * every call resolves when the same shutdown ends.
+   *
+   * Called from inside a handler of one of this client's consumers, it does
+   * not wait for the handlers (the calling one among them could never
+   * finish): it stops every consumer's deliveries and resolves with
+   * `{ unfinished: 0 }`; the handlers then finish, their messages are settled
+   * as usual (acked, retried or parked), and the consumers and the connection
+   * close in the background, within the same bound.
+   */
+  close(options?: CloseOptions): Promise<CloseResult> {
+    let timeoutMs: number;
+    try {
+      timeoutMs = checkCloseOptions(options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const caller = runningConsumer();
+    const fromOwnHandler = caller !== undefined && this.made.has(caller);
+    if (this.closing) {
+      // A later call may only shorten the wait.
+      for (const c of this.consumers) c.close({ timeoutMs }).catch(() => undefined);
+    } else {
+      this.closed = true;
+      const consumers = [...this.consumers];
+      this.closing = outsideHandlers(() => this.shutdown(consumers, timeoutMs));
+    }
+    if (!fromOwnHandler) return this.closing;
+    this.closing.catch((err: unknown) => this.logger().error(`rabbit-retry: closing the client in the background failed: ${describe(err)}`));
+    return Promise.all([...this.consumers].map((c) => c.deliveriesStopped())).then(() => ({ unfinished: 0 }));
+  }
+
+  private async shutdown(consumers: Consumer[], timeoutMs: number): Promise<CloseResult> {
+    const results = await Promise.all(consumers.map((c) => c.close({ timeoutMs })));
+    await native(() => this.inner.close());
+    return { unfinished: results.reduce((n, r) => n + r.unfinished, 0) };
+  }
+
+  private logger(): Logger {
+    return this.#options.logger ?? console;
   }
 
   private assertOpen(): void {

@@ -1,10 +1,11 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { EventEmitter } from 'node:events';
 
-import { NonRetryableError, RabbitRetryError, fromNative, native, nativeSync } from './errors';
+import { ClosedError, NonRetryableError, RabbitRetryError, fromNative, fromNativeCall, native } from './errors';
 import { Message } from './message';
 import type { NativeBatch, NativeConsumer, NativeEvent, NativeFailureInfo as FailureInfo, NativeMessageProperties } from './native';
 import type { ConsumerMetrics } from './metrics';
-import type { AlertOptions, Logger, TableRouteOptions } from './options';
+import { checkCloseOptions, type AlertOptions, type CloseOptions, type Logger, type TableRouteOptions } from './options';
 
 /** One delivery's entry in a batch's `meta` (see `NativeBatch` in src/binding/consumer.rs). */
 interface DeliveryMeta {
@@ -141,6 +142,48 @@ export interface ConsumerStats {
   publishFailed: number;
   /** Handler durations in milliseconds. */
   handlerMs: { count: number; total: number; max: number };
+  /** Handlers running now for longer than `stuckAfterMs`. */
+  stuck: number;
+  /** Milliseconds the longest-running handler has been running; 0 when none runs. */
+  oldestInFlightMs: number;
+}
+
+/** Whether a consumer is consuming and none of its handlers is stuck, as {@link Consumer.health} reports it. */
+export interface ConsumerHealth {
+  /** The work queue. */
+  queue: string;
+  /** `connected`, `recovering`, `closing` or `closed`. */
+  state: ConsumerState;
+  /** True when the consumer is `connected` and no handler is stuck. */
+  healthy: boolean;
+  /** Handlers running now. */
+  inFlight: number;
+  /** Handlers running now for longer than `stuckAfterMs`. */
+  stuck: number;
+  /** Milliseconds the longest-running handler has been running; 0 when none runs. */
+  oldestInFlightMs: number;
+}
+
+/** Emitted once for a delivery whose handler has not settled after `stuckAfterMs`. */
+export interface StuckEvent {
+  /** The work queue. */
+  queue: string;
+  /** Its message id, if any. */
+  messageId?: string;
+  /** Milliseconds since its handler started. */
+  sinceMs: number;
+  /** Earlier failed attempts of the message (its `msg.attempt`). */
+  attempt: number;
+}
+
+/** What {@link Consumer.close} and {@link RabbitRetry.close} report. */
+export interface CloseResult {
+  /**
+   * Handlers still running when the close's bound (`timeoutMs`) passed. Their
+   * messages went back to the broker, unacked, when the channel closed, and
+   * will be delivered again; what those handlers do afterwards is dropped.
+   */
+  unfinished: number;
 }
 
 /** @internal */
@@ -157,6 +200,8 @@ export interface ConsumerContext {
   table?: TableRouteOptions;
   /** How many retry queues come before the table. */
   delayCount: number;
+  /** After this many milliseconds a running handler counts as stuck. */
+  stuckAfterMs: number;
   onClosed: (c: Consumer) => void;
 }
 
@@ -196,42 +241,231 @@ export interface ConsumerEvents {
   parked: [ParkedEvent];
   /** A republish failed; the message stays unacked until the channel closes. */
   publishFailed: [PublishFailedEvent];
+  /** A handler has not settled its message after `stuckAfterMs` (once per delivery). */
+  stuck: [StuckEvent];
   /** The consumer hit an error (a failed ack, a lost channel). */
   error: [Error];
 }
 
-function errorInfo(err: unknown): { name: string; message: string; stack: string } {
-  if (err instanceof Error) {
-    return { name: err.name || err.constructor?.name || 'Error', message: err.message, stack: err.stack ?? '' };
-  }
-  if (err === undefined || err === null) {
-    return {
-      name: 'Error',
-      message: `the handler threw ${String(err)}; throw an Error to keep a message and a stack`,
-      stack: '',
-    };
-  }
-  if (typeof err === 'object') {
-    const o = err as { name?: unknown; message?: unknown; stack?: unknown };
-    let text: string;
-    try {
-      text = JSON.stringify(err);
-    } catch {
-      text = String(err);
+/** A handler running now: what its context holds, and what the stuck check reads. */
+interface Running {
+  readonly consumer: Consumer;
+  /** `performance.now()` when the handler started. */
+  readonly startedAt: number;
+  readonly messageId?: string;
+  readonly attempt: number;
+  /** A `stuck` event went out for it. */
+  reported: boolean;
+  /** The handler returned (or threw); code it started may still run in its context. */
+  done: boolean;
+}
+
+/** Which handler the code running now belongs to, if any. */
+const handlerScope = new AsyncLocalStorage<Running>();
+
+/**
+ * The consumer whose handler is running in the current async context, if a
+ * handler is running there (and has not returned yet).
+ * @internal
+ */
+export function runningConsumer(): Consumer | undefined {
+  const r = handlerScope.getStore();
+  return r !== undefined && !r.done ? r.consumer : undefined;
+}
+
+/**
+ * Runs `f` outside any handler's context: what it starts does not count as
+ * running inside a handler.
+ * @internal
+ */
+export function outsideHandlers<T>(f: () => T): T {
+  return handlerScope.exit(f);
+}
+
+/** The failure passed to the native side when nothing better can be. */
+const UNREADABLE_FAILURE: FailureInfo = {
+  name: 'Error',
+  message: 'the handler failed, and its error could not be passed on',
+  stack: '',
+  retryable: false,
+};
+
+/** What a thrown value is, in words, for a reason: never throws. */
+function reasonOf(e: unknown): string {
+  try {
+    if (typeof e === 'string') return e;
+    if (e !== null && (typeof e === 'object' || typeof e === 'function')) {
+      const m = (e as { message?: unknown }).message;
+      if (typeof m === 'string' && m.length > 0) return m;
     }
-    return {
-      name: typeof o.name === 'string' ? o.name : 'Error',
-      message: typeof o.message === 'string' ? o.message : `the handler threw a non-Error object: ${text}`,
-      stack: typeof o.stack === 'string' ? o.stack : '',
-    };
+    return textOf(e);
+  } catch {
+    return 'a value that cannot be read';
   }
-  return { name: 'Error', message: String(err), stack: '' };
+}
+
+/** A readable text of any value: never throws. */
+function textOf(v: unknown): string {
+  try {
+    switch (typeof v) {
+      case 'string':
+        return v;
+      case 'number':
+      case 'boolean':
+      case 'bigint':
+      case 'undefined':
+        return String(v);
+      case 'symbol':
+        return v.toString();
+      case 'function': {
+        const name = (v as { name?: unknown }).name;
+        return typeof name === 'string' && name.length > 0 ? `a function ${name}` : 'a function';
+      }
+    }
+    if (v === null) return 'null';
+  } catch {
+    return 'a value that cannot be read';
+  }
+  try {
+    const json = JSON.stringify(v);
+    if (typeof json === 'string') return json;
+  } catch {
+    // Not JSON: a cycle, a BigInt, a throwing toJSON or getter; try String().
+  }
+  try {
+    return String(v);
+  } catch (e) {
+    return `an object that can be neither read as JSON nor turned into a string (${reasonOf(e)})`;
+  }
+}
+
+type Read = { ok: true; value: unknown } | { ok: false; why: string };
+
+/** Reads one property; a getter or proxy trap that throws gives its reason. */
+function readProp(obj: object, key: string): Read {
+  try {
+    return { ok: true, value: (obj as Record<string, unknown>)[key] };
+  } catch (e) {
+    return { ok: false, why: reasonOf(e) };
+  }
+}
+
+/** The class name of an object, when it can be read. */
+function constructorName(obj: object): string | undefined {
+  const c = readProp(obj, 'constructor');
+  if (!c.ok || c.value === null || (typeof c.value !== 'function' && typeof c.value !== 'object')) return undefined;
+  const n = readProp(c.value, 'name');
+  return n.ok && typeof n.value === 'string' && n.value.length > 0 && n.value !== 'Object' ? n.value : undefined;
+}
+
+/**
+ * The name, message and stack of whatever a handler threw, as strings. Each
+ * is read on its own, so a getter or a proxy that throws spoils only its own
+ * part, which then says why it could not be read. Never throws.
+ */
+function errorInfo(err: unknown): { name: string; message: string; stack: string } {
+  try {
+    if (err === undefined || err === null) {
+      return {
+        name: 'Error',
+        message: `the handler threw ${String(err)}; throw an Error to keep a message and a stack`,
+        stack: '',
+      };
+    }
+    if (typeof err !== 'object' && typeof err !== 'function') return { name: 'Error', message: textOf(err), stack: '' };
+    let isError = false;
+    try {
+      isError = err instanceof Error;
+    } catch {
+      // A proxy whose getPrototypeOf trap throws: read it as an object.
+    }
+    const name = readProp(err, 'name');
+    const message = readProp(err, 'message');
+    const stack = readProp(err, 'stack');
+    let nameText: string;
+    if (name.ok && typeof name.value === 'string' && name.value.length > 0) nameText = name.value;
+    else if (name.ok && name.value !== undefined && name.value !== null && name.value !== '') nameText = textOf(name.value);
+    else nameText = (isError ? constructorName(err) : undefined) ?? 'Error';
+    let messageText: string;
+    if (!message.ok) messageText = `the error's message could not be read: ${message.why}`;
+    else if (typeof message.value === 'string') messageText = message.value;
+    else if (message.value !== undefined && message.value !== null) messageText = textOf(message.value);
+    else if (isError) messageText = `the handler threw an error (${nameText}) whose message is ${String(message.value)}`;
+    else messageText = `the handler threw a non-Error ${typeof err === 'function' ? 'function' : 'object'}: ${textOf(err)}`;
+    let stackText: string;
+    if (!stack.ok) stackText = `the error's stack could not be read: ${stack.why}`;
+    else if (typeof stack.value === 'string') stackText = stack.value;
+    else if (stack.value === undefined || stack.value === null) stackText = '';
+    else stackText = textOf(stack.value);
+    if (!name.ok && !stackText) stackText = `the error's name could not be read: ${name.why}`;
+    return { name: nameText, message: messageText, stack: stackText };
+  } catch (e) {
+    return { name: 'Error', message: `the handler's error could not be read: ${reasonOf(e)}`, stack: '' };
+  }
+}
+
+/** What a `retryable` predicate returned, in words, for a warning. */
+function resultKind(v: unknown): string {
+  if (v === undefined) return 'undefined';
+  if (v === null) return 'null';
+  if (isThenable(v)) return 'a Promise (an async function?)';
+  switch (typeof v) {
+    case 'number':
+      return `a number (${String(v)})`;
+    case 'string':
+      return 'a string';
+    case 'function':
+      return 'a function';
+    case 'bigint':
+      return 'a bigint';
+    case 'symbol':
+      return 'a symbol';
+    default:
+      return 'an object';
+  }
+}
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  if (v === null || (typeof v !== 'object' && typeof v !== 'function')) return false;
+  try {
+    return typeof (v as { then?: unknown }).then === 'function';
+  } catch {
+    return false;
+  }
+}
+
+function isNonRetryable(err: unknown): boolean {
+  try {
+    return err instanceof NonRetryableError;
+  } catch {
+    return false;
+  }
+}
+
+/** A failure every field of which the native side takes. */
+function sanitized(f: FailureInfo): FailureInfo {
+  try {
+    const str = (v: unknown, fallback: string) => (typeof v === 'string' ? v : fallback);
+    return {
+      name: str(f.name, 'Error'),
+      message: str(f.message, UNREADABLE_FAILURE.message),
+      stack: str(f.stack, ''),
+      retryable: f.retryable === true,
+    };
+  } catch {
+    return UNREADABLE_FAILURE;
+  }
+}
+
+function isClosedError(err: unknown): boolean {
+  return err instanceof ClosedError;
 }
 
 /**
  * A running consumer of one work queue. Created by {@link RabbitRetry.consume}.
  *
- * Events: `retry`, `parked`, `publishFailed` and `error` (see {@link ConsumerEvents}).
+ * Events: `retry`, `parked`, `stored`, `publishFailed`, `stuck`, `alert`,
+ * `tableAlert`, `disconnected`, `recovered` and `error` (see {@link ConsumerEvents}).
  */
 export class Consumer extends EventEmitter<ConsumerEvents> {
   /** The work queue. */
@@ -241,9 +475,10 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private readonly retryable: (err: unknown, msg: Message) => boolean;
   private readonly logger: Logger;
   private readonly metrics: ConsumerMetrics;
-  /** Handlers running now, and who waits for none to run. */
-  private inFlight = 0;
-  private idle?: () => void;
+  /** Handlers running now, by delivery id, in the order they started. */
+  private readonly running = new Map<number, Running>();
+  /** Who waits for no handler to run. */
+  private idleWaiters: (() => void)[] = [];
   /** Settled since the last flush: acked ids, failed ids and their failures. */
   private acked: number[] = [];
   private failed: number[] = [];
@@ -251,11 +486,25 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private readonly streamDone: Promise<void>;
   private endStream!: () => void;
   private readonly alertTimer?: NodeJS.Timeout;
+  // ES private fields: printing or serialising the consumer never meets a timer's circular internals.
+  readonly #stuckTimer: NodeJS.Timeout;
+  private readonly stuckAfterMs: number;
   private alerting = false;
   private tableAlerting = false;
-  private closing?: Promise<void>;
+  private closing?: Promise<CloseResult>;
+  /** Resolves when deliveries have stopped, once a close began. */
+  private stopped?: Promise<void>;
+  /** When the close stops waiting for handlers. */
+  #bound?: { at: number; timer?: NodeJS.Timeout; passed: Promise<void>; pass: () => void };
+  /** The close stopped waiting with handlers still running: what they settle is dropped. */
+  private abandoned = false;
+  /** The channel is closing: deliveries that arrive now are not started (the closed channel gives them back). */
+  private finishing = false;
   private closed = false;
-  private readonly counts: Omit<ConsumerStats, 'queue' | 'state' | 'inFlight'> = {
+  private reportedSettleClosed = false;
+  /** Kinds of non-boolean `retryable` results already warned about. */
+  private readonly warnedResults = new Set<string>();
+  private readonly counts: Omit<ConsumerStats, 'queue' | 'state' | 'inFlight' | 'stuck' | 'oldestInFlightMs'> = {
     acked: 0,
     failed: 0,
     retried: 0,
@@ -276,12 +525,16 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.logger = ctx.logger;
     this.metrics = ctx.metrics;
     this.queue = ctx.inner.queue;
+    this.stuckAfterMs = ctx.stuckAfterMs;
     if (ctx.alert) {
       const alert = ctx.alert;
       this.alertTimer = setInterval(() => void this.checkAlert(alert), alert.everyMs);
       this.alertTimer.unref();
       void this.checkAlert(alert);
     }
+    // A quarter of the bound, between 25 ms and 5 s: a stuck handler is seen at most that late.
+    this.#stuckTimer = setInterval(this.checkStuck, Math.min(Math.max(Math.floor(ctx.stuckAfterMs / 4), 25), 5000));
+    this.#stuckTimer.unref();
     this.streamDone = new Promise((resolve) => (this.endStream = resolve));
     this.inner.start(ctx.batchSize, this.onBatch);
   }
@@ -303,13 +556,71 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     return {
       queue: this.queue,
       state: this.state,
-      inFlight: this.inFlight,
+      inFlight: this.running.size,
       ...c,
       retriedByDelay: { ...c.retriedByDelay },
       parkedByReason: { ...c.parkedByReason },
       handlerMs: { ...c.handlerMs },
+      ...this.ages(),
     };
   }
+
+  /**
+   * Whether the consumer is consuming with no handler stuck: for a readiness
+   * probe or a health indicator. `healthy` is false while the consumer is not
+   * `connected` (recovering, closing, closed) or while a handler has run for
+   * longer than `stuckAfterMs`.
+   */
+  health(): ConsumerHealth {
+    const state = this.state;
+    const { stuck, oldestInFlightMs } = this.ages();
+    return {
+      queue: this.queue,
+      state,
+      healthy: state === 'connected' && stuck === 0,
+      inFlight: this.running.size,
+      stuck,
+      oldestInFlightMs,
+    };
+  }
+
+  /** Handlers past the stuck bound now, and the age of the oldest. */
+  private ages(): { stuck: number; oldestInFlightMs: number } {
+    const now = performance.now();
+    let stuck = 0;
+    let oldest = 0;
+    for (const r of this.running.values()) {
+      const age = now - r.startedAt;
+      if (oldest === 0) oldest = age;
+      // They are in the order they started: the first younger than the bound ends the count.
+      if (age < this.stuckAfterMs) break;
+      stuck++;
+    }
+    return { stuck, oldestInFlightMs: Math.round(oldest) };
+  }
+
+  private readonly checkStuck = (): void => {
+    const now = performance.now();
+    for (const r of this.running.values()) {
+      const age = now - r.startedAt;
+      if (age < this.stuckAfterMs) break;
+      if (r.reported) continue;
+      r.reported = true;
+      const event: StuckEvent = { queue: this.queue, messageId: r.messageId, sinceMs: Math.round(age), attempt: r.attempt };
+      if (this.listenerCount('stuck') > 0) {
+        try {
+          this.emit('stuck', event);
+        } catch (err) {
+          this.log('error', `rabbit-retry: a 'stuck' listener of the consumer of '${this.queue}' threw: ${reasonOf(err)}`);
+        }
+      } else {
+        this.log(
+          'warn',
+          `rabbit-retry: the handler of message ${r.messageId ?? '(no id)'} of '${this.queue}' has not settled after ${event.sinceMs} ms (stuckAfterMs ${this.stuckAfterMs})`,
+        );
+      }
+    }
+  };
 
   private async checkAlert(alert: NonNullable<ConsumerContext['alert']>): Promise<void> {
     const notify = <T>(event: 'alert' | 'tableAlert', a: T, callback?: (a: T) => void) => {
@@ -317,7 +628,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         callback?.(a);
       } catch (err) {
         const name = event === 'alert' ? 'onAlert' : 'onTableAlert';
-        this.logger.warn(`rabbit-retry: alert.${name} threw: ${errorInfo(err).message}`);
+        this.log('warn', `rabbit-retry: alert.${name} threw: ${reasonOf(err)}`);
       }
       (this.emit as (e: string, a: T) => boolean)(event, a);
     };
@@ -352,110 +663,253 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
 
   /** Handlers running now. */
   get inFlightCount(): number {
-    return this.inFlight;
+    return this.running.size;
   }
 
   /**
    * Stops taking deliveries, lets in-flight handlers finish and settles them,
    * puts deliveries that never started back in the queue, then closes the
-   * consumer's channel. Safe to call more than once.
+   * consumer's channel. Safe to call more than once: every call resolves when
+   * the same close ends (a later call may shorten its bound, never lengthen it).
+   *
+   * It waits at most `timeoutMs` (default 30 s) for in-flight handlers. Then
+   * it closes the channel anyway: the broker takes back, unacked, the messages
+   * of the handlers still running, and delivers them again; whatever those
+   * handlers do afterwards is dropped. The result counts them (`unfinished`).
+   *
+   * Called from inside one of this consumer's handlers, it does not wait for
+   * the handlers (the calling one among them could never finish): it stops
+   * deliveries and resolves with `{ unfinished: 0 }`. The handlers then
+   * finish, their messages are settled as usual (acked, retried or parked),
+   * and the channel closes in the background, within the same bound.
    */
-  close(): Promise<void> {
-    this.closing ??= this.shutdown();
-    return this.closing;
+  close(options?: CloseOptions): Promise<CloseResult> {
+    let timeoutMs: number;
+    try {
+      timeoutMs = checkCloseOptions(options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    this.boundBy(timeoutMs);
+    const fromOwnHandler = runningConsumer() === this;
+    if (!this.closing) {
+      this.closing = outsideHandlers(() => this.shutdown());
+      // Closed from a handler, nobody awaits the shutdown: a failure is logged, never unhandled.
+      this.closing.catch((err: unknown) => {
+        if (fromOwnHandler) this.log('error', `rabbit-retry: closing the consumer of '${this.queue}' failed: ${reasonOf(err)}`);
+      });
+    }
+    if (!fromOwnHandler) return this.closing;
+    return this.deliveriesStopped().then(() => ({ unfinished: 0 }));
   }
 
-  private async shutdown(): Promise<void> {
+  /**
+   * Resolves once a close has stopped deliveries (at once when no close began).
+   * @internal
+   */
+  deliveriesStopped(): Promise<void> {
+    return this.stopped ? this.withinBound(this.stopped).catch(() => undefined) : Promise.resolve();
+  }
+
+  /** Makes the close stop waiting for handlers `timeoutMs` from now, unless it stops sooner already. */
+  private boundBy(timeoutMs: number): void {
+    if (this.closed) return;
+    if (!this.#bound) {
+      let pass!: () => void;
+      const passed = new Promise<void>((resolve) => (pass = resolve));
+      this.#bound = { at: Infinity, passed, pass };
+    }
+    const b = this.#bound;
+    // Longer than a timer can wait is for ever.
+    const at = timeoutMs > 0x7fffffff ? Infinity : performance.now() + timeoutMs;
+    if (at >= b.at) return;
+    b.at = at;
+    if (b.timer) clearTimeout(b.timer);
+    b.timer = setTimeout(b.pass, Math.max(0, at - performance.now()));
+  }
+
+  /** `p`, or nothing once the close's bound passed. */
+  private async withinBound(p: Promise<unknown>): Promise<void> {
+    const passed = this.#bound?.passed;
+    await (passed ? Promise.race([p, passed]) : p);
+  }
+
+  private idle(): Promise<void> {
+    if (this.running.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private async shutdown(): Promise<CloseResult> {
     if (this.alertTimer) clearInterval(this.alertTimer);
-    await native(this.inner.stop());
-    await this.streamDone;
-    if (this.inFlight > 0) await new Promise<void>((resolve) => (this.idle = resolve));
-    this.flushSettled();
-    await native(this.inner.finish());
-    for (const e of this.inner.takeEvents()) this.report(e);
-    this.metrics.stop();
-    this.closed = true;
-    this.ctx.onClosed(this);
+    try {
+      this.stopped = native(() => this.inner.stop());
+      await this.withinBound(this.stopped);
+      await this.withinBound(this.streamDone);
+      await this.withinBound(this.idle());
+      const unfinished = this.running.size;
+      if (unfinished > 0) this.abandoned = true;
+      this.finishing = true;
+      this.flushSettled();
+      await native(() => this.inner.finish());
+      for (const e of this.inner.takeEvents()) this.reportSafely(e);
+      if (unfinished > 0) {
+        this.log(
+          'warn',
+          `rabbit-retry: closed the consumer of '${this.queue}' with ${unfinished} handler(s) still running; their messages went back to the queue unacked`,
+        );
+      }
+      return { unfinished };
+    } finally {
+      clearInterval(this.#stuckTimer);
+      if (this.#bound?.timer) clearTimeout(this.#bound.timer);
+      this.closed = true;
+      try {
+        this.metrics.stop();
+      } catch {
+        // The meter provider's own problem: the consumer is closed all the same.
+      }
+      this.ctx.onClosed(this);
+    }
   }
 
   /** Deliveries and events from the native consumer, as they arrive. */
   private readonly onBatch = (batch: NativeBatch): void => {
-    for (const e of batch.events.length > 2 ? (JSON.parse(batch.events) as NativeEvent[]) : []) {
-      try {
-        this.report(e);
-      } catch (err) {
-        // An event listener threw: say so, and keep consuming.
-        this.logger.error(`rabbit-retry: a '${e.kind}' listener of the consumer of '${this.queue}' threw: ${errorInfo(err).message}`);
-      }
-    }
-    if (batch.meta.length > 2) {
-      for (const d of JSON.parse(batch.meta) as DeliveryMeta[]) {
-        this.inFlight++;
-        void this.handle(d, batch);
-      }
+    for (const e of batch.events.length > 2 ? (JSON.parse(batch.events) as NativeEvent[]) : []) this.reportSafely(e);
+    if (batch.meta.length > 2 && !this.finishing) {
+      for (const d of JSON.parse(batch.meta) as DeliveryMeta[]) void this.handle(d, batch);
     }
     if (batch.closed) this.endStream();
   };
 
-  /** Runs the handler for one delivery and settles it. */
-  private async handle(d: DeliveryMeta, batch: NativeBatch): Promise<void> {
-    const p = d.p as NativeMessageProperties & { messageId?: string | number; correlationId?: string | number };
-    // Short ids travel beside the JSON (see `NativeBatch.strings`): put them back.
-    if (typeof p.messageId === 'number') p.messageId = batch.strings[p.messageId];
-    if (typeof p.correlationId === 'number') p.correlationId = batch.strings[p.correlationId];
-    const own = d.l === undefined ? undefined : batch.large[d.l];
-    const start = own ? 0 : (d.o ?? 0);
-    const msg = new Message({
-      exchange: d.x,
-      routingKey: d.k,
-      redelivered: d.r,
-      attempt: d.a,
-      properties: d.p,
-      bytes: own ?? batch.bodies,
-      start,
-      end: own ? own.length : start + (d.n ?? 0),
-    });
-    const started = performance.now();
-    let threw = false;
-    let error: unknown;
+  /** Reports an event; a listener that throws is logged, and consuming goes on. */
+  private reportSafely(e: NativeEvent): void {
     try {
-      await this.handler(msg);
+      this.report(e);
     } catch (err) {
-      threw = true;
-      error = err;
+      this.log('error', `rabbit-retry: a '${e.kind}' listener of the consumer of '${this.queue}' threw: ${reasonOf(err)}`);
     }
+  }
+
+  /** Runs the handler for one delivery and settles it. Never rejects. */
+  private async handle(d: DeliveryMeta, batch: NativeBatch): Promise<void> {
+    let run: Running | undefined;
     try {
-      if (threw) this.failedWith(d.i, msg, error, started);
-      else this.succeeded(d.i, started);
+      const p = d.p as NativeMessageProperties & { messageId?: string | number; correlationId?: string | number };
+      // Short ids travel beside the JSON (see `NativeBatch.strings`): put them back.
+      if (typeof p.messageId === 'number') p.messageId = batch.strings[p.messageId];
+      if (typeof p.correlationId === 'number') p.correlationId = batch.strings[p.correlationId];
+      const own = d.l === undefined ? undefined : batch.large[d.l];
+      const start = own ? 0 : (d.o ?? 0);
+      const msg = new Message({
+        exchange: d.x,
+        routingKey: d.k,
+        redelivered: d.r,
+        attempt: d.a,
+        properties: d.p,
+        bytes: own ?? batch.bodies,
+        start,
+        end: own ? own.length : start + (d.n ?? 0),
+      });
+      const r: Running = {
+        consumer: this,
+        startedAt: performance.now(),
+        messageId: typeof p.messageId === 'string' ? p.messageId : undefined,
+        attempt: d.a,
+        reported: false,
+        done: false,
+      };
+      run = r;
+      this.running.set(d.i, r);
+      let threw = false;
+      let error: unknown;
+      try {
+        await handlerScope.run(r, () => this.handler(msg));
+      } catch (err) {
+        threw = true;
+        error = err;
+      }
+      r.done = true;
+      // The close gave up on this handler and the channel took its message back.
+      if (this.abandoned || this.closed) return;
+      if (threw) this.failedWith(d.i, msg, error, r.startedAt);
+      else this.succeeded(d.i, r.startedAt);
+    } catch (internal) {
+      // Nothing above should throw; if it did, the delivery still gets settled.
+      if (!this.abandoned && !this.closed) {
+        this.failed.push(d.i);
+        this.failures.push({ ...UNREADABLE_FAILURE, message: `the message could not be handled: ${reasonOf(internal)}` });
+        this.queueFlush();
+      }
     } finally {
-      if (--this.inFlight === 0 && this.idle) this.idle();
+      if (run) run.done = true;
+      this.running.delete(d.i);
+      if (this.running.size === 0 && this.idleWaiters.length > 0) {
+        const waiters = this.idleWaiters;
+        this.idleWaiters = [];
+        for (const w of waiters) w();
+      }
     }
   }
 
   private succeeded(id: number, started: number): void {
-    this.timed(started, 'success');
     this.acked.push(id);
     this.queueFlush();
     this.counts.acked++;
-    this.metrics.acked();
+    this.safely(() => {
+      this.timed(started, 'success');
+      this.metrics.acked();
+    });
   }
 
   private failedWith(id: number, msg: Message, err: unknown, started: number): void {
-    this.timed(started, 'failure');
-    this.counts.failed++;
-    let retryable: boolean;
+    let failure: FailureInfo;
     try {
-      retryable = !(err instanceof NonRetryableError) && this.retryable(err, msg);
+      const retryable = this.isRetryable(err, msg);
+      const table = retryable ? this.tableInfo(err, msg) : undefined;
+      failure = { ...errorInfo(err), retryable, table };
+    } catch (internal) {
+      failure = { ...errorInfo(err), retryable: false };
+      this.log('error', `rabbit-retry: deciding where a failed message of '${this.queue}' goes failed (${reasonOf(internal)}); parking it`);
+    }
+    this.failed.push(id);
+    this.failures.push(failure);
+    this.queueFlush();
+    this.counts.failed++;
+    this.safely(() => this.timed(started, 'failure'));
+  }
+
+  /**
+   * The `retryable` predicate's verdict: `true` retries; `false`, a throw or
+   * anything that is not a boolean parks (the last with a warning).
+   */
+  private isRetryable(err: unknown, msg: Message): boolean {
+    if (isNonRetryable(err)) return false;
+    let result: unknown;
+    try {
+      result = this.retryable(err, msg);
     } catch (predicateErr) {
-      retryable = false;
-      this.logger.warn(
-        `rabbit-retry: onFailure.retryable threw (${errorInfo(predicateErr).message}); parking the message of queue '${this.queue}'`,
+      this.log('warn', `rabbit-retry: onFailure.retryable threw (${reasonOf(predicateErr)}); parking the message of queue '${this.queue}'`);
+      return false;
+    }
+    if (result === true || result === false) return result;
+    if (isThenable(result)) {
+      // Not awaited; its rejection must not become an unhandled one.
+      try {
+        result.then(undefined, () => undefined);
+      } catch {
+        // A thenable whose then throws: nothing to wait for either way.
+      }
+    }
+    const kind = resultKind(result);
+    if (!this.warnedResults.has(kind)) {
+      this.warnedResults.add(kind);
+      this.log(
+        'warn',
+        `rabbit-retry: onFailure.retryable of queue '${this.queue}' returned ${kind}, not true or false; ` +
+          'such messages are parked as non-retryable. Return a boolean, synchronously',
       );
     }
-    const table = retryable ? this.tableInfo(err, msg) : undefined;
-    this.failed.push(id);
-    this.failures.push({ ...errorInfo(err), retryable, table });
-    this.queueFlush();
+    return false;
   }
 
   /** Where the row goes if the route is the retry table; callbacks that throw fall back to defaults. */
@@ -467,7 +921,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       try {
         return f();
       } catch (e) {
-        this.logger.warn(`rabbit-retry: onFailure.table.${name} threw (${errorInfo(e).message}); using its default`);
+        this.log('warn', `rabbit-retry: onFailure.table.${name} threw (${reasonOf(e)}); using its default`);
         return fallback;
       }
     };
@@ -495,6 +949,24 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.metrics.handlerDuration(ms, outcome);
   }
 
+  /** Runs bookkeeping that must not keep a message from being settled. */
+  private safely(f: () => void): void {
+    try {
+      f();
+    } catch (err) {
+      this.log('warn', `rabbit-retry: recording a settled message of '${this.queue}' failed: ${reasonOf(err)}`);
+    }
+  }
+
+  /** Logs through the configured logger; a logger that throws is ignored. */
+  private log(level: 'warn' | 'error', text: string): void {
+    try {
+      this.logger[level](text);
+    } catch {
+      // Nowhere left to say it.
+    }
+  }
+
   /**
    * Settlements go to the native side in one call per turn of the event
    * loop: the handlers that finished in the same turn share it.
@@ -503,19 +975,63 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     if (this.acked.length + this.failed.length === 1) setImmediate(this.flushSettled);
   }
 
+  /**
+   * Hands the settled deliveries to the native side. If the call for the
+   * whole batch fails, the acks are settled on their own and each failure on
+   * its own (with a sanitized failure if needed), so one bad entry cannot
+   * leave the others unacked. Only a closed consumer drops settlements: its
+   * channel gave their messages back.
+   */
   private readonly flushSettled = (): void => {
     if (this.acked.length + this.failed.length === 0) return;
     const { acked, failed, failures } = this;
     this.acked = [];
     this.failed = [];
     this.failures = [];
+    if (this.closed) return;
+    let batchErr: unknown;
     try {
-      nativeSync(() => this.inner.settle(acked, failed, failures));
+      this.inner.settle(acked, failed, failures);
+      return;
     } catch (err) {
-      // Settling only fails once the consumer is gone: the broker takes the message back.
-      this.fail(err);
+      batchErr = fromNativeCall(err);
+    }
+    if (isClosedError(batchErr)) {
+      this.settleFailed(batchErr);
+      return;
+    }
+    this.log(
+      'warn',
+      `rabbit-retry: settling ${acked.length + failed.length} message(s) of '${this.queue}' at once failed (${reasonOf(batchErr)}); settling them one by one`,
+    );
+    if (acked.length > 0) {
+      try {
+        this.inner.settle(acked, [], []);
+      } catch (err) {
+        this.settleFailed(fromNativeCall(err));
+      }
+    }
+    for (const [i, id] of failed.entries()) {
+      try {
+        this.inner.settle([], [id], [sanitized(failures[i])]);
+      } catch {
+        try {
+          this.inner.settle([], [id], [UNREADABLE_FAILURE]);
+        } catch (err) {
+          this.settleFailed(fromNativeCall(err));
+        }
+      }
     }
   };
+
+  /** A settle the native side refused: quiet once the consumer is closing or closed (the broker takes the message back). */
+  private settleFailed(err: unknown): void {
+    if (isClosedError(err)) {
+      if (this.closing || this.closed || this.reportedSettleClosed) return;
+      this.reportedSettleClosed = true;
+    }
+    this.fail(err);
+  }
 
   private report(e: NativeEvent): void {
     const messageId = e.messageId ?? undefined;
@@ -555,7 +1071,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         if (this.listenerCount('publishFailed') > 0) {
           this.emit('publishFailed', { queue: this.queue, target, messageId, error });
         } else {
-          this.logger.warn(
+          this.log(
+            'warn',
             `rabbit-retry: could not move message ${messageId ?? '(no id)'} of '${this.queue}' to '${target}'; it stays unacked and the broker will redeliver it: ${error.message}`,
           );
         }
@@ -564,7 +1081,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       case 'disconnected': {
         const error = fromNative(new Error(e.error)) as Error;
         if (this.listenerCount('disconnected') > 0) this.emit('disconnected', { queue: this.queue, error });
-        else this.logger.warn(`rabbit-retry: consumer of '${this.queue}' lost its channel, recovering: ${error.message}`);
+        else this.log('warn', `rabbit-retry: consumer of '${this.queue}' lost its channel, recovering: ${error.message}`);
         return;
       }
       case 'recovered':
@@ -576,8 +1093,15 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   }
 
   private fail(err: unknown): void {
-    const error = err instanceof Error ? err : new Error(String(err));
-    if (this.listenerCount('error') > 0) this.emit('error', error);
-    else this.logger.error(`rabbit-retry: consumer of '${this.queue}': ${error.message}`);
+    const error = err instanceof Error ? err : new Error(reasonOf(err));
+    if (this.listenerCount('error') === 0) {
+      this.log('error', `rabbit-retry: consumer of '${this.queue}': ${error.message}`);
+      return;
+    }
+    try {
+      this.emit('error', error);
+    } catch (listenerErr) {
+      this.log('error', `rabbit-retry: an 'error' listener of the consumer of '${this.queue}' threw: ${reasonOf(listenerErr)}`);
+    }
   }
 }

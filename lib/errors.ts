@@ -123,15 +123,105 @@ export function fromNative(err: unknown): unknown {
   return Ctor ? new Ctor(m[2]) : err;
 }
 
+/** Statuses napi-rs gives a value of the wrong type, and what was expected. */
+const NAPI_EXPECTED: Record<string, string | undefined> = {
+  InvalidArg: undefined,
+  ObjectExpected: 'an object',
+  StringExpected: 'a string',
+  NameExpected: 'a string',
+  FunctionExpected: 'a function',
+  NumberExpected: 'a number',
+  BooleanExpected: 'a boolean',
+  ArrayExpected: 'an array',
+  BigintExpected: 'a bigint',
+  DateExpected: 'a Date',
+  ArrayBufferExpected: 'a Buffer',
+  DetachableArraybufferExpected: 'a Buffer',
+};
+
+/** The public option names of the native layer's fields, where they differ. */
+const OPTION_NAMES: Record<string, string> = {
+  tlsCa: 'tls.ca',
+  tlsCert: 'tls.certFile',
+  tlsKey: 'tls.keyFile',
+  retryTableUrl: 'retryTable.url',
+  retryTableRatePerSec: 'retryTable.ratePerSec',
+  retryTableScheduler: 'retryTable.scheduler',
+  recoveryInitialDelayMs: 'recovery.initialDelayMs',
+  recoveryMaxDelayMs: 'recovery.maxDelayMs',
+  recoveryMaxAttempts: 'recovery.maxAttempts',
+  recoveryStepTimeoutMs: 'recovery.stepTimeoutMs',
+  tableMaxAttempts: 'onFailure.table.maxAttempts',
+  delays: 'onFailure.delays',
+  kind: 'type',
+};
+
+/** What a Rust type named in a napi-rs message is, for a JavaScript caller. */
+function expectedOfRustType(rust: string): string | undefined {
+  if (/^(String|&str)$/.test(rust)) return 'a string';
+  if (rust === 'bool') return 'a boolean';
+  if (/^[iuf](8|16|32|64|size)$/.test(rust)) return 'a number';
+  if (rust.startsWith('Vec')) return 'an array';
+  return undefined;
+}
+
 /**
- * Awaits a native call and rethrows its error as a typed class.
+ * Turns a napi-rs conversion error (a value of the wrong type reached the
+ * native layer) into an {@link InvalidOptionsError} naming the option and the
+ * type it needs. napi-rs puts the value itself in its message, and a value can
+ * hold a secret (a URL with its password), so the message is written anew and
+ * the original is not kept as a cause. `undefined` for any other error.
  * @internal
  */
-export async function native<T>(p: Promise<T>): Promise<T> {
+export function fromConversion(err: unknown): InvalidOptionsError | undefined {
+  if (err === null || typeof err !== 'object') return undefined;
+  let message: unknown;
+  let code: unknown;
   try {
-    return await p;
+    message = (err as { message?: unknown }).message;
+    code = (err as { code?: unknown }).code;
+  } catch {
+    return undefined;
+  }
+  if (typeof message !== 'string' || message.startsWith('[')) return undefined;
+  const byCode = typeof code === 'string' && Object.prototype.hasOwnProperty.call(NAPI_EXPECTED, code);
+  const statusInText = /\b(StringExpected|NumberExpected|BooleanExpected|ObjectExpected|ArrayExpected|FunctionExpected|BigintExpected|DateExpected|NameExpected)\b/.exec(message);
+  const converting = /Failed to convert|into rust type|Missing field|Value is not instanceof/.test(message);
+  if (!byCode && !statusInText && !converting) return undefined;
+  const field = / on [A-Za-z_]\w*\.([A-Za-z_]\w*)\s*$/.exec(message)?.[1] ?? /Missing field `([A-Za-z_]\w*)`/.exec(message)?.[1];
+  const name = field === undefined ? undefined : (OPTION_NAMES[field] ?? field);
+  const rust = /into rust type `([^`]+)`/.exec(message)?.[1];
+  const expected =
+    (rust === undefined ? undefined : expectedOfRustType(rust)) ??
+    (byCode ? NAPI_EXPECTED[code as string] : undefined) ??
+    (statusInText ? NAPI_EXPECTED[statusInText[1]] : undefined);
+  if (/Missing field/.test(message) && name !== undefined) return new InvalidOptionsError(`${name} is required`);
+  const what = name === undefined ? 'an option or argument' : name;
+  return new InvalidOptionsError(
+    `${what} has the wrong type${expected ? `: it must be ${expected}` : ''} (the value is not shown: it could hold a secret)`,
+  );
+}
+
+/**
+ * The typed error of a failed native call: a conversion error becomes an
+ * {@link InvalidOptionsError} without the value, `[CODE] message` its class.
+ * @internal
+ */
+export function fromNativeCall(err: unknown): unknown {
+  return fromConversion(err) ?? fromNative(err);
+}
+
+/**
+ * Awaits a native call and rethrows its error as a typed class. Pass the call
+ * as a function, so that an argument napi-rs refuses (thrown before any
+ * promise exists) is caught too.
+ * @internal
+ */
+export async function native<T>(call: Promise<T> | (() => Promise<T>)): Promise<T> {
+  try {
+    return await (typeof call === 'function' ? call() : call);
   } catch (err) {
-    throw fromNative(err);
+    throw fromNativeCall(err);
   }
 }
 
@@ -143,6 +233,6 @@ export function nativeSync<T>(f: () => T): T {
   try {
     return f();
   } catch (err) {
-    throw fromNative(err);
+    throw fromNativeCall(err);
   }
 }

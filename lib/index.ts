@@ -19,6 +19,9 @@ export {
   type RecoveredEvent,
   type RetryTableAlert,
   type StoredEvent,
+  type StuckEvent,
+  type ConsumerHealth,
+  type CloseResult,
 } from './consumer';
 export {
   RetryTable,
@@ -33,6 +36,9 @@ export type { MeterProviderLike } from './metrics';
 export { Message, type MessageProperties } from './message';
 export {
   DEFAULT_DELAYS,
+  DEFAULT_STUCK_AFTER_MS,
+  DEFAULT_CLOSE_TIMEOUT_MS,
+  type CloseOptions,
   type ConnectOptions,
   type ConsumeOptions,
   type OnFailureOptions,

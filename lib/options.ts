@@ -76,7 +76,14 @@ export interface OnFailureOptions {
    */
   delays?: Delay[];
   /**
-   * Whether an error is worth another attempt; `false` parks the message at once.
+   * Whether an error is worth another attempt: `true` retries the message,
+   * `false` parks it at once (`retry-reason: non-retryable`). It is called
+   * synchronously and must return a boolean. Anything else it returns
+   * (`undefined`, a number, a string, a Promise from an async function) parks
+   * the message as non-retryable and logs a warning naming what it returned
+   * (once per consumer for each kind of value); a returned Promise is not
+   * awaited, and its rejection is ignored. A predicate that throws parks the
+   * message too. A {@link NonRetryableError} always parks, whatever this says.
    * @default every error but a {@link NonRetryableError}
    */
   retryable?: (err: unknown, msg: Message) => boolean;
@@ -147,7 +154,33 @@ export interface ConsumeOptions {
   alert?: AlertOptions;
   /** How the consumer reconnects after losing its channel or connection. */
   recovery?: RecoveryOptions;
+  /**
+   * A handler that has not settled its message after this many milliseconds
+   * counts as stuck: the consumer emits `stuck` once for that delivery (or
+   * logs a warning when nobody listens), `stats().stuck` counts it and
+   * `health()` reports the consumer unhealthy until it settles.
+   * @default 300000 (5 minutes)
+   */
+  stuckAfterMs?: number;
 }
+
+/** How long a handler may run before it counts as stuck: 5 minutes. */
+export const DEFAULT_STUCK_AFTER_MS = 300_000;
+
+/** Options of `Consumer.close` and `RabbitRetry.close`. */
+export interface CloseOptions {
+  /**
+   * How long to wait for in-flight handlers. When it passes, the consumer's
+   * channel closes anyway and the broker takes back, unacked, the messages of
+   * the handlers still running (they are redelivered); what those handlers do
+   * afterwards is dropped. `Infinity` waits for ever.
+   * @default 30000
+   */
+  timeoutMs?: number;
+}
+
+/** How long `close` waits for in-flight handlers by default: 30 seconds. */
+export const DEFAULT_CLOSE_TIMEOUT_MS = 30_000;
 
 /** Reconnecting after a lost channel or connection: exponential backoff with jitter. */
 export interface RecoveryOptions {
@@ -160,6 +193,14 @@ export interface RecoveryOptions {
    * @default Infinity (never give up)
    */
   maxAttempts?: number;
+  /**
+   * How long one broker round trip of starting, recovering or stopping the
+   * consumer (declare, channel open, qos, consume, cancel, ack, channel close)
+   * may take before it counts as failed: a broker that stops answering cannot
+   * hold recovery or `close()` for good.
+   * @default 15000
+   */
+  stepTimeoutMs?: number;
 }
 
 /** Default retry delays. */
@@ -183,69 +224,195 @@ export function delayStrings(delays: readonly Delay[] | undefined, option = 'onF
   });
 }
 
+/**
+ * A value as an error message may show it: numbers and booleans as they are,
+ * anything else by its kind only, since a string, an array or an object can
+ * hold a secret (a URL with its password, a key).
+ * @internal
+ */
+export function kindOf(v: unknown): string {
+  if (v === null) return 'null';
+  switch (typeof v) {
+    case 'undefined':
+      return 'undefined';
+    case 'number':
+      return String(v);
+    case 'boolean':
+      return String(v);
+    case 'string':
+      return 'a string';
+    case 'bigint':
+      return 'a bigint';
+    case 'symbol':
+      return 'a symbol';
+    case 'function':
+      return 'a function';
+    default:
+      try {
+        if (Array.isArray(v)) return 'an array';
+        if (Buffer.isBuffer(v)) return 'a Buffer';
+        if (v instanceof Date) return 'a Date';
+      } catch {
+        // A proxy that refuses to be inspected is still an object.
+      }
+      return 'an object';
+  }
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** @internal */
+export function checkObject(name: string, v: unknown, what = 'an object'): void {
+  if (!isRecord(v)) throw new InvalidOptionsError(`${name} must be ${what}, got ${kindOf(v)}`);
+}
+
+/** @internal */
+export function checkString(name: string, v: unknown, opts: { optional?: boolean; nonEmpty?: boolean; what?: string } = {}): void {
+  if (v === undefined && opts.optional !== false) return;
+  const what = opts.what ?? (opts.nonEmpty ? 'a non-empty string' : 'a string');
+  if (typeof v !== 'string') throw new InvalidOptionsError(`${name} must be ${what}, got ${kindOf(v)}`);
+  if (opts.nonEmpty && v.length === 0) throw new InvalidOptionsError(`${name} must be ${what}, got an empty string`);
+}
+
+/** @internal */
+export function checkFunction(name: string, v: unknown, what = 'a function'): void {
+  if (v !== undefined && typeof v !== 'function') throw new InvalidOptionsError(`${name} must be ${what}, got ${kindOf(v)}`);
+}
+
+/** @internal */
+export function checkBoolean(name: string, v: unknown): void {
+  if (v !== undefined && typeof v !== 'boolean') throw new InvalidOptionsError(`${name} must be true or false, got ${kindOf(v)}`);
+}
+
+/** A whole number from `min` to `max` (optional). @internal */
+export function checkWhole(name: string, v: unknown, min: number, max: number, what: string): void {
+  if (v === undefined) return;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new InvalidOptionsError(`${name} must be ${what}, got ${kindOf(v)}`);
+  }
+}
+
+/** One of `allowed` (optional); a string that is none of them is not echoed. */
+function checkOneOf(name: string, v: unknown, allowed: readonly string[]): void {
+  if (v === undefined) return;
+  if (typeof v !== 'string' || !allowed.includes(v)) {
+    const list = allowed.map((a) => `'${a}'`);
+    const choices = `${list.slice(0, -1).join(', ')} or ${list[list.length - 1]}`;
+    throw new InvalidOptionsError(`${name} must be ${choices}, got ${typeof v === 'string' ? 'another string' : kindOf(v)}`);
+  }
+}
+
+const U32 = 0xffffffff;
+
+/** Checks every option of `RabbitRetry.connect` before anything reaches the native layer. @internal */
+export function checkConnectOptions(o: ConnectOptions): void {
+  checkObject('connect options', o, 'an object such as { url }');
+  checkString('url', o.url, { nonEmpty: true, what: "a non-empty string such as 'amqp://user:password@host:5672/vhost'" });
+  checkString('connectionName', o.connectionName);
+  checkWhole('heartbeat', o.heartbeat, 0, U32, 'a whole number of seconds');
+  checkWhole('connectTimeoutMs', o.connectTimeoutMs, 0, U32, 'a whole number of milliseconds');
+  checkWhole('confirmTimeoutMs', o.confirmTimeoutMs, 0, U32, 'a whole number of milliseconds');
+  if (o.tls !== undefined) {
+    checkObject('tls', o.tls);
+    const t = o.tls;
+    if (t.ca !== undefined && typeof t.ca !== 'string' && !Buffer.isBuffer(t.ca)) {
+      throw new InvalidOptionsError(`tls.ca must be a string or a Buffer of PEM certificates, got ${kindOf(t.ca)}`);
+    }
+    for (const key of ['caFile', 'certFile', 'keyFile'] as const) checkString(`tls.${key}`, t[key], { what: 'a file path (a string)' });
+  }
+  if (o.retryTable !== undefined) {
+    const what = "a PostgreSQL URL such as 'postgres://user@127.0.0.1:5432/app'";
+    if (!isRecord(o.retryTable)) throw new InvalidOptionsError(`retryTable must be an object such as { url }, got ${kindOf(o.retryTable)}`);
+    const t = o.retryTable;
+    checkString('retryTable.url', t.url, { optional: false, nonEmpty: true, what });
+    const rate = t.ratePerSec;
+    if (rate !== undefined && (typeof rate !== 'number' || !Number.isFinite(rate) || rate <= 0)) {
+      throw new InvalidOptionsError(`retryTable.ratePerSec must be a positive number of rows a second, got ${kindOf(rate)}`);
+    }
+    checkBoolean('retryTable.scheduler', t.scheduler);
+  }
+  if (o.logger !== undefined) {
+    const l = o.logger as unknown;
+    if (l === null || (typeof l !== 'object' && typeof l !== 'function')) {
+      throw new InvalidOptionsError(`logger must be an object with warn(message) and error(message), got ${kindOf(l)}`);
+    }
+    const { warn, error } = l as Record<string, unknown>;
+    checkFunction('logger.warn', warn, 'a function (message) => void');
+    checkFunction('logger.error', error, 'a function (message) => void');
+    if (warn === undefined || error === undefined) throw new InvalidOptionsError('logger must have both warn(message) and error(message)');
+  }
+  if (o.meterProvider !== undefined) {
+    const m = o.meterProvider as unknown;
+    if (m === null || typeof m !== 'object' || typeof (m as { getMeter?: unknown }).getMeter !== 'function') {
+      throw new InvalidOptionsError(`meterProvider must be an OpenTelemetry MeterProvider (an object with getMeter()), got ${kindOf(m)}`);
+    }
+  }
+}
+
+/** @internal */
+export function checkCloseOptions(o: CloseOptions | undefined): number {
+  if (o === undefined) return DEFAULT_CLOSE_TIMEOUT_MS;
+  checkObject('close options', o, 'an object such as { timeoutMs }');
+  const t = o.timeoutMs;
+  if (t === undefined) return DEFAULT_CLOSE_TIMEOUT_MS;
+  if (t === Infinity) return t;
+  checkWhole('timeoutMs', t, 0, Number.MAX_SAFE_INTEGER, 'a whole number of milliseconds (0 or more), or Infinity');
+  return t;
+}
+
 /** @internal */
 export function checkConsumeOptions(o: ConsumeOptions): void {
-  if (o === null || typeof o !== 'object') throw new InvalidOptionsError('consume options must be an object with at least { queue }');
-  if (typeof o.queue !== 'string' || o.queue.length === 0) {
-    throw new InvalidOptionsError('queue must be a non-empty string: the work queue to consume');
-  }
-  for (const key of ['exchange', 'routingKey'] as const) {
-    if (o[key] !== undefined && typeof o[key] !== 'string') throw new InvalidOptionsError(`${key} must be a string`);
-  }
-  if (o.prefetch !== undefined && (!Number.isInteger(o.prefetch) || o.prefetch < 1 || o.prefetch > 65535)) {
-    throw new InvalidOptionsError(`prefetch must be a whole number from 1 to 65535, got ${String(o.prefetch)}`);
-  }
-  if (o.queueType !== undefined && o.queueType !== 'classic' && o.queueType !== 'quorum') {
-    throw new InvalidOptionsError(`queueType must be 'classic' or 'quorum', got '${String(o.queueType)}'`);
-  }
+  if (!isRecord(o)) throw new InvalidOptionsError(`consume options must be an object with at least { queue }, got ${kindOf(o)}`);
+  checkString('queue', o.queue, { optional: false, nonEmpty: true, what: 'a non-empty string: the work queue to consume' });
+  checkString('exchange', o.exchange);
+  checkString('routingKey', o.routingKey);
+  checkWhole('prefetch', o.prefetch, 1, 65535, 'a whole number from 1 to 65535');
+  checkOneOf('queueType', o.queueType, ['classic', 'quorum']);
+  checkOneOf('exchangeType', o.exchangeType, ['topic', 'direct', 'fanout', 'headers']);
   if (o.deliveryLimit !== undefined) {
-    if (!Number.isInteger(o.deliveryLimit) || o.deliveryLimit < 1 || o.deliveryLimit > 0xfffffffe) {
-      throw new InvalidOptionsError(`deliveryLimit must be a whole number of at least 1, got ${String(o.deliveryLimit)}`);
-    }
+    checkWhole('deliveryLimit', o.deliveryLimit, 1, 0xfffffffe, 'a whole number of at least 1');
     if (o.queueType !== 'quorum') {
       throw new InvalidOptionsError("deliveryLimit needs queueType 'quorum': classic queues do not count deliveries");
     }
   }
-  if (o.exchangeType !== undefined && !['topic', 'direct', 'fanout', 'headers'].includes(o.exchangeType)) {
-    throw new InvalidOptionsError(`exchangeType must be 'topic', 'direct', 'fanout' or 'headers', got '${String(o.exchangeType)}'`);
-  }
+  checkWhole('stuckAfterMs', o.stuckAfterMs, 1, 0x7fffffff, 'a whole number of milliseconds from 1 to 2147483647');
   if (o.alert !== undefined) {
-    if (o.alert === null || typeof o.alert !== 'object' || (o.alert.parkedAbove === undefined && o.alert.oldestDueAboveMs === undefined)) {
+    const a = o.alert as unknown;
+    if (!isRecord(a) || (a.parkedAbove === undefined && a.oldestDueAboveMs === undefined)) {
       throw new InvalidOptionsError('alert needs parkedAbove (messages) or oldestDueAboveMs (milliseconds)');
     }
-    for (const key of ['parkedAbove', 'oldestDueAboveMs'] as const) {
-      const v = o.alert[key];
-      if (v !== undefined && (!Number.isInteger(v) || v < 0)) {
-        throw new InvalidOptionsError(`alert.${key} must be a whole number (0 or more), got ${String(v)}`);
-      }
+    checkWhole('alert.parkedAbove', a.parkedAbove, 0, Number.MAX_SAFE_INTEGER, 'a whole number (0 or more)');
+    checkWhole('alert.oldestDueAboveMs', a.oldestDueAboveMs, 0, Number.MAX_SAFE_INTEGER, 'a whole number (0 or more)');
+    if (a.every !== undefined && typeof a.every !== 'string' && typeof a.every !== 'number') {
+      throw new InvalidOptionsError(`alert.every must be a delay such as '1m' or a number of milliseconds, got ${kindOf(a.every)}`);
     }
-    if (o.alert.onAlert !== undefined && typeof o.alert.onAlert !== 'function') {
-      throw new InvalidOptionsError('alert.onAlert must be a function');
-    }
+    checkFunction('alert.onAlert', a.onAlert);
+    checkFunction('alert.onTableAlert', a.onTableAlert);
   }
   if (o.recovery !== undefined) {
-    for (const key of ['initialDelayMs', 'maxDelayMs'] as const) {
-      const v = o.recovery[key];
-      if (v !== undefined && (!Number.isInteger(v) || v < 1 || v > 0xffffffff)) {
-        throw new InvalidOptionsError(`recovery.${key} must be a whole number of milliseconds, got ${String(v)}`);
-      }
-    }
+    checkObject('recovery', o.recovery);
+    checkWhole('recovery.initialDelayMs', o.recovery.initialDelayMs, 1, U32, 'a whole number of milliseconds');
+    checkWhole('recovery.maxDelayMs', o.recovery.maxDelayMs, 1, U32, 'a whole number of milliseconds');
+    checkWhole('recovery.stepTimeoutMs', o.recovery.stepTimeoutMs, 1, U32, 'a whole number of milliseconds');
     const m = o.recovery.maxAttempts;
-    if (m !== undefined && m !== Infinity && (!Number.isInteger(m) || m < 1)) {
-      throw new InvalidOptionsError(`recovery.maxAttempts must be a whole number of at least 1, or Infinity, got ${String(m)}`);
+    if (m !== undefined && m !== Infinity) {
+      checkWhole('recovery.maxAttempts', m, 1, Number.MAX_SAFE_INTEGER, 'a whole number of at least 1, or Infinity');
     }
   }
-  const t = o.onFailure?.table;
-  if (t !== undefined) {
-    if (t === null || typeof t !== 'object') throw new InvalidOptionsError('onFailure.table must be an object');
-    for (const key of ['dependency', 'tenant', 'nextAttemptAt'] as const) {
-      if (t[key] !== undefined && typeof t[key] !== 'function') throw new InvalidOptionsError(`onFailure.table.${key} must be a function`);
+  if (o.onFailure !== undefined) {
+    checkObject('onFailure', o.onFailure, 'an object such as { delays, retryable }');
+    const f = o.onFailure;
+    if (f.delays !== undefined && !Array.isArray(f.delays)) {
+      throw new InvalidOptionsError(`onFailure.delays must be an array such as ['5s', '1m'], got ${kindOf(f.delays)}`);
     }
-    if (t.maxAttempts !== undefined && (!Number.isInteger(t.maxAttempts) || t.maxAttempts < 1)) {
-      throw new InvalidOptionsError(`onFailure.table.maxAttempts must be a whole number of at least 1, got ${String(t.maxAttempts)}`);
+    checkFunction('onFailure.retryable', f.retryable, 'a function (err, msg) => boolean');
+    const t = f.table;
+    if (t !== undefined) {
+      checkObject('onFailure.table', t);
+      for (const key of ['dependency', 'tenant', 'nextAttemptAt'] as const) checkFunction(`onFailure.table.${key}`, t[key]);
+      checkWhole('onFailure.table.maxAttempts', t.maxAttempts, 1, U32, 'a whole number of at least 1');
     }
-  }
-  if (o.onFailure?.retryable !== undefined && typeof o.onFailure.retryable !== 'function') {
-    throw new InvalidOptionsError('onFailure.retryable must be a function (err, msg) => boolean');
   }
 }

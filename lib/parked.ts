@@ -152,7 +152,7 @@ export class Parked {
 
   /** Messages in the parked queue (0 when it does not exist). */
   async count(): Promise<number> {
-    const info = await native(this.client.queueInfo(this.name));
+    const info = await native(() => this.client.queueInfo(this.name));
     return info?.messages ?? 0;
   }
 
@@ -168,7 +168,7 @@ export class Parked {
     const out: ParkedMessage[] = [];
     await this.withSession(async (s) => {
       for (let scanned = 0; scanned < scanLimit && out.length < limit; scanned++) {
-        const held = await native(s.get());
+        const held = await native(() => s.get());
         if (!held) break;
         const m = new ParkedMessage(partsOf(held.delivery));
         if (selects(options.filter, m)) out.push(m);
@@ -202,7 +202,7 @@ export class Parked {
       // Look at no more than the depth at the start: a replayed message that
       // fails and parks again lands behind them and waits for the next replay.
       for (let looked = 0; looked < depth && (options.limit === undefined || replayed < options.limit); looked++) {
-        const held = await native(s.get());
+        const held = await native(() => s.get());
         if (!held) break;
         const m = new ParkedMessage(partsOf(held.delivery));
         if (!selects(options.filter, m)) {
@@ -213,7 +213,7 @@ export class Parked {
         const wait = due - Date.now();
         if (wait > 0) await sleep(wait);
         try {
-          await native(s.replay(held.delivery.id, to.exchange, to.routingKey));
+          await native(() => s.replay(held.delivery.id, to.exchange, to.routingKey));
         } catch (err) {
           const e = err as { message?: unknown } | null;
           if (e && typeof e.message === 'string') {
@@ -230,17 +230,17 @@ export class Parked {
 
   /** Deletes every parked message; resolves to how many. */
   async purge(): Promise<number> {
-    const info = await native(this.client.queueInfo(this.name));
+    const info = await native(() => this.client.queueInfo(this.name));
     if (!info) return 0;
-    return native(this.client.purge(this.name));
+    return native(() => this.client.purge(this.name));
   }
 
   private async withSession(f: (s: NativeParkedSession) => Promise<void>): Promise<void> {
-    const s = await native(this.client.openParked(this.name, this.queue));
+    const s = await native(() => this.client.openParked(this.name, this.queue));
     try {
       await f(s);
     } finally {
-      await native(s.close());
+      await native(() => s.close());
     }
   }
 }

@@ -123,7 +123,7 @@ export class RetryTable {
    * Resolves to how many rows it paused now.
    */
   async pause(sel: RowSelector): Promise<number> {
-    return native(this.client.tablePause(selector(sel)));
+    return native(() => this.client.tablePause(selector(sel)));
   }
 
   /**
@@ -133,18 +133,18 @@ export class RetryTable {
    * Resolves to how many rows it resumed.
    */
   async resume(sel: RowSelector): Promise<number> {
-    return native(this.client.tableResume(selector(sel)));
+    return native(() => this.client.tableResume(selector(sel)));
   }
 
   /** Whether a pause with exactly this selector is in force. */
   async isPaused(sel: RowSelector): Promise<boolean> {
-    return native(this.client.tableIsPaused(selector(sel)));
+    return native(() => this.client.tableIsPaused(selector(sel)));
   }
 
   /** Makes row `id` due now (and not paused); false when there is no such row. */
   async retryNow(id: number): Promise<boolean> {
     if (!Number.isInteger(id) || id < 1) throw new InvalidOptionsError(`id must be a row id, got ${String(id)}`);
-    return native(this.client.tableRetryNow(id));
+    return native(() => this.client.tableRetryNow(id));
   }
 
   /** Rows, oldest first. */
@@ -152,7 +152,7 @@ export class RetryTable {
     if (options.limit !== undefined && (!Number.isInteger(options.limit) || options.limit < 1)) {
       throw new InvalidOptionsError(`limit must be a whole number of at least 1, got ${String(options.limit)}`);
     }
-    const rows = await native(this.client.tableList(options));
+    const rows = await native(() => this.client.tableList(options));
     return rows.map((r) => ({
       id: r.id,
       queue: r.queue,
@@ -172,7 +172,7 @@ export class RetryTable {
 
   /** Rows by dependency, paused and due counts, and the oldest due row's age. */
   async stats(): Promise<RetryTableStats> {
-    const s = await native(this.client.tableStats());
+    const s = await native(() => this.client.tableStats());
     return { ...s, byDependency: s.byDependency.map((d) => ({ dependency: d.dependency ?? null, rows: d.rows })) };
   }
 

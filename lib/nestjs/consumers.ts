@@ -1,11 +1,13 @@
-import type { Consumer, ConsumerState } from '../consumer';
+import type { Consumer, ConsumerHealth, ConsumerState } from '../consumer';
 
 /** What {@link RabbitRetryConsumers.health} reports. */
 export interface ConsumersHealth {
-  /** True when every consumer is `connected`. */
+  /** True when every consumer is `connected` and none has a stuck handler. */
   healthy: boolean;
   /** Each work queue's consumer state. */
   consumers: Record<string, ConsumerState>;
+  /** Each work queue's consumer in detail: in-flight and stuck handlers, the oldest one's age. */
+  details: Record<string, ConsumerHealth>;
 }
 
 /**
@@ -27,14 +29,20 @@ export class RabbitRetryConsumers {
   }
 
   /**
-   * Whether every consumer is consuming: for a health check (a Terminus
-   * indicator, a readiness probe). A consumer that is `recovering` or `closed`
-   * (recovery gave up) makes it unhealthy.
+   * Whether every consumer is consuming with no handler stuck: for a health
+   * check (a Terminus indicator, a readiness probe). A consumer that is
+   * `recovering` or `closed` (recovery gave up), or that has a handler running
+   * for longer than its `stuckAfterMs`, makes it unhealthy.
    */
   health(): ConsumersHealth {
     const consumers: Record<string, ConsumerState> = {};
-    for (const [queue, c] of this.byQueue) consumers[queue] = c.state;
-    return { healthy: Object.values(consumers).every((s) => s === 'connected'), consumers };
+    const details: Record<string, ConsumerHealth> = {};
+    for (const [queue, c] of this.byQueue) {
+      const h = c.health();
+      consumers[queue] = h.state;
+      details[queue] = h;
+    }
+    return { healthy: Object.values(details).every((h) => h.healthy), consumers, details };
   }
 
   /** @internal */

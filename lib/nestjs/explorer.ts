@@ -44,7 +44,20 @@ const paramsFactory = {
 };
 
 function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+  try {
+    return err instanceof Error ? err.message : String(err);
+  } catch {
+    return 'an unreadable error';
+  }
+}
+
+/** Whether a guard refused; a value that cannot be inspected is not a refusal. */
+function isForbidden(err: unknown): err is ForbiddenException {
+  try {
+    return err instanceof ForbiddenException;
+  } catch {
+    return false;
+  }
 }
 
 function mergeOnFailure(defaults: OnFailureOptions | undefined, own: OnFailureOptions | undefined): OnFailureOptions | undefined {
@@ -200,7 +213,7 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
         await invoke(body, msg);
       } catch (err) {
         // A guard's refusal will not change on the next attempt.
-        if (err instanceof ForbiddenException) throw new NonRetryableError(`${ref.name} refused the message: ${err.message}`, { cause: err });
+        if (isForbidden(err)) throw new NonRetryableError(`${ref.name} refused the message: ${err.message}`, { cause: err });
         throw err;
       }
     };

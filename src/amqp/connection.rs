@@ -81,6 +81,11 @@ impl Broker {
                 format!("url {safe_url} is not an AMQP URL ({reason}): use amqp://user:password@host:5672/vhost"),
             )
         })?;
+        // `amqp://host:5672/` names no vhost: read it as `/`, as amqplib does
+        // (no vhost on a broker is named with the empty string).
+        if uri.vhost.is_empty() {
+            uri.vhost = "/".into();
+        }
         if let Some(h) = opts.heartbeat_secs {
             uri.query.heartbeat = Some(h);
         }
@@ -153,6 +158,20 @@ impl Broker {
         Ok((cur.0, conn))
     }
 
+    /// The user this client authenticates as.
+    pub fn user(&self) -> &str {
+        &self.uri.authority.userinfo.username
+    }
+
+    /// The largest frame the current connection allows, in bytes.
+    pub async fn frame_max(&self) -> usize {
+        let (_, conn) = self.connection().await;
+        match conn.configuration().frame_max() {
+            0 => crate::retry::FRAME_MAX,
+            n => n as usize,
+        }
+    }
+
     /// Whether `close` was called.
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
@@ -188,9 +207,16 @@ impl Broker {
         self.closed.store(true, Ordering::SeqCst);
         let (_, conn) = self.connection().await;
         if conn.status().connected() {
-            conn.close(200, "closed by client".into())
-                .await
-                .map_err(|e| connection_error(&self.safe_url, &e))?;
+            // A broker that no longer answers gets as long as a connect would.
+            match tokio::time::timeout(
+                self.connect_timeout,
+                conn.close(200, "closed by client".into()),
+            )
+            .await
+            {
+                Ok(closed) => closed.map_err(|e| connection_error(&self.safe_url, &e))?,
+                Err(_) => return Ok(()),
+            }
         }
         Ok(())
     }
@@ -217,7 +243,57 @@ async fn open(
                 ),
             )
         })?
-        .map_err(|e| connection_error(safe_url, &e))
+        .map_err(|e| open_error(uri, safe_url, &e))
+}
+
+/// Why a connection could not be opened, and what to do about it.
+fn open_error(uri: &AMQPUri, safe_url: &str, e: &lapin::Error) -> Error {
+    let host = format!("{}:{}", uri.authority.host, uri.authority.port);
+    let text = e.to_string();
+    let io_kind = match e.kind() {
+        lapin::ErrorKind::IOError(io) => Some(io.kind()),
+        _ => None,
+    };
+    let hint = match e.kind() {
+        lapin::ErrorKind::ParsingError(_) | lapin::ErrorKind::InvalidProtocolVersion(_) => format!(
+            "the server at {host} did not answer as an AMQP 0-9-1 broker: is this an HTTP or management port? RabbitMQ takes AMQP on 5672 (5671 with TLS)"
+        ),
+        _ if io_kind == Some(std::io::ErrorKind::ConnectionRefused) => format!(
+            "connection refused: is RabbitMQ running at {host}? (`npm run broker` starts one locally)"
+        ),
+        _ if text.contains("ACCESS_REFUSED") => format!(
+            "the broker refused user '{}': check the user and password in the URL (and that the user may use vhost '{}')",
+            uri.authority.userinfo.username, uri.vhost
+        ),
+        _ if text.contains("vhost") && text.contains("not found") => format!(
+            "vhost '{}' does not exist on the broker: fix the URL's path (`amqp://host:5672` is vhost '/') or create it with `rabbitmqctl add_vhost`",
+            uri.vhost
+        ),
+        _ if text.contains("lookup") || text.contains("resolve") || text.contains("Name or service not known") => format!(
+            "the host name '{}' could not be resolved: check the URL's host",
+            uri.authority.host
+        ),
+        _ if text.to_ascii_lowercase().contains("certificate")
+            || text.to_ascii_lowercase().contains("tls")
+            || text.contains("HandshakeFailure") => format!(
+            "the TLS handshake with {host} failed: check tls.caFile (the broker's certificate authority), the host name in the URL, and that the port speaks TLS (5671)"
+        ),
+        _ => String::new(),
+    };
+    let password = &uri.authority.userinfo.password;
+    let detail = if password.is_empty() {
+        text.clone()
+    } else {
+        text.replace(password.as_str(), "***")
+    };
+    if hint.is_empty() {
+        connection_error(safe_url, e)
+    } else {
+        Error::new(
+            ErrorKind::Connection,
+            format!("connection to {safe_url} failed: {hint} ({detail})"),
+        )
+    }
 }
 
 /// A connection error naming the broker without its password.

@@ -13,7 +13,7 @@ use lapin::message::Delivery;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
 };
-use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::types::{short_string_wire_bytes, AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinSet;
@@ -21,17 +21,25 @@ use tokio::task::JoinSet;
 use super::acks::{AckLedger, AckOp};
 use super::connection::Broker;
 use super::error::{Error, ErrorKind, Result};
-use super::fields::{attempt_of, header, header_str, now_ms, table_size, to_field_value};
+use super::fields::{
+    attempt_of, encoded_size, header, header_str, now_ms, properties_size, table_size,
+    to_field_value, undecodable_field, CONTENT_HEADER_OVERHEAD,
+};
 use super::publisher::republish_properties;
 use super::topology::Topology;
 use crate::retry::headers::{cut_utf8, MAX_ERROR_MESSAGE_BYTES};
 use crate::retry::time::parse_iso8601_utc;
 use crate::retry::{
-    exceeds_delivery_limit, failure_headers, is_broker_death_header, parked_queue_name,
-    retry_queue_name, route_failure_with_table, Backoff, FailureInput, HeaderValue, ParkReason,
-    Route,
+    exceeds_delivery_limit, failure_headers, is_broker_death_header, is_own_header,
+    parked_queue_name, retry_queue_name, route_failure_with_table, Backoff, FailureInput,
+    HeaderValue, ParkReason, Route, RETRY_DROPPED_HEADERS, RETRY_ORIGINAL_USER_ID,
 };
 use crate::table::store::{NewRow, RetryStore};
+
+/// How long one broker round trip of starting, recovering or stopping a
+/// consumer (declare, channel open, qos, consume, cancel, close, ack) may
+/// take, unless the consumer's options say otherwise.
+pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// How long `stop` waits for the broker to finish a cancel before it goes on.
 const CANCEL_DRAIN: Duration = Duration::from_secs(5);
@@ -46,16 +54,34 @@ const ACK_MAX_HOLD: Duration = Duration::from_millis(100);
 /// republish failed before it reopens its channel so the broker redelivers them.
 const HELD_RELEASE_IDLE: Duration = Duration::from_secs(5);
 
+/// Room kept free in a republished message's header frame for what the broker
+/// adds when a retry queue dead-letters it back (`x-death`, `x-first-death-*`,
+/// `x-last-death-*`), so the copy still fits one frame when it comes back.
+const BROKER_HEADROOM: usize = 2048;
+
 /// Deliveries taken from lapin's queue at most before JavaScript is woken.
 const MAX_DRAIN: usize = 256;
 
 /// How a consumer comes back after its channel or connection is lost.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Recovery {
     /// The wait between tries.
     pub backoff: Backoff,
     /// Give up after this many tries; `None` never gives up.
     pub max_attempts: Option<u32>,
+    /// How long one broker round trip of starting, recovering or stopping may
+    /// take before it counts as failed.
+    pub step_timeout: Duration,
+}
+
+impl Default for Recovery {
+    fn default() -> Self {
+        Self {
+            backoff: Backoff::default(),
+            max_attempts: None,
+            step_timeout: DEFAULT_STEP_TIMEOUT,
+        }
+    }
 }
 
 /// What a consumer needs besides the broker.
@@ -312,14 +338,23 @@ struct Pending {
 /// Declares the topology and subscribes: a channel with the prefetch set and
 /// a lapin consumer on the work queue.
 async fn subscribe(broker: &Broker, config: &ConsumerConfig) -> Result<(Channel, lapin::Consumer)> {
-    declare(broker, &config.topology).await?;
-    let ch = broker.channel().await?;
-    ch.basic_qos(config.prefetch, BasicQosOptions::default())
-        .await
-        .map_err(|e| Error::new(ErrorKind::Connection, format!("basic.qos failed: {e}")))?;
     let queue = &config.topology.queue;
-    let consumer = ch
-        .basic_consume(
+    let step = config.recovery.step_timeout;
+    bounded(
+        "declaring the queues",
+        step,
+        declare(broker, &config.topology, step),
+    )
+    .await?;
+    let ch = bounded("opening a channel", step, broker.channel()).await?;
+    bounded("basic.qos", step, async {
+        ch.basic_qos(config.prefetch, BasicQosOptions::default())
+            .await
+            .map_err(|e| Error::new(ErrorKind::Connection, format!("basic.qos failed: {e}")))
+    })
+    .await?;
+    let consumer = bounded("basic.consume", step, async {
+        ch.basic_consume(
             queue.as_str().into(),
             "".into(),
             BasicConsumeOptions::default(),
@@ -331,18 +366,44 @@ async fn subscribe(broker: &Broker, config: &ConsumerConfig) -> Result<(Channel,
                 ErrorKind::Connection,
                 format!("could not consume from '{queue}': {e}"),
             )
-        })?;
+        })
+    })
+    .await?;
     Ok((ch, consumer))
+}
+
+/// Runs one broker round trip of starting, recovering or stopping, failing it
+/// when the broker does not answer within `limit`: a step that never
+/// completes must not hold the consumer (and its `close`) for good.
+async fn bounded<T>(
+    what: &str,
+    limit: Duration,
+    step: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    tokio::time::timeout(limit, step).await.unwrap_or_else(|_| {
+        Err(Error::new(
+            ErrorKind::Connection,
+            format!(
+                "{what} got no answer from the broker within {} ms",
+                limit.as_millis()
+            ),
+        ))
+    })
+}
+
+/// Closes `ch`, waiting at most `limit` for the broker.
+async fn close_channel(ch: &Channel, reason: &str, limit: Duration) {
+    if ch.status().connected() {
+        let _ = tokio::time::timeout(limit, ch.close(200, reason.into())).await;
+    }
 }
 
 /// Declares `topology` on a channel of its own: a mismatch closes the channel
 /// it happened on.
-async fn declare(broker: &Broker, topology: &Topology) -> Result<()> {
+async fn declare(broker: &Broker, topology: &Topology, limit: Duration) -> Result<()> {
     let ch = broker.channel().await?;
     let declared = topology.declare(&ch).await;
-    if ch.status().connected() {
-        let _ = ch.close(200, "declared".into()).await;
-    }
+    close_channel(&ch, "declared", limit).await;
     declared
 }
 
@@ -492,14 +553,18 @@ impl ConsumerTask {
     async fn run(mut self, consumer: lapin::Consumer, mut rx: mpsc::UnboundedReceiver<Command>) {
         let mut phase = Phase::Consuming(consumer);
         let mut finish: Option<oneshot::Sender<()>> = None;
+        // Republishes still running this long after `finish` are given up:
+        // their deliveries stay unacked and go back to the queue with the channel.
+        let mut finish_by: Option<Instant> = None;
         loop {
+            if finish.is_some() && finish_by.is_none() {
+                finish_by = Some(Instant::now() + self.step());
+            }
             if let Some(reply) = finish.take() {
                 if self.failures.is_empty() {
                     self.flush_acks(true).await;
                     if let Some(ch) = self.channel.take() {
-                        if ch.status().connected() {
-                            let _ = ch.close(200, "consumer closed".into()).await;
-                        }
+                        close_channel(&ch, "consumer closed", self.step()).await;
                     }
                     self.set_state(ConsumerState::Closed);
                     self.inbox.close();
@@ -577,9 +642,12 @@ impl ConsumerTask {
                     }
                 },
                 _ = sleep_until(self.acks.deadline()) => {},
+                _ = sleep_until(finish_by), if !self.failures.is_empty() => {
+                    self.failures.abort_all();
+                },
                 _ = sleep_until(release_at) => {
                     if let Some(ch) = self.channel.take() {
-                        let _ = ch.close(200, "redeliver messages whose republish failed".into()).await;
+                        close_channel(&ch, "redeliver messages whose republish failed", self.step()).await;
                     }
                     phase = self.lost(format!("{} delivery(ies) of '{}' held by a failed republish went back to the broker (channel reopened)", self.stuck, self.config.topology.queue));
                 },
@@ -644,10 +712,13 @@ impl ConsumerTask {
             };
             ch.basic_ack(tag, BasicAckOptions { multiple })
         });
-        let failed = futures_util::future::join_all(sends)
-            .await
-            .into_iter()
-            .find_map(|r| r.err());
+        let failed =
+            match tokio::time::timeout(self.step(), futures_util::future::join_all(sends)).await {
+                Ok(results) => results
+                    .into_iter()
+                    .find_map(|r| r.err().map(|e| e.to_string())),
+                Err(_) => Some(format!("no answer within {} ms", self.step().as_millis())),
+            };
         if let Some(e) = failed {
             self.inbox.push(Item::Event(Event::ConsumerError {
                 error: Error::new(
@@ -656,6 +727,11 @@ impl ConsumerTask {
                 ),
             }));
         }
+    }
+
+    /// How long one broker round trip may take.
+    fn step(&self) -> Duration {
+        self.config.recovery.step_timeout
     }
 
     fn set_state(&self, s: ConsumerState) {
@@ -752,7 +828,7 @@ impl ConsumerTask {
         for id in unstarted {
             if let Some(p) = self.pending.remove(&id) {
                 self.acks.forget(p.delivery.delivery_tag);
-                let _ = p.delivery.acker.nack(requeue()).await;
+                let _ = tokio::time::timeout(self.step(), p.delivery.acker.nack(requeue())).await;
             }
         }
         if *self.state.lock().expect("state lock") == ConsumerState::Recovering {
@@ -768,36 +844,19 @@ impl ConsumerTask {
         let id = self.next_id;
         let headers = d.properties.headers().as_ref();
         let attempt = attempt_of(headers, &self.config.topology.queue);
-        if let Some(limit) = self.config.topology.delivery_limit {
-            let count = header(headers, "x-delivery-count")
-                .map(to_field_value)
-                .and_then(|v| v.as_count());
-            if exceeds_delivery_limit(count, limit) {
-                let deliveries = count.unwrap_or(0) + 1;
-                let failure = Failure {
-                    name: "DeliveryLimitExceeded".into(),
-                    message: format!(
-                        "delivered {deliveries} times without being acked or rejected (limit {limit}): the consumer most likely crashes on this message, so it was parked without calling the handler again"
-                    ),
-                    stack: String::new(),
-                    retryable: false,
-                    table: None,
-                };
-                let route = Route::Park {
-                    reason: ParkReason::DeliveryLimit,
+        if let Some((failure, reason)) = self.refused(&d) {
+            let route = Route::Park { reason, attempt };
+            self.acks.publishing(d.delivery_tag);
+            self.route(
+                id,
+                Pending {
+                    delivery: d,
                     attempt,
-                };
-                self.route(
-                    id,
-                    Pending {
-                        delivery: d,
-                        attempt,
-                    },
-                    failure,
-                    route,
-                );
-                return;
-            }
+                },
+                failure,
+                route,
+            );
+            return;
         }
         let data = DeliveryData {
             id,
@@ -816,6 +875,37 @@ impl ConsumerTask {
             },
         );
         self.arrived.push(Item::Delivery(Box::new(data)));
+    }
+
+    /// Why a delivery must be parked without reaching the handler, if it must:
+    /// a short string that is not UTF-8, or (quorum queues) too many deliveries.
+    fn refused(&self, d: &Delivery) -> Option<(Failure, ParkReason)> {
+        let failure = |name: &str, message: String| Failure {
+            name: name.into(),
+            message,
+            stack: String::new(),
+            retryable: false,
+            table: None,
+        };
+        if let Some(why) = undecodable_field(&d.exchange, &d.routing_key, &d.properties) {
+            return Some((failure("UndecodableMessage", why), ParkReason::Undecodable));
+        }
+        let limit = self.config.topology.delivery_limit?;
+        let count = header(d.properties.headers().as_ref(), "x-delivery-count")
+            .map(to_field_value)
+            .and_then(|v| v.as_count());
+        exceeds_delivery_limit(count, limit).then(|| {
+            let deliveries = count.unwrap_or(0) + 1;
+            (
+                failure(
+                    "DeliveryLimitExceeded",
+                    format!(
+                        "delivered {deliveries} times without being acked or rejected (limit {limit}): the consumer most likely crashes on this message, so it was parked without calling the handler again"
+                    ),
+                ),
+                ParkReason::DeliveryLimit,
+            )
+        })
     }
 
     fn settle(&mut self, id: u64, s: Settlement) {
@@ -856,9 +946,13 @@ impl ConsumerTask {
             return;
         };
         if ch.status().connected() {
-            let _ = ch.basic_cancel(tag, BasicCancelOptions::default()).await;
+            let _ = tokio::time::timeout(
+                self.step(),
+                ch.basic_cancel(tag, BasicCancelOptions::default()),
+            )
+            .await;
             // Deliveries already on their way end the stream after the cancel.
-            let _ = tokio::time::timeout(CANCEL_DRAIN, async {
+            let _ = tokio::time::timeout(CANCEL_DRAIN.min(self.step()), async {
                 while let Some(Ok(d)) = consumer.next().await {
                     let _ = d.acker.nack(requeue()).await;
                 }
@@ -903,48 +997,17 @@ async fn handle_failure(
     route: Route,
 ) -> Event {
     let topo = &config.topology;
+    let props = &p.delivery.properties;
+    let message_id = props.message_id().as_ref().map(lossy);
+    let (route, properties) =
+        republished(broker.user(), broker.frame_max().await, topo, &p, &f, route);
     let target = match &route {
         Route::Retry { delay, .. } => retry_queue_name(&topo.queue, *delay),
         Route::Table { .. } => "the retry table".to_owned(),
         Route::Park { .. } => parked_queue_name(&topo.queue),
     };
-    let props = &p.delivery.properties;
-    let message_id = props.message_id().as_ref().map(|s| s.as_str().to_owned());
     let original = props.headers().as_ref();
-    let mut kept = FieldTable::default();
-    if let Some(h) = original {
-        for (k, v) in h.inner() {
-            if !is_broker_death_header(k.as_str()) && !is_ours(k.as_str()) {
-                kept.insert(k.clone(), v.clone());
-            }
-        }
-    }
-    let now_ms = now_ms();
     let first = header_str(original, "retry-first-failed-at");
-    let orig_exchange = header_str(original, "retry-original-exchange");
-    let orig_key = header_str(original, "retry-original-routing-key");
-    let input = FailureInput {
-        route: &route,
-        queue: &topo.queue,
-        error_name: &f.name,
-        error_message: &f.message,
-        error_stack: &f.stack,
-        now_ms,
-        delivery_exchange: p.delivery.exchange.as_str(),
-        delivery_routing_key: p.delivery.routing_key.as_str(),
-        previous_first_failed_at: first.as_deref(),
-        previous_original_exchange: orig_exchange.as_deref(),
-        previous_original_routing_key: orig_key.as_deref(),
-        kept_headers_bytes: table_size(&kept),
-    };
-    for (name, value) in failure_headers(&input) {
-        let v = match value {
-            HeaderValue::Int(i) => AMQPValue::LongLongInt(i),
-            HeaderValue::Str(s) => AMQPValue::LongString(LongString::from(s.into_bytes())),
-        };
-        kept.insert(name.into(), v);
-    }
-    let properties = republish_properties(props, kept);
     let mut row_id = None;
     let stored = match (&route, &config.table, &f.table) {
         (Route::Table { next_attempt }, Some(table), Some(t)) => {
@@ -984,7 +1047,7 @@ async fn handle_failure(
                 // The retry or parked queue is gone (deleted by hand): declare the
                 // topology again so the next failures route. This message stays
                 // unacked, as every failed republish does.
-                let _ = declare(broker, topo).await;
+                let _ = declare(broker, topo, config.recovery.step_timeout).await;
             }
             published
         }
@@ -1030,7 +1093,113 @@ async fn handle_failure(
     }
 }
 
-/// Headers this library writes; a republish replaces them.
-fn is_ours(name: &str) -> bool {
-    name.starts_with("retry-")
+/// A short string as text; bytes that are not UTF-8 show as U+FFFD.
+fn lossy(s: &ShortString) -> String {
+    String::from_utf8_lossy(&s.wire_bytes()).into_owned()
+}
+
+/// The properties of the republished copy of a failed delivery, and where
+/// it goes: `route`, unless the producer's headers leave no room in the
+/// frame for ours (then it parks as `headers-too-large`, its largest headers
+/// dropped and named in `retry-dropped-headers`).
+///
+/// The copy keeps the body, the properties and the producer's headers. It
+/// loses `expiration`, the broker's death headers and the library's own
+/// headers (written anew). A `user-id` that is not `user`'s moves to
+/// `retry-original-user-id`: the broker refuses a publish carrying another
+/// user's id.
+fn republished(
+    user: &str,
+    frame_max: usize,
+    topo: &Topology,
+    p: &Pending,
+    f: &Failure,
+    route: Route,
+) -> (Route, BasicProperties) {
+    let props = &p.delivery.properties;
+    let original = props.headers().as_ref();
+    let mut kept = FieldTable::default();
+    if let Some(h) = original {
+        for (k, v) in h.inner() {
+            if !is_broker_death_header(k.as_str()) && !is_own_header(k.as_str()) {
+                kept.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    let foreign_user = props
+        .user_id()
+        .as_ref()
+        .filter(|u| u.wire_bytes().as_ref() != user.as_bytes());
+    if let Some(u) = foreign_user {
+        kept.insert(
+            RETRY_ORIGINAL_USER_ID.into(),
+            AMQPValue::LongString(LongString::from(u.wire_bytes().into_owned())),
+        );
+    }
+    let keep_user_id = foreign_user.is_none();
+    let first = header_str(original, "retry-first-failed-at");
+    let orig_exchange = header_str(original, "retry-original-exchange");
+    let orig_key = header_str(original, "retry-original-routing-key");
+    let mut route = route;
+    let mut dropped: Vec<String> = Vec::new();
+    loop {
+        if !dropped.is_empty() {
+            kept.insert(
+                RETRY_DROPPED_HEADERS.into(),
+                AMQPValue::LongString(LongString::from(dropped.join(","))),
+            );
+        }
+        let bare = republish_properties(props, FieldTable::default(), keep_user_id);
+        // The empty table's 4 bytes are counted by `table_size(&kept)`.
+        let used = CONTENT_HEADER_OVERHEAD + BROKER_HEADROOM + properties_size(&bare) - 4
+            + table_size(&kept);
+        let input = FailureInput {
+            route: &route,
+            queue: &topo.queue,
+            error_name: &f.name,
+            error_message: &f.message,
+            error_stack: &f.stack,
+            now_ms: now_ms(),
+            delivery_exchange: p.delivery.exchange.as_str(),
+            delivery_routing_key: p.delivery.routing_key.as_str(),
+            previous_first_failed_at: first.as_deref(),
+            previous_original_exchange: orig_exchange.as_deref(),
+            previous_original_routing_key: orig_key.as_deref(),
+            room: frame_max.saturating_sub(used),
+        };
+        let largest = match failure_headers(&input) {
+            Ok(headers) => {
+                for (name, value) in headers {
+                    let v = match value {
+                        HeaderValue::Int(i) => AMQPValue::LongLongInt(i),
+                        // An undecodable exchange or routing key is written back as its bytes.
+                        HeaderValue::Str(s) => AMQPValue::LongString(LongString::from(
+                            short_string_wire_bytes(&s).into_owned(),
+                        )),
+                    };
+                    kept.insert(name.into(), v);
+                }
+                return (route, republish_properties(props, kept, keep_user_id));
+            }
+            Err(_) => kept
+                .inner()
+                .iter()
+                .filter(|(k, _)| k.as_str() != RETRY_DROPPED_HEADERS)
+                .max_by_key(|(k, v)| 1 + k.wire_bytes().len() + encoded_size(v))
+                .map(|(k, _)| k.clone()),
+        };
+        let Some(largest) = largest else {
+            // Nothing of the producer's is left to drop: the properties alone
+            // fill the frame, which a broker never delivers.
+            return (route, republish_properties(props, kept, keep_user_id));
+        };
+        route = Route::Park {
+            reason: ParkReason::HeadersTooLarge,
+            attempt: p.attempt,
+        };
+        let mut rest = kept.inner().clone();
+        rest.remove(&largest);
+        kept = FieldTable::from(rest);
+        dropped.push(lossy(&largest));
+    }
 }

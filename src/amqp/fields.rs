@@ -2,6 +2,7 @@
 //! values, and to and from JSON for the JavaScript side.
 
 use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
+use lapin::BasicProperties;
 use serde_json::{Map, Number, Value};
 
 use super::error::{Error, ErrorKind};
@@ -83,7 +84,7 @@ pub fn encoded_size(v: &AMQPValue) -> usize {
         AMQPValue::LongInt(_) | AMQPValue::LongUInt(_) | AMQPValue::Float(_) => 4,
         AMQPValue::LongLongInt(_) | AMQPValue::Double(_) | AMQPValue::Timestamp(_) => 8,
         AMQPValue::DecimalValue(_) => 5,
-        AMQPValue::ShortString(s) => 1 + s.as_str().len(),
+        AMQPValue::ShortString(s) => 1 + s.wire_bytes().len(),
         AMQPValue::LongString(s) => 4 + s.as_bytes().len(),
         AMQPValue::FieldArray(a) => 4 + a.as_slice().iter().map(encoded_size).sum::<usize>(),
         AMQPValue::FieldTable(t) => table_size(t),
@@ -97,8 +98,107 @@ pub fn table_size(t: &FieldTable) -> usize {
     4 + t
         .inner()
         .iter()
-        .map(|(k, v)| 1 + k.as_str().len() + encoded_size(v))
+        .map(|(k, v)| 1 + k.wire_bytes().len() + encoded_size(v))
         .sum::<usize>()
+}
+
+/// The encoded size of a content header's properties (property flags and
+/// every property present, the header table included).
+pub fn properties_size(p: &BasicProperties) -> usize {
+    let short = |s: &Option<ShortString>| s.as_ref().map_or(0, |s| 1 + s.wire_bytes().len());
+    2 + short(p.content_type())
+        + short(p.content_encoding())
+        + p.headers().as_ref().map_or(0, table_size)
+        + p.delivery_mode().map_or(0, |_| 1)
+        + p.priority().map_or(0, |_| 1)
+        + short(p.correlation_id())
+        + short(p.reply_to())
+        + short(p.expiration())
+        + short(p.message_id())
+        + p.timestamp().map_or(0, |_| 8)
+        + short(p.kind())
+        + short(p.user_id())
+        + short(p.app_id())
+        + short(p.cluster_id())
+}
+
+/// A content header frame's bytes besides its properties: frame type,
+/// channel, size and end marker (8), class, weight and body size (12).
+pub const CONTENT_HEADER_OVERHEAD: usize = 20;
+
+/// The first short string of a delivery that is not UTF-8, described for
+/// `retry-last-error` (which field, its bytes), if there is one.
+pub fn undecodable_field(
+    exchange: &ShortString,
+    routing_key: &ShortString,
+    p: &BasicProperties,
+) -> Option<String> {
+    let describe = |what: String, s: &ShortString| {
+        let bytes = s.wire_bytes();
+        let hex: Vec<String> = bytes.iter().take(64).map(|b| format!("{b:02x}")).collect();
+        format!(
+            "{what} is not valid UTF-8 (as Latin-1: '{}', bytes {}{}); the message was parked as it came, without calling the handler",
+            bytes.iter().map(|b| char::from(*b)).collect::<String>(),
+            hex.join(" "),
+            if bytes.len() > 64 { " …" } else { "" }
+        )
+    };
+    let props = [
+        ("content-type", p.content_type()),
+        ("content-encoding", p.content_encoding()),
+        ("correlation-id", p.correlation_id()),
+        ("reply-to", p.reply_to()),
+        ("expiration", p.expiration()),
+        ("message-id", p.message_id()),
+        ("type", p.kind()),
+        ("user-id", p.user_id()),
+        ("app-id", p.app_id()),
+        ("cluster-id", p.cluster_id()),
+    ];
+    if exchange.is_undecodable() {
+        return Some(describe("the exchange name".into(), exchange));
+    }
+    if routing_key.is_undecodable() {
+        return Some(describe("the routing key".into(), routing_key));
+    }
+    for (name, value) in props {
+        if let Some(s) = value.as_ref().filter(|s| s.is_undecodable()) {
+            return Some(describe(format!("the {name} property"), s));
+        }
+    }
+    p.headers()
+        .as_ref()
+        .and_then(|t| undecodable_in_table(t, "headers"))
+        .map(|(path, s)| describe(path, &s))
+}
+
+/// The first undecodable key or short-string value in `t`, with its path.
+fn undecodable_in_table(t: &FieldTable, path: &str) -> Option<(String, ShortString)> {
+    for (k, v) in t.inner() {
+        if k.is_undecodable() {
+            return Some((format!("a header name in {path}"), k.clone()));
+        }
+        let inner = format!("{path}.{}", String::from_utf8_lossy(&k.wire_bytes()));
+        if let Some(found) = undecodable_in_value(v, &inner) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+fn undecodable_in_value(v: &AMQPValue, path: &str) -> Option<(String, ShortString)> {
+    match v {
+        AMQPValue::ShortString(s) if s.is_undecodable() => {
+            Some((format!("the value of {path}"), s.clone()))
+        }
+        AMQPValue::FieldTable(t) => undecodable_in_table(t, path),
+        AMQPValue::FieldArray(a) => a
+            .as_slice()
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| undecodable_in_value(v, &format!("{path}[{i}]"))),
+        _ => None,
+    }
 }
 
 /// Converts an AMQP value to JSON for JavaScript. Strings that are not UTF-8
@@ -120,7 +220,9 @@ pub fn to_json(v: &AMQPValue) -> Value {
             Number::from_f64(f64::from(d.value) / 10f64.powi(i32::from(d.scale)))
                 .map_or(Value::Null, Value::Number)
         }
-        AMQPValue::ShortString(s) => Value::String(s.as_str().to_owned()),
+        AMQPValue::ShortString(s) => {
+            Value::String(String::from_utf8_lossy(&s.wire_bytes()).into_owned())
+        }
         AMQPValue::LongString(s) => match std::str::from_utf8(s.as_bytes()) {
             Ok(text) => Value::String(text.to_owned()),
             Err(_) => bytes_json(s.as_bytes()),
@@ -142,7 +244,12 @@ pub fn table_to_json(t: &FieldTable) -> Value {
     Value::Object(
         t.inner()
             .iter()
-            .map(|(k, v)| (k.as_str().to_owned(), to_json(v)))
+            .map(|(k, v)| {
+                (
+                    String::from_utf8_lossy(&k.wire_bytes()).into_owned(),
+                    to_json(v),
+                )
+            })
             .collect::<Map<String, Value>>(),
     )
 }
@@ -201,4 +308,116 @@ pub fn short_name(what: &str, value: &str) -> super::error::Result<ShortString> 
             ),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lapin::protocol::basic::{gen_properties, parse_properties};
+    use lapin::types::generation::gen_short_string;
+    use lapin::types::parsing::parse_short_string;
+
+    fn written<'a>(f: impl cookie_factory::SerializeFn<Vec<u8>> + 'a) -> Vec<u8> {
+        cookie_factory::gen(f, Vec::new()).expect("written").0
+    }
+
+    fn wire(bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![bytes.len() as u8];
+        out.extend_from_slice(bytes);
+        out
+    }
+
+    #[test]
+    fn short_strings_that_are_not_utf8_keep_their_bytes() {
+        let cases: [&[u8]; 4] = [b"ord\xe9r-1", b"\xff", &[0xe9; 255], b"caf\xc3"];
+        for bytes in cases {
+            let frame = wire(bytes);
+            let (rest, s) = parse_short_string(&frame[..]).expect("parses");
+            assert!(rest.is_empty());
+            assert!(s.is_undecodable(), "{bytes:?}");
+            assert_eq!(s.wire_bytes().as_ref(), bytes);
+            assert_eq!(written(gen_short_string(s.as_str())), wire(bytes));
+        }
+    }
+
+    #[test]
+    fn utf8_short_strings_are_unchanged() {
+        for text in ["", "order-48213", "ordér", "\u{FDD0}abc", "\u{FDD0}😀"] {
+            let frame = wire(text.as_bytes());
+            let (_, s) = parse_short_string(&frame[..]).expect("parses");
+            assert!(!s.is_undecodable(), "{text}");
+            assert_eq!(s.as_str(), text);
+            assert_eq!(written(gen_short_string(s.as_str())), wire(text.as_bytes()));
+        }
+    }
+
+    /// Basic properties with message-id `ord\xe9r-1` and one header named
+    /// `k\xe9y` (a long string), as another client writes them.
+    fn latin1_properties() -> Vec<u8> {
+        // Flags: message-id (bit 7) and headers (bit 13).
+        let mut p = vec![0x20, 0x80];
+        let entry = [wire(b"k\xe9y"), vec![b'S', 0, 0, 0, 1, b'v']].concat();
+        p.extend_from_slice(&(entry.len() as u32).to_be_bytes());
+        p.extend_from_slice(&entry);
+        p.extend_from_slice(&wire(b"ord\xe9r-1"));
+        p
+    }
+
+    #[test]
+    fn properties_round_trip_byte_for_byte() {
+        let bytes = latin1_properties();
+        let (rest, props) = parse_properties(&bytes[..]).expect("parses");
+        assert!(rest.is_empty());
+        assert_eq!(written(gen_properties(&props)), bytes);
+        assert_eq!(properties_size(&props), bytes.len());
+        let why = undecodable_field(&"".into(), &"q".into(), &props).expect("found");
+        assert!(why.contains("message-id"), "{why}");
+        assert!(why.contains("6f 72 64 e9 72 2d 31"), "{why}");
+    }
+
+    #[test]
+    fn undecodable_header_names_and_values_are_found() {
+        let frame = wire(b"k\xe9y");
+        let (_, key) = parse_short_string(&frame[..]).unwrap();
+        let mut nested = FieldTable::default();
+        nested.insert(key.clone(), AMQPValue::Boolean(true));
+        let mut headers = FieldTable::default();
+        headers.insert("outer".into(), AMQPValue::FieldTable(nested));
+        let props = BasicProperties::default().with_headers(headers);
+        let why = undecodable_field(&"".into(), &"q".into(), &props).expect("found");
+        assert!(why.contains("headers.outer"), "{why}");
+
+        let mut headers = FieldTable::default();
+        headers.insert(
+            "list".into(),
+            AMQPValue::FieldArray(vec![AMQPValue::ShortString(key)].into()),
+        );
+        let props = BasicProperties::default().with_headers(headers);
+        let why = undecodable_field(&"".into(), &"q".into(), &props).expect("found");
+        assert!(why.contains("headers.list[0]"), "{why}");
+
+        let fine = BasicProperties::default()
+            .with_message_id("m-1".into())
+            .with_headers(FieldTable::default());
+        assert_eq!(undecodable_field(&"".into(), &"q".into(), &fine), None);
+    }
+
+    #[test]
+    fn properties_size_matches_the_codec() {
+        let mut headers = FieldTable::default();
+        headers.insert("a".into(), AMQPValue::LongString("x".repeat(1000).into()));
+        headers.insert("n".into(), AMQPValue::LongLongInt(7));
+        let props = BasicProperties::default()
+            .with_content_type("application/json".into())
+            .with_delivery_mode(2)
+            .with_priority(3)
+            .with_timestamp(1)
+            .with_message_id("m".into())
+            .with_user_id("guest".into())
+            .with_headers(headers);
+        assert_eq!(
+            properties_size(&props),
+            written(gen_properties(&props)).len()
+        );
+    }
 }

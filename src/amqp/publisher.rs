@@ -140,8 +140,13 @@ fn publish_error(target: &str, e: &lapin::Error) -> Error {
     }
 }
 
-/// The original properties minus `expiration`, with `headers`.
-pub fn republish_properties(p: &BasicProperties, headers: FieldTable) -> BasicProperties {
+/// The original properties minus `expiration` (and minus `user-id` unless
+/// `keep_user_id`), with `headers`.
+pub fn republish_properties(
+    p: &BasicProperties,
+    headers: FieldTable,
+    keep_user_id: bool,
+) -> BasicProperties {
     let mut out = BasicProperties::default().with_headers(headers);
     if let Some(v) = p.content_type() {
         out = out.with_content_type(v.clone());
@@ -170,7 +175,7 @@ pub fn republish_properties(p: &BasicProperties, headers: FieldTable) -> BasicPr
     if let Some(v) = p.kind() {
         out = out.with_type(v.clone());
     }
-    if let Some(v) = p.user_id() {
+    if let Some(v) = p.user_id().as_ref().filter(|_| keep_user_id) {
         out = out.with_user_id(v.clone());
     }
     if let Some(v) = p.app_id() {

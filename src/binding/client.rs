@@ -12,7 +12,9 @@ use super::convert::{invalid, js_error, MessageProperties};
 use super::parked::{NativeParkedSession, NativeQueueInfo};
 use super::table::{NativeListFilter, NativeRow, NativeSelector, NativeTableStats};
 use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions, TlsOptions};
-use crate::amqp::consumer::{ConsumerConfig, ConsumerHandle, Recovery, TableConfig};
+use crate::amqp::consumer::{
+    ConsumerConfig, ConsumerHandle, Recovery, TableConfig, DEFAULT_STEP_TIMEOUT,
+};
 use crate::amqp::parked::{delete_exchange, delete_queue, purge, queue_info, ParkedSession};
 use crate::amqp::topology::{QueueType, Topology};
 use crate::retry::{parse_delays, validate_name, validate_topology_names, Backoff};
@@ -205,6 +207,11 @@ impl NativeClient {
                     )),
                 },
                 max_attempts: options.recovery_max_attempts.filter(|n| *n > 0),
+                step_timeout: options
+                    .recovery_step_timeout_ms
+                    .map_or(DEFAULT_STEP_TIMEOUT, |ms| {
+                        Duration::from_millis(u64::from(ms.max(1)))
+                    }),
             },
         };
         let handle = ConsumerHandle::start(self.broker.clone(), config)

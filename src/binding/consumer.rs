@@ -38,6 +38,8 @@ pub struct ConsumeOptions {
     pub recovery_max_delay_ms: Option<u32>,
     /// Give up after this many tries; 0 or none never gives up.
     pub recovery_max_attempts: Option<u32>,
+    /// How long one broker round trip of starting, recovering or stopping may take, in ms. @default 15000
+    pub recovery_step_timeout_ms: Option<u32>,
     /// Send failures to the retry table after the delays, for this many more attempts.
     pub table_max_attempts: Option<u32>,
 }

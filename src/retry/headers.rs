@@ -4,10 +4,11 @@
 use super::route::Route;
 use super::time::iso8601_utc;
 
-/// RabbitMQ's default frame_max; all headers must fit in one frame.
+/// RabbitMQ's default frame_max; the content header (properties and every
+/// header) must fit in one frame.
 pub const FRAME_MAX: usize = 131_072;
-/// Room left in the frame for everything besides our headers and the
-/// user's kept headers (spring-amqp keeps the same 20,000 bytes spare).
+/// The stack never takes more than the frame less this much (spring-amqp
+/// keeps the same 20,000 bytes spare).
 pub const HEADER_HEADROOM: usize = 20_000;
 /// The longest error message stored in `retry-last-error`.
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 8 * 1024;
@@ -34,10 +35,44 @@ pub const RETRY_ORIGINAL_EXCHANGE: &str = "retry-original-exchange";
 pub const RETRY_ORIGINAL_ROUTING_KEY: &str = "retry-original-routing-key";
 /// Header: the work queue that failed the message.
 pub const RETRY_QUEUE: &str = "retry-queue";
+/// Header: the `user-id` property of a message published by another user,
+/// moved here because the broker refuses a publish whose `user-id` is not the
+/// publishing connection's user.
+pub const RETRY_ORIGINAL_USER_ID: &str = "retry-original-user-id";
+/// Header: the names of the producer's headers that were dropped because the
+/// message could not fit in one frame with them.
+pub const RETRY_DROPPED_HEADERS: &str = "retry-dropped-headers";
 
-/// Rough per-entry cost on the wire beyond name and value bytes (name
-/// length, type tag, value length), so the budget errs on the safe side.
-const ENTRY_OVERHEAD: usize = 10;
+/// The headers [`failure_headers`] writes. A republish replaces these and
+/// keeps every other header, `retry-*` ones of the producer's included.
+pub const OWN_HEADERS: [&str; 10] = [
+    RETRY_ATTEMPT,
+    RETRY_REASON,
+    RETRY_LAST_ERROR,
+    RETRY_ERROR_NAME,
+    RETRY_ERROR_STACK,
+    RETRY_FAILED_AT,
+    RETRY_FIRST_FAILED_AT,
+    RETRY_ORIGINAL_EXCHANGE,
+    RETRY_ORIGINAL_ROUTING_KEY,
+    RETRY_QUEUE,
+];
+
+/// True for a header that [`failure_headers`] writes, so a republish replaces it.
+pub fn is_own_header(name: &str) -> bool {
+    OWN_HEADERS.contains(&name)
+}
+
+/// What goes when the headers do not fit, after the stack and the error
+/// message were cut: least useful first. `retry-attempt`, `retry-reason` and
+/// `retry-queue` always stay.
+const DROPPABLE: [&str; 5] = [
+    RETRY_ERROR_NAME,
+    RETRY_FAILED_AT,
+    RETRY_FIRST_FAILED_AT,
+    RETRY_ORIGINAL_ROUTING_KEY,
+    RETRY_ORIGINAL_EXCHANGE,
+];
 
 /// A header value the core writes.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,13 +83,28 @@ pub enum HeaderValue {
     Str(String),
 }
 
-impl HeaderValue {
-    fn value_len(&self) -> usize {
-        match self {
+/// The bytes one header takes in a field table on the wire: the name with
+/// its length byte, the type tag, and the value (a long-long int, or a long
+/// string with its 4-byte length).
+pub fn entry_size(name: &str, value: &HeaderValue) -> usize {
+    1 + name.len()
+        + 1
+        + match value {
             HeaderValue::Int(_) => 8,
-            HeaderValue::Str(s) => s.len(),
+            HeaderValue::Str(s) => 4 + s.len(),
         }
-    }
+}
+
+fn total_size(headers: &[(&'static str, HeaderValue)]) -> usize {
+    headers.iter().map(|(n, v)| entry_size(n, v)).sum()
+}
+
+/// Not even `retry-attempt`, `retry-reason` and `retry-queue` fit in the room
+/// the frame leaves: the producer's headers fill it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoRoom {
+    /// The bytes the smallest set of headers needs.
+    pub needed: usize,
 }
 
 /// What is known about one failure, for building its headers.
@@ -81,14 +131,16 @@ pub struct FailureInput<'a> {
     pub previous_original_exchange: Option<&'a str>,
     /// `retry-original-routing-key` from an earlier hop, if any.
     pub previous_original_routing_key: Option<&'a str>,
-    /// The encoded size of the user's headers kept on the republished message.
-    pub kept_headers_bytes: usize,
+    /// Bytes the frame leaves for these headers, once the properties and
+    /// the headers kept from the message are counted.
+    pub room: usize,
 }
 
-/// Builds the `retry-*` headers for a failure, in a fixed order. The stack
-/// trace gets whatever room is left in the frame, so a huge stack cannot
-/// make the republish fail.
-pub fn failure_headers(input: &FailureInput) -> Vec<(&'static str, HeaderValue)> {
+/// Builds the `retry-*` headers for a failure, in a fixed order, within
+/// `input.room` bytes. When they do not fit, the stack is cut first, then the
+/// error message; then the least useful headers go (see `DROPPABLE`). Fails
+/// only when not even `retry-attempt`, `retry-reason` and `retry-queue` fit.
+pub fn failure_headers(input: &FailureInput) -> Result<Vec<(&'static str, HeaderValue)>, NoRoom> {
     let failed_at = iso8601_utc(input.now_ms);
     let first_failed_at = match input.previous_first_failed_at {
         Some(prev) if !prev.is_empty() => prev.to_string(),
@@ -112,6 +164,10 @@ pub fn failure_headers(input: &FailureInput) -> Vec<(&'static str, HeaderValue)>
             HeaderValue::Str(cut_utf8(input.error_message, MAX_ERROR_MESSAGE_BYTES)),
         ),
         (RETRY_ERROR_NAME, HeaderValue::Str(error_name)),
+        (
+            RETRY_ERROR_STACK,
+            HeaderValue::Str(cut_utf8(input.error_stack, FRAME_MAX - HEADER_HEADROOM)),
+        ),
         (RETRY_FAILED_AT, HeaderValue::Str(failed_at)),
         (RETRY_FIRST_FAILED_AT, HeaderValue::Str(first_failed_at)),
         (
@@ -132,19 +188,60 @@ pub fn failure_headers(input: &FailureInput) -> Vec<(&'static str, HeaderValue)>
         ),
         (RETRY_QUEUE, str_value(input.queue)),
     ];
+    // Both keep their first kilobyte while the other can give room; then
+    // the stack goes before the message.
+    for (text, floor) in [
+        (RETRY_ERROR_STACK, KEPT_WHEN_SHORT),
+        (RETRY_LAST_ERROR, KEPT_WHEN_SHORT),
+        (RETRY_ERROR_STACK, 0),
+        (RETRY_LAST_ERROR, 0),
+    ] {
+        shrink(&mut headers, text, input.room, floor);
+    }
+    for name in DROPPABLE {
+        if total_size(&headers) <= input.room {
+            break;
+        }
+        headers.retain(|(n, _)| *n != name);
+    }
+    let needed = total_size(&headers);
+    if needed > input.room {
+        return Err(NoRoom { needed });
+    }
+    Ok(headers)
+}
 
-    let others: usize = headers
-        .iter()
-        .map(|(name, value)| name.len() + value.value_len() + ENTRY_OVERHEAD)
-        .sum();
-    let stack_budget = (FRAME_MAX - HEADER_HEADROOM)
-        .saturating_sub(input.kept_headers_bytes)
-        .saturating_sub(others)
-        .saturating_sub(RETRY_ERROR_STACK.len() + ENTRY_OVERHEAD);
-    let stack = cut_utf8(input.error_stack, stack_budget);
-    // The stack goes after the error name, before failed-at.
-    headers.insert(4, (RETRY_ERROR_STACK, HeaderValue::Str(stack)));
-    headers
+/// How much of the stack and of the error message is kept while the other
+/// can still be cut (see [`failure_headers`]).
+const KEPT_WHEN_SHORT: usize = 1024;
+
+/// Cuts the string header `name` so the headers fit in `room`, to no fewer
+/// than `floor` bytes; removes it when not even the cut marker fits.
+fn shrink(headers: &mut Vec<(&'static str, HeaderValue)>, name: &str, room: usize, floor: usize) {
+    let total = total_size(headers);
+    if total <= room {
+        return;
+    }
+    let Some(at) = headers.iter().position(|(n, _)| *n == name) else {
+        return;
+    };
+    let HeaderValue::Str(text) = &headers[at].1 else {
+        return;
+    };
+    let others = total - entry_size(name, &headers[at].1);
+    let empty = entry_size(name, &HeaderValue::Str(String::new()));
+    let left = room
+        .saturating_sub(others + empty)
+        .max(floor.min(text.len()));
+    if left >= text.len() {
+        return;
+    }
+    let cut = cut_utf8(text, left);
+    if cut.is_empty() {
+        headers.remove(at);
+    } else {
+        headers[at].1 = HeaderValue::Str(cut);
+    }
 }
 
 /// Cuts `s` to at most `max_bytes`, ending it with a `"\n…[cut N bytes]"`
@@ -211,8 +308,12 @@ mod tests {
             previous_first_failed_at: None,
             previous_original_exchange: None,
             previous_original_routing_key: None,
-            kept_headers_bytes: 0,
+            room: FRAME_MAX,
         }
+    }
+
+    fn headers(i: &FailureInput) -> Vec<(&'static str, HeaderValue)> {
+        failure_headers(i).expect("fits")
     }
 
     fn get<'h>(h: &'h [(&'static str, HeaderValue)], name: &str) -> &'h HeaderValue {
@@ -226,14 +327,10 @@ mod tests {
         }
     }
 
-    fn total_size(h: &[(&'static str, HeaderValue)]) -> usize {
-        h.iter().map(|(n, v)| n.len() + v.value_len()).sum()
-    }
-
     #[test]
     fn first_hop() {
         let route = retry_route();
-        let h = failure_headers(&input(&route));
+        let h = headers(&input(&route));
         let s = |v: &str| HeaderValue::Str(v.into());
         assert_eq!(
             h,
@@ -295,7 +392,7 @@ mod tests {
             ),
         ];
         for (route, attempt, reason) in cases {
-            let h = failure_headers(&input(&route));
+            let h = headers(&input(&route));
             assert_eq!(h.len(), 10);
             assert_eq!(
                 get(&h, RETRY_ATTEMPT),
@@ -315,7 +412,7 @@ mod tests {
         i.previous_first_failed_at = Some("2026-01-01T00:00:00.000Z");
         i.previous_original_exchange = Some("shop");
         i.previous_original_routing_key = Some("order.created");
-        let h = failure_headers(&i);
+        let h = headers(&i);
         assert_eq!(
             get_str(&h, RETRY_FIRST_FAILED_AT),
             "2026-01-01T00:00:00.000Z"
@@ -327,7 +424,7 @@ mod tests {
         // An empty first-failed-at is useless, an empty exchange is the default one.
         i.previous_first_failed_at = Some("");
         i.previous_original_exchange = Some("");
-        let h = failure_headers(&i);
+        let h = headers(&i);
         assert_eq!(
             get_str(&h, RETRY_FIRST_FAILED_AT),
             "2026-12-30T00:34:22.123Z"
@@ -347,11 +444,11 @@ mod tests {
         for (name, want) in cases {
             let mut i = input(&route);
             i.error_name = name;
-            assert_eq!(get_str(&failure_headers(&i), RETRY_ERROR_NAME), want);
+            assert_eq!(get_str(&headers(&i), RETRY_ERROR_NAME), want);
         }
         let mut i = input(&route);
         i.error_name = &long;
-        let h = failure_headers(&i);
+        let h = headers(&i);
         let name = get_str(&h, RETRY_ERROR_NAME);
         assert!(name.len() <= MAX_ERROR_NAME_BYTES);
         assert!(name.ends_with(" bytes]"));
@@ -364,10 +461,9 @@ mod tests {
         let mut i = input(&route);
         i.error_message = &big;
         i.error_stack = &big;
-        let h = failure_headers(&i);
+        let h = headers(&i);
         let total = total_size(&h);
-        assert!(total < FRAME_MAX - HEADER_HEADROOM / 2, "{total}");
-        assert!(total <= FRAME_MAX - HEADER_HEADROOM, "{total}");
+        assert!(total <= FRAME_MAX - HEADER_HEADROOM + 10_000, "{total}");
         assert!(get_str(&h, RETRY_LAST_ERROR).len() <= MAX_ERROR_MESSAGE_BYTES);
         let stack = get_str(&h, RETRY_ERROR_STACK);
         assert!(
@@ -376,28 +472,104 @@ mod tests {
             stack.len()
         );
         assert!(stack.ends_with(" bytes]"));
-
-        i.kept_headers_bytes = 50_000;
-        let h = failure_headers(&i);
-        let total = total_size(&h);
-        assert!(total + 50_000 <= FRAME_MAX - HEADER_HEADROOM, "{total}");
     }
 
     #[test]
-    fn kept_headers_larger_than_frame() {
+    fn every_header_counts_against_the_room() {
         let route = retry_route();
-        let big = "y".repeat(1 << 20);
-        for kept in [
-            FRAME_MAX - HEADER_HEADROOM,
-            FRAME_MAX,
-            10 * FRAME_MAX,
-            usize::MAX,
-        ] {
+        let big = "x".repeat(1 << 20);
+        let message = "m".repeat(6_000);
+        for room in [100_000, 10_000, 4_000, 1_000, 500] {
             let mut i = input(&route);
+            i.error_message = &message;
             i.error_stack = &big;
-            i.kept_headers_bytes = kept;
-            let h = failure_headers(&i);
-            assert_eq!(get_str(&h, RETRY_ERROR_STACK), "", "kept {kept}");
+            i.room = room;
+            let h = headers(&i);
+            assert!(total_size(&h) <= room, "room {room}: {}", total_size(&h));
+            assert_eq!(get(&h, RETRY_ATTEMPT), &HeaderValue::Int(1));
+            assert_eq!(get_str(&h, RETRY_QUEUE), "orders");
+        }
+        // The stack is cut before the message is, down to its first kilobyte.
+        let mut i = input(&route);
+        i.error_message = &message;
+        i.error_stack = &big;
+        i.room = 7_600;
+        let h = headers(&i);
+        assert_eq!(get_str(&h, RETRY_LAST_ERROR), message);
+        let stack = get_str(&h, RETRY_ERROR_STACK);
+        assert!(
+            stack.ends_with(" bytes]") && stack.len() > 1_000,
+            "{}",
+            stack.len()
+        );
+        // Then the message, down to its first kilobyte; both stay.
+        i.room = 3_600;
+        let h = headers(&i);
+        let stack = get_str(&h, RETRY_ERROR_STACK);
+        let msg = get_str(&h, RETRY_LAST_ERROR);
+        assert!(
+            stack.len() <= KEPT_WHEN_SHORT && stack.len() > 900,
+            "{}",
+            stack.len()
+        );
+        assert!(
+            msg.len() > 1_000 && msg.ends_with(" bytes]"),
+            "{}",
+            msg.len()
+        );
+        // With less room than both floors, the stack gives way first.
+        i.room = 1_800;
+        let h = headers(&i);
+        assert!(get_str(&h, RETRY_ERROR_STACK).len() < 1_000);
+        assert!(get_str(&h, RETRY_LAST_ERROR).len() > 1_000);
+        i.room = 1_200;
+        let h = headers(&i);
+        assert!(!h.iter().any(|(n, _)| *n == RETRY_ERROR_STACK));
+        assert!(get_str(&h, RETRY_LAST_ERROR).len() > 500);
+        // Then the message is cut, with a marker.
+        i.room = 2_000;
+        let h = headers(&i);
+        assert!(get_str(&h, RETRY_LAST_ERROR).ends_with(" bytes]"));
+        assert_eq!(get_str(&h, RETRY_ORIGINAL_EXCHANGE), "shop");
+    }
+
+    #[test]
+    fn least_useful_headers_go_last() {
+        let route = retry_route();
+        let mut i = input(&route);
+        i.room = 80;
+        let h = headers(&i);
+        let names: Vec<&str> = h.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, [RETRY_ATTEMPT, RETRY_REASON, RETRY_QUEUE]);
+        assert!(total_size(&h) <= 80);
+    }
+
+    #[test]
+    fn no_room_at_all() {
+        let route = retry_route();
+        for room in [0, 10, 60] {
+            let mut i = input(&route);
+            i.room = room;
+            let err = failure_headers(&i).unwrap_err();
+            assert!(err.needed > room, "{room}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn own_headers_only() {
+        for name in OWN_HEADERS {
+            assert!(is_own_header(name), "{name}");
+        }
+        for name in [
+            "retry-after",
+            "retry-policy",
+            "retry-count",
+            RETRY_ORIGINAL_USER_ID,
+            RETRY_DROPPED_HEADERS,
+            "retry-replayed-at",
+            "x-retry-attempt",
+        ] {
+            assert!(!is_own_header(name), "{name}");
         }
     }
 

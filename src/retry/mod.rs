@@ -13,7 +13,8 @@ pub use attempt::{attempt_count, FieldValue};
 pub use backoff::Backoff;
 pub use delay::{parse_delay, parse_delays, Delay, DelayError};
 pub use headers::{
-    failure_headers, is_broker_death_header, FailureInput, HeaderValue, FRAME_MAX, HEADER_HEADROOM,
+    entry_size, failure_headers, is_broker_death_header, is_own_header, FailureInput, HeaderValue,
+    NoRoom, FRAME_MAX, RETRY_DROPPED_HEADERS, RETRY_ORIGINAL_USER_ID,
 };
 pub use names::{
     parked_queue_name, retry_queue_name, validate_name, validate_topology_names, NameError,

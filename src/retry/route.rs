@@ -12,6 +12,13 @@ pub enum ParkReason {
     /// The broker delivered the message more often than allowed without it
     /// ever being settled: the consumer most likely crashes on it.
     DeliveryLimit,
+    /// A short string of the message (a header name, a property such as
+    /// `message-id`, the routing key) is not UTF-8: parked as it came,
+    /// without calling the handler.
+    Undecodable,
+    /// The producer's headers leave no room in the frame for the `retry-*`
+    /// headers: parked, with the largest of them dropped and named.
+    HeadersTooLarge,
 }
 
 impl ParkReason {
@@ -21,6 +28,8 @@ impl ParkReason {
             ParkReason::NonRetryable => "non-retryable",
             ParkReason::Exhausted => "exhausted",
             ParkReason::DeliveryLimit => "delivery-limit",
+            ParkReason::Undecodable => "undecodable",
+            ParkReason::HeadersTooLarge => "headers-too-large",
         }
     }
 }
