@@ -102,6 +102,31 @@ function described(w: { disconnected: DisconnectedEvent[]; errors: Error[] }): s
 }
 
 /** Counts of each value. */
+/**
+ * A client and a consumer of a new work queue (prefetch 1, delays ['1m']) whose
+ * handler always throws `message`; `calls()` counts the handler's calls and
+ * `w` what the consumer reported.
+ */
+async function alwaysFailing(message: string): Promise<{
+  queue: string;
+  delays: string[];
+  consumer: Consumer;
+  calls: () => number;
+  w: ReturnType<typeof watch>;
+}> {
+  const delays = ['1m'];
+  const queue = testQueue(delays);
+  const rr = await connectClient();
+  let count = 0;
+  const consumer = track(
+    await rr.consume({ queue, prefetch: 1, onFailure: { delays } }, () => {
+      count++;
+      throw new Error(message);
+    }),
+  );
+  return { queue, delays, consumer, calls: () => count, w: watch(consumer) };
+}
+
 function tally(xs: readonly string[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const x of xs) out[x] = (out[x] ?? 0) + 1;
@@ -253,18 +278,8 @@ describe('B. headers that would outgrow a frame: the message still moves on at o
   });
 
   it('125 kB of user headers and a 6 kB error: to Q.retry.1m once, user headers whole, our own cut to fit', async () => {
-    const delays = ['1m'];
-    const queue = testQueue(delays);
-    const rr = await connectClient();
     const message = `carrier said: ${'503 Service Unavailable; '.repeat(250)}`; // ~6 kB
-    let calls = 0;
-    const consumer = track(
-      await rr.consume({ queue, prefetch: 1, onFailure: { delays } }, () => {
-        calls++;
-        throw new Error(message);
-      }),
-    );
-    const w = watch(consumer);
+    const { queue, consumer, calls, w } = await alwaysFailing(message);
     const raw = await openRaw();
     const blob = 'h'.repeat(125_000);
     await raw.publish('', queue, { messageId: 'big-1', deliveryMode: 2, headers: { 'huge-blob': blob, tenant: 'acme' } }, Buffer.from('{"id":1}'), {
@@ -276,12 +291,12 @@ describe('B. headers that would outgrow a frame: the message still moves on at o
     try {
       copy = await rawGetOne(raw, retryQueue);
     } catch (err) {
-      throw new Error(`${(err as Error).message}; handler calls ${calls}, events ${JSON.stringify(described(w))}, parked ${await queueDepth(parkedQueueName(queue))}`);
+      throw new Error(`${(err as Error).message}; handler calls ${calls()}, events ${JSON.stringify(described(w))}, parked ${await queueDepth(parkedQueueName(queue))}`);
     }
     await sleep(500); // a loop would call the handler again by now
     const p = propertiesOf(copy);
 
-    expect(calls).toBe(1);
+    expect(calls()).toBe(1);
     expect(copy.body.toString()).toBe('{"id":1}');
     expect(p.messageId).toBe('big-1');
     expect(p.headers['huge-blob']).toBe(blob);
@@ -311,17 +326,7 @@ describe('B. headers that would outgrow a frame: the message still moves on at o
   });
 
   it('user headers as large as a frame allows: parked as headers-too-large, naming the dropped header', async () => {
-    const delays = ['1m'];
-    const queue = testQueue(delays);
-    const rr = await connectClient();
-    let calls = 0;
-    const consumer = track(
-      await rr.consume({ queue, prefetch: 1, onFailure: { delays } }, () => {
-        calls++;
-        throw new Error('carrier down');
-      }),
-    );
-    const w = watch(consumer);
+    const { queue, consumer, calls, w } = await alwaysFailing('carrier down');
     const raw = await openRaw();
     const props = withBlobOfPayload(MAX_PAYLOAD, { messageId: 'big-2', deliveryMode: 2, headers: { tenant: 'acme' } });
     const blobBytes = ((props.headers as Record<string, FieldValue>)['huge-blob'] as LongStr).bytes.length;
@@ -334,14 +339,14 @@ describe('B. headers that would outgrow a frame: the message still moves on at o
       parked = await rawGetOne(raw, parkedQueue);
     } catch (err) {
       throw new Error(
-        `${(err as Error).message}; handler calls ${calls}, events ${JSON.stringify(described(w))}, ` +
+        `${(err as Error).message}; handler calls ${calls()}, events ${JSON.stringify(described(w))}, ` +
           `retry queue ${await queueDepth(retryQueueName(queue, '1m'))}, Q ${await queueDepth(queue)}, unacked ${await queueUnacked(queue)}`,
       );
     }
     await sleep(500);
     const p = propertiesOf(parked);
 
-    expect(calls).toBe(1);
+    expect(calls()).toBe(1);
     expect(parked.body.toString()).toBe('{"id":2}');
     expect(p.messageId).toBe('big-2');
     expect(p.headers['retry-reason']).toBe('headers-too-large');
@@ -614,17 +619,7 @@ describe('F. other legal oddities go where the handler decides, without a discon
   });
 
   it('byte arrays, voids, nested arrays and tables, a non-UTF-8 long string: the same bytes on the retry copy', async () => {
-    const delays = ['1m'];
-    const queue = testQueue(delays);
-    const rr = await connectClient();
-    let calls = 0;
-    const consumer = track(
-      await rr.consume({ queue, prefetch: 1, onFailure: { delays } }, () => {
-        calls++;
-        throw new Error('retry me');
-      }),
-    );
-    const w = watch(consumer);
+    const { queue, calls, w } = await alwaysFailing('retry me');
     const headers: [string, FieldValue][] = [
       ['bytes', Buffer.from([0, 1, 0x7f, 0x80, 0xff])],
       ['emptyBytes', Buffer.alloc(0)],
@@ -639,7 +634,7 @@ describe('F. other legal oddities go where the handler decides, without a discon
 
     const copy = await rawGetOne(raw, retryQueueName(queue, '1m'));
     await sleep(300);
-    expect(calls).toBe(1);
+    expect(calls()).toBe(1);
     for (const [key, value] of headers) {
       const entry = Buffer.concat([shortStr(key), encodeValue(value)]);
       expect({ key, kept: copy.properties.includes(entry) }).toEqual({ key, kept: true });

@@ -5,7 +5,17 @@ import { ClosedError, NonRetryableError, RabbitRetryError, fromNative, fromNativ
 import { Message } from './message';
 import type { NativeBatch, NativeConsumer, NativeEvent, NativeFailureInfo as FailureInfo, NativeMessageProperties } from './native';
 import type { ConsumerMetrics } from './metrics';
-import { checkCloseOptions, type AlertOptions, type CloseOptions, type Logger, type TableRouteOptions } from './options';
+import {
+  checkCloseOptions,
+  type AlertOptions,
+  type CloseOptions,
+  type Logger,
+  type ParkedAlert,
+  type RetryTableAlert,
+  type TableRouteOptions,
+} from './options';
+
+export type { ParkedAlert, RetryTableAlert } from './options';
 
 /** One delivery's entry in a batch's `meta` (see `NativeBatch` in src/binding/consumer.rs). */
 interface DeliveryMeta {
@@ -75,30 +85,8 @@ export interface PublishFailedEvent {
   error: RabbitRetryError;
 }
 
-/** Emitted once each time the parked queue's depth rises above the alert threshold. */
-export interface ParkedAlert {
-  /** The work queue. */
-  queue: string;
-  /** The parked queue. */
-  parkedQueue: string;
-  /** Messages in the parked queue at the check. */
-  depth: number;
-  /** The threshold it rose above. */
-  threshold: number;
-}
-
 /** What a consumer is doing. */
 export type ConsumerState = 'connected' | 'recovering' | 'closing' | 'closed';
-
-/** Emitted once each time the retry table's oldest due row grows older than the alert threshold. */
-export interface RetryTableAlert {
-  /** The work queue of the consumer that checked. */
-  queue: string;
-  /** Age in ms of the oldest row whose due time has passed. */
-  oldestDueAgeMs: number;
-  /** The threshold it passed. */
-  threshold: number;
-}
 
 /** Emitted when a failed message was stored in the retry table and acked. */
 export interface StoredEvent {

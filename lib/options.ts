@@ -33,6 +33,28 @@ export interface ConnectOptions {
   meterProvider?: MeterProviderLike;
 }
 
+/** Emitted once each time the parked queue's depth rises above the alert threshold. */
+export interface ParkedAlert {
+  /** The work queue. */
+  queue: string;
+  /** The parked queue. */
+  parkedQueue: string;
+  /** Messages in the parked queue at the check. */
+  depth: number;
+  /** The threshold it rose above. */
+  threshold: number;
+}
+
+/** Emitted once each time the retry table's oldest due row grows older than the alert threshold. */
+export interface RetryTableAlert {
+  /** The work queue of the consumer that checked. */
+  queue: string;
+  /** Age in ms of the oldest row whose due time has passed. */
+  oldestDueAgeMs: number;
+  /** The threshold it passed. */
+  threshold: number;
+}
+
 /** Checks the parked queue on a timer and alerts once each time its depth rises above a threshold. */
 export interface AlertOptions {
   /** Alert when the parked queue holds more than this many messages. */
@@ -42,9 +64,9 @@ export interface AlertOptions {
   /** How often to check. @default '1m' */
   every?: Delay;
   /** Called on each crossing of `parkedAbove` (the consumer also emits `alert`). */
-  onAlert?: (alert: import('./consumer').ParkedAlert) => void;
+  onAlert?: (alert: ParkedAlert) => void;
   /** Called on each crossing of `oldestDueAboveMs` (the consumer also emits `tableAlert`). */
-  onTableAlert?: (alert: import('./consumer').RetryTableAlert) => void;
+  onTableAlert?: (alert: RetryTableAlert) => void;
 }
 
 /** TLS settings for `amqps://` URLs. */
