@@ -4,7 +4,7 @@ import path from 'node:path';
 
 import amqp, { type Channel, type ChannelModel, type MessageProperties as AmqpProperties } from 'amqplib';
 
-import { RabbitRetry, type ConnectOptions, type Consumer, type Delay, parkedQueueName, retryQueueName } from '../lib';
+import { RabbitRetry, type ConnectOptions, type Consumer, type Delay, type Logger, parkedQueueName, retryQueueName } from '../lib';
 
 export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 
@@ -450,4 +450,24 @@ export async function drainAll(name: string, quietMs = 300): Promise<GotMessage[
     await ch.cancel(consumerTag);
     return out;
   });
+}
+
+/** A logger that keeps what it was told. */
+export function recordingLogger(): Logger & { warnings: string[]; errors: string[] } {
+  const warnings: string[] = [];
+  const errors: string[] = [];
+  return { warnings, errors, warn: (m) => warnings.push(m), error: (m) => errors.push(m) };
+}
+
+/**
+ * What the process would die of: every unhandled rejection during each test
+ * of the calling file, collected (and emptied before each test).
+ */
+export function collectUnhandledRejections(): unknown[] {
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+  beforeAll(() => process.on('unhandledRejection', onUnhandled));
+  afterAll(() => process.off('unhandledRejection', onUnhandled));
+  beforeEach(() => unhandled.splice(0));
+  return unhandled;
 }

@@ -5,10 +5,12 @@ import {
   type GotMessage,
   cleanup,
   closeAmqp,
+  collectUnhandledRejections,
   connectClient,
   drainAll,
   queueDepth,
   queueUnacked,
+  recordingLogger,
   sleep,
   testQueue,
   track,
@@ -19,19 +21,8 @@ import {
 afterEach(cleanup);
 afterAll(closeAmqp);
 
-// What the process would die of: collected here, and every test expects none.
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown) => unhandled.push(reason);
-beforeAll(() => process.on('unhandledRejection', onUnhandled));
-afterAll(() => process.off('unhandledRejection', onUnhandled));
-beforeEach(() => unhandled.splice(0));
-
-/** A logger that keeps what it was told. */
-function recordingLogger(): Logger & { warnings: string[]; errors: string[] } {
-  const warnings: string[] = [];
-  const errors: string[] = [];
-  return { warnings, errors, warn: (m) => warnings.push(m), error: (m) => errors.push(m) };
-}
+// What the process would die of: every test expects none.
+const unhandled = collectUnhandledRejections();
 
 const DELAYS = ['1m'];
 

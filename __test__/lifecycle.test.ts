@@ -1,20 +1,24 @@
-import { type CloseResult, type Consumer, type Logger, type Message, type StuckEvent, ClosedError } from '../lib';
-import { cleanup, closeAmqp, connectClient, queueDepth, queueUnacked, sleep, testQueue, track, waitFor, waitForOne } from './helpers';
+import { type CloseResult, type Consumer, type Message, type StuckEvent, ClosedError } from '../lib';
+import {
+  cleanup,
+  closeAmqp,
+  collectUnhandledRejections,
+  connectClient,
+  queueDepth,
+  queueUnacked,
+  recordingLogger,
+  sleep,
+  testQueue,
+  track,
+  waitFor,
+  waitForOne,
+} from './helpers';
 
 afterEach(cleanup);
 afterAll(closeAmqp);
 
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown) => unhandled.push(reason);
-beforeAll(() => process.on('unhandledRejection', onUnhandled));
-afterAll(() => process.off('unhandledRejection', onUnhandled));
-beforeEach(() => unhandled.splice(0));
-
-function recordingLogger(): Logger & { warnings: string[]; errors: string[] } {
-  const warnings: string[] = [];
-  const errors: string[] = [];
-  return { warnings, errors, warn: (m) => warnings.push(m), error: (m) => errors.push(m) };
-}
+// What the process would die of: every test expects none.
+const unhandled = collectUnhandledRejections();
 
 /** `p`, or a rejection naming `what` after `ms`: a deadlock fails the test instead of hanging it. */
 function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
