@@ -13,6 +13,7 @@ import {
   type RetryEvent,
   parkedQueueName,
   retryQueueName,
+  type Delay,
 } from '../lib';
 import {
   AMQP_URL,
@@ -140,7 +141,7 @@ describe('bodies go through a retry and a park byte for byte', () => {
 
   it.each(cases)('%s', async (_label, make) => {
     const body = make();
-    const delays = ['200ms'];
+    const delays: Delay[] = ['200ms'];
     const queue = testQueue(delays);
     const rr = await connectClient();
     const seen: { attempt: number; body: Buffer }[] = [];
@@ -207,7 +208,7 @@ describe('headers of every AMQP type survive retries', () => {
   }
 
   it('keeps types and values through two failures (Q.retry.200ms, the broker hop back to Q, Q.retry.1m)', async () => {
-    const delays = ['200ms', '1m'];
+    const delays: Delay[] = ['200ms', '1m'];
     const queue = testQueue(delays);
     const control = extraQueue();
     const rr = await connectClient();
@@ -271,7 +272,7 @@ describe('a malformed x-death header', () => {
   ];
 
   it('does not crash the consumer and counts as no earlier attempt', async () => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const rr = await connectClient();
     const attempts = new Map<string, number>();
@@ -330,7 +331,7 @@ describe('a 1 MB error message or stack', () => {
   ];
 
   it.each(cases)('%s: the message retries and parks, its headers cut to fit a frame', async (_label, makeError) => {
-    const delays = ['200ms'];
+    const delays: Delay[] = ['200ms'];
     const queue = testQueue(delays);
     const rr = await connectClient();
     const retries: RetryEvent[] = [];
@@ -439,7 +440,7 @@ describe('handlers that do not throw an Error', () => {
   ];
 
   it.each(cases)('%s: the message goes to the retry queue with a readable error', async (_label, handler, lastError) => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const rr = await connectClient();
     const retries: RetryEvent[] = [];
@@ -467,7 +468,7 @@ describe('handlers that do not throw an Error', () => {
   ];
 
   it.each(successes)('%s: the message is acked', async (_label, handler) => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const rr = await connectClient();
     const consumer = track(await rr.consume({ queue, onFailure: { delays } }, handler));

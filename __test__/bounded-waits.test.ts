@@ -70,7 +70,7 @@ describe('a broker that stops answering', () => {
     const handled: string[] = [];
     const opts = (queue: string) => ({
       queue,
-      onFailure: { delays: ['1m'] },
+      onFailure: { delays: ['1m' as const] },
       recovery: { initialDelayMs: 50, maxDelayMs: 200, stepTimeoutMs: 300 },
     });
     const consumer = track(await rr.consume(opts(lost), () => undefined));

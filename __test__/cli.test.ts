@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 
 import { type CliIo, run } from '../lib/cli';
-import { parkedQueueName, retryQueueName } from '../lib';
+import { parkedQueueName, retryQueueName, type Delay } from '../lib';
 import {
   AMQP_URL,
   cleanup,
@@ -101,7 +101,7 @@ const seeds = [
 
 describe('status', () => {
   it('--json: depth of the work queue, each retry queue and the parked queue, and consumers', async () => {
-    const delays = ['1m', '10m'];
+    const delays: Delay[] = ['1m', '10m'];
     const queue = testQueue(delays);
     const rr = await connectClient();
     const consumer = track(

@@ -74,7 +74,7 @@ describe('consume option validation', () => {
     ['a zero delay', (queue) => ({ queue, onFailure: { delays: [0] } }), 'delays'],
     ['a zero delay string', (queue) => ({ queue, onFailure: { delays: ['0s'] } }), 'delays'],
     ['a negative delay', (queue) => ({ queue, onFailure: { delays: [-5000] } }), 'delays'],
-    ['a delay in days', (queue) => ({ queue, onFailure: { delays: ['5d'] } }), 'delays'],
+    ['a delay in days', (queue) => ({ queue, onFailure: { delays: ['5d' as never] } }), 'delays'],
   ];
 
   it.each(cases)('rejects %s with INVALID_OPTIONS naming the option', async (_label, options, optionName) => {
@@ -93,7 +93,7 @@ describe('consume option validation', () => {
 
 describe('the failure path', () => {
   it('acks a success and leaves nothing in Q, Q.retry.* or Q.parked', async () => {
-    const delays = ['200ms', '400ms'];
+    const delays: Delay[] = ['200ms', '400ms'];
     const queue = testQueue(delays);
     const seen: { body: unknown; attempt: number }[] = [];
     const { rr } = await start({ queue, onFailure: { delays } }, async (msg) => {
@@ -108,7 +108,7 @@ describe('the failure path', () => {
   });
 
   it('hands short and long message and correlation ids, and several bodies of one batch, to the handler intact', async () => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const seen = new Map<string, { correlationId?: string; text: string; body: string }>();
     const { rr } = await start({ queue, prefetch: 20, onFailure: { delays } }, async (msg) => {
@@ -126,7 +126,7 @@ describe('the failure path', () => {
   });
 
   it('keeps consuming behind a handler that hangs and behind failures: every other delivery is acked, none is lost', async () => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     let release!: () => void;
     const hung = new Promise<void>((resolve) => (release = resolve));
@@ -151,7 +151,7 @@ describe('the failure path', () => {
   });
 
   it('moves a retryable failure to Q.retry.<first delay> with every retry header and the message intact', async () => {
-    const delays = ['1m', '10m'];
+    const delays: Delay[] = ['1m', '10m'];
     const queue = testQueue(delays);
     const exchange = testExchange();
     const routingKey = 'shipment.requested.eu';
@@ -218,7 +218,7 @@ describe('the failure path', () => {
   });
 
   it('retries through each delay, then parks as exhausted with the last error', async () => {
-    const delays = ['200ms', '400ms'];
+    const delays: Delay[] = ['200ms', '400ms'];
     const queue = testQueue(delays);
     const calls: { attempt: number; headers: Record<string, unknown> }[] = [];
     const parkedEvents: ParkedEvent[] = [];
@@ -293,7 +293,7 @@ describe('the failure path', () => {
   ];
 
   it.each(nonRetryable)('parks %s after one attempt as non-retryable', async (_label, failure, handler, lastError) => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     let calls = 0;
     const { rr } = await start({ queue, onFailure: { delays, ...failure } }, async (msg) => {
@@ -341,7 +341,7 @@ describe('the failure path', () => {
 
 describe('attempt counting from headers', () => {
   async function attemptOf(headers: (queue: string) => Record<string, unknown>): Promise<number> {
-    const delays = ['200ms', '400ms'];
+    const delays: Delay[] = ['200ms', '400ms'];
     const queue = testQueue(delays);
     const attempts: number[] = [];
     await start({ queue, onFailure: { delays } }, async (msg) => {
@@ -387,7 +387,7 @@ describe('attempt counting from headers', () => {
 
 describe('routing', () => {
   it('delivers to other queues bound to the exchange once and never the retries', async () => {
-    const delays = ['100ms', '200ms'];
+    const delays: Delay[] = ['100ms', '200ms'];
     const queue = testQueue(delays);
     const exchange = testExchange();
     const routingKey = 'invoice.created';
@@ -418,7 +418,7 @@ describe('routing', () => {
 
 describe('when the republish fails', () => {
   it('keeps the message unacked, reports UNROUTABLE, and returns it to Q on close', async () => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const failed: PublishFailedEvent[] = [];
     let calls = 0;
@@ -452,7 +452,7 @@ describe('when the republish fails', () => {
 
 describe('topology', () => {
   async function mismatchedConsume(): Promise<{ rr: RabbitRetry; retryQueue: string; err: unknown }> {
-    const delays = ['200ms'];
+    const delays: Delay[] = ['200ms'];
     const queue = testQueue(delays);
     const retryQueue = retryQueueName(queue, '200ms');
     // Only the TTL differs from what consume declares.
@@ -486,7 +486,7 @@ describe('topology', () => {
   });
 
   it('declaring the same topology twice is idempotent', async () => {
-    const delays = ['200ms', '1m'];
+    const delays: Delay[] = ['200ms', '1m'];
     const queue = testQueue(delays);
     const rr = await connectClient();
     const a = track(await rr.consume({ queue, onFailure: { delays } }, async () => undefined));
@@ -500,7 +500,7 @@ describe('topology', () => {
 
 describe('close()', () => {
   it('finishes started handlers, requeues the rest, and loses nothing', async () => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const total = 20;
     await withChannel(async (ch) => {
@@ -537,7 +537,7 @@ describe('close()', () => {
 
 describe('unusual handler outcomes', () => {
   it('a thrown string becomes retry-last-error', async () => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const { rr } = await start({ queue, onFailure: { delays } }, async () => {
       throw 'inventory locked';
@@ -550,7 +550,7 @@ describe('unusual handler outcomes', () => {
   });
 
   it('a thrown undefined becomes a message mentioning undefined', async () => {
-    const delays: string[] = [];
+    const delays: Delay[] = [];
     const queue = testQueue(delays);
     const { rr } = await start({ queue, onFailure: { delays } }, async () => {
       throw undefined;
@@ -563,7 +563,7 @@ describe('unusual handler outcomes', () => {
   });
 
   it('a synchronous handler returning a plain value acks the message', async () => {
-    const delays = ['200ms'];
+    const delays: Delay[] = ['200ms'];
     const queue = testQueue(delays);
     let calls = 0;
     const { rr } = await start({ queue, onFailure: { delays } }, () => {
@@ -578,7 +578,7 @@ describe('unusual handler outcomes', () => {
   });
 
   it('a synchronous throw is retried like an async one', async () => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const { rr } = await start({ queue, onFailure: { delays } }, () => {
       throw new Error('sync failure');

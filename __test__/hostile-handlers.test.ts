@@ -1,5 +1,5 @@
 import { Consumer, type ConsumerContext } from '../lib/consumer';
-import { type ConsumeOptions, type Logger, type Message, parkedQueueName, retryQueueName } from '../lib';
+import { type ConsumeOptions, type Logger, type Message, parkedQueueName, retryQueueName, type Delay } from '../lib';
 import type { NativeBatch, NativeConsumer, NativeFailureInfo } from '../lib/native';
 import {
   type GotMessage,
@@ -24,7 +24,7 @@ afterAll(closeAmqp);
 // What the process would die of: every test expects none.
 const unhandled = collectUnhandledRejections();
 
-const DELAYS = ['1m'];
+const DELAYS: Delay[] = ['1m'];
 
 interface Run {
   /** Handler calls per message id. */

@@ -1,9 +1,23 @@
 import { inspect } from 'node:util';
 
-import { type ConnectOptions, type ConsumeOptions, InvalidOptionsError, type PublishOptions, RabbitRetry } from '../lib';
+import { type ConnectOptions, type ConsumeOptions, InvalidOptionsError, type PublishOptions, RabbitRetry, retryQueueName } from '../lib';
 import { native, nativeSync } from '../lib/errors';
 import { binding } from '../lib/native';
-import { AMQP_URL, cleanup, closeAmqp, connectClient, queueExists, testQueue } from './helpers';
+import {
+  AMQP_URL,
+  cleanup,
+  closeAmqp,
+  connectClient,
+  createTestDatabase,
+  dropTestDatabase,
+  extraQueue,
+  pgUrl,
+  psql,
+  queueDepth,
+  queueExists,
+  testQueue,
+  withChannel,
+} from './helpers';
 
 afterEach(cleanup);
 afterAll(closeAmqp);
@@ -134,5 +148,161 @@ describe('a conversion error of the native layer', () => {
     }
     expect(err).toBeInstanceOf(InvalidOptionsError);
     expect(everything(err)).not.toContain('secret4');
+  });
+});
+
+/** Expects the INVALID_OPTIONS error a user sees for an unknown key: its class, its code and its whole message. */
+function expectUnknownKey(err: unknown, message: string | RegExp): void {
+  expect(err).toBeInstanceOf(InvalidOptionsError);
+  expect(err).toMatchObject({ code: 'INVALID_OPTIONS', name: 'InvalidOptionsError' });
+  if (typeof message === 'string') expect((err as Error).message).toBe(message);
+  else expect((err as Error).message).toMatch(message);
+}
+
+function thrown(f: () => unknown): unknown {
+  try {
+    f();
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected a throw');
+}
+
+describe('unknown options are refused, naming the key, where it is and the nearest known key', () => {
+  describe('connect', () => {
+    const cases: [string, ConnectOptions, string | RegExp][] = [
+      ['a typo', { url: AMQP_URL, connectionNmae: 'orders' } as never, '`connectionNmae` is not an option of RabbitRetry.connect; did you mean `connectionName`?'],
+      ['another case', { URL: AMQP_URL } as never, '`URL` is not an option of RabbitRetry.connect; did you mean `url`?'],
+      [
+        'no near neighbour: the options are listed',
+        { url: AMQP_URL, vhost: '/' } as never,
+        '`vhost` is not an option of RabbitRetry.connect; its options are `url`, `connectionName`, `heartbeat`, `connectTimeoutMs`, `confirmTimeoutMs`, `tls`, `retryTable`, `logger`, `meterProvider`',
+      ],
+      ['tls', { url: AMQP_URL, tls: { caFiel: 'ca.pem' } } as never, '`caFiel` is not an option of tls; did you mean `caFile`?'],
+      ['retryTable', { url: AMQP_URL, retryTable: { url: 'postgres://a@h/db', schedular: false } } as never, '`schedular` is not an option of retryTable; did you mean `scheduler`?'],
+      [
+        'two unknown keys',
+        { url: AMQP_URL, heartbeats: 5, prefetch: 10 } as never,
+        '`heartbeats` is not an option of RabbitRetry.connect; did you mean `heartbeat`? (also not an option: `prefetch`)',
+      ],
+    ];
+    it.each(cases)('%s', async (_label, options, message) => {
+      expectUnknownKey(await caught(RabbitRetry.connect(options)), message);
+    });
+
+    it('shows key names only, never a value', async () => {
+      const err = await caught(RabbitRetry.connect({ url: AMQP_URL, password: 'secret-pw-1', tls: { ca: 'x' } } as never));
+      expectUnknownKey(err, /^`password` is not an option of RabbitRetry\.connect; its options are /);
+      expect(everything(err)).not.toContain('secret-pw-1');
+    });
+  });
+
+  describe('consume: nothing is declared and no consumer starts', () => {
+    const cases: [string, (queue: string) => ConsumeOptions, string | RegExp][] = [
+      ['onFailure.delay', (queue) => ({ queue, onFailure: { delay: ['5s'] } }) as never, '`delay` is not an option of onFailure; did you mean `delays`?'],
+      ['Prefetch', (queue) => ({ queue, Prefetch: 5 }) as never, '`Prefetch` is not an option of consume; did you mean `prefetch`?'],
+      ['queueName', (queue) => ({ queueName: queue }) as never, /^`queueName` is not an option of consume; its options are `queue`, `exchange`, /],
+      ['durable (no near neighbour)', (queue) => ({ queue, durable: true }) as never, /^`durable` is not an option of consume; its options are .*`stuckAfterMs`$/],
+      ['onFailure.table', (queue) => ({ queue, onFailure: { table: { dependancy: () => 'carrier' } } }) as never, '`dependancy` is not an option of onFailure.table; did you mean `dependency`?'],
+      ['alert', (queue) => ({ queue, alert: { parkedAbove: 0, evry: '1m' } }) as never, '`evry` is not an option of alert; did you mean `every`?'],
+      ['alert without a known threshold', (queue) => ({ queue, alert: { parkedabove: 0 } }) as never, '`parkedabove` is not an option of alert; did you mean `parkedAbove`?'],
+      ['recovery', (queue) => ({ queue, recovery: { maxRetries: 3 } }) as never, /^`maxRetries` is not an option of recovery; its options are `initialDelayMs`, `maxDelayMs`, `maxAttempts`, `stepTimeoutMs`$/],
+    ];
+    it.each(cases)('%s', async (_label, make, message) => {
+      const queue = testQueue();
+      const rr = await connectClient();
+      expectUnknownKey(await caught(rr.consume(make(queue), async () => undefined)), message);
+      expect(await queueExists(queue)).toBe(false);
+    });
+  });
+
+  describe('publish', () => {
+    const cases: [string, PublishOptions, string | RegExp][] = [
+      ['another case', { messageID: 'order-1' } as never, '`messageID` is not an option of publish; did you mean `messageId`?'],
+      ['a typo', { correlationid: 'c', presistent: false } as never, '`correlationid` is not an option of publish; did you mean `correlationId`? (also not an option: `presistent`)'],
+      ['deliveryMode', { deliveryMode: 1 } as never, '`deliveryMode` is not an option of publish; use `persistent: false` for a transient message (delivery mode 1); messages are persistent by default'],
+      ['mandatory (no near neighbour)', { mandatory: false } as never, /^`mandatory` is not an option of publish; its options are `messageId`, /],
+    ];
+    it.each(cases)('%s: nothing is published', async (_label, options, message) => {
+      const queue = extraQueue();
+      await withChannel((ch) => ch.assertQueue(queue, { durable: false }));
+      const rr = await connectClient();
+      expectUnknownKey(await caught(rr.publish('', queue, { orderId: 1 }, options)), message);
+      expect(await queueDepth(queue)).toBe(0);
+    });
+  });
+
+  describe('close', () => {
+    it('of a consumer, and of the client, which stay open', async () => {
+      const queue = testQueue();
+      const rr = await connectClient();
+      const consumer = await rr.consume({ queue }, async () => undefined);
+      expectUnknownKey(await caught(consumer.close({ timeoutMS: 100 } as never)), '`timeoutMS` is not an option of close; did you mean `timeoutMs`?');
+      expect(consumer.state).toBe('connected');
+      expectUnknownKey(await caught(rr.close({ timeout: 100 } as never)), '`timeout` is not an option of close; did you mean `timeoutMs`?');
+      expect(await rr.queueInfo(queue)).toMatchObject({ consumers: 1 });
+    });
+  });
+
+  describe('parked', () => {
+    it('peek, its filter, replay and its target; no message moves', async () => {
+      const queue = testQueue();
+      const rr = await connectClient();
+      const parked = rr.parked(queue);
+      await withChannel((ch) => ch.assertQueue(parked.name, { durable: true }));
+      await rr.publish('', parked.name, { orderId: 1 }, { headers: { 'retry-reason': 'exhausted' } });
+      expectUnknownKey(await caught(parked.peek({ limt: 5 } as never)), '`limt` is not an option of peek; did you mean `limit`?');
+      expectUnknownKey(await caught(parked.peek({ filter: { reasons: 'exhausted' } } as never)), '`reasons` is not an option of peek filter; did you mean `reason`?');
+      expectUnknownKey(await caught(parked.replay({ ratePersec: 10 } as never)), '`ratePersec` is not an option of replay; did you mean `ratePerSec`?');
+      expectUnknownKey(
+        await caught(parked.replay({ to: { exchange: '', routing_key: queue } } as never)),
+        '`routing_key` is not an option of replay to; did you mean `routingKey`?',
+      );
+      expectUnknownKey(await caught(parked.replay({ filter: { error: '503' } } as never)), /^`error` is not an option of replay filter; its options are `reason`, `errorName`, `errorMessage`, `headers`, `where`$/);
+      expect(await parked.count()).toBe(1);
+      expect(await queueExists(queue)).toBe(false);
+    });
+  });
+});
+
+describe('a delay forced past its type', () => {
+  it("'5 seconds' as onFailure.delays: INVALID_OPTIONS at run time, nothing declared", async () => {
+    const queue = testQueue();
+    const rr = await connectClient();
+    const err = await caught(rr.consume({ queue, onFailure: { delays: ['5 seconds' as never] } }, async () => undefined));
+    expect(err).toBeInstanceOf(InvalidOptionsError);
+    expect(err).toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringContaining('"5 seconds" is not valid') });
+    expect(await queueExists(queue)).toBe(false);
+  });
+
+  it("'5 seconds' as alert.every, and in retryQueueName", async () => {
+    const queue = testQueue();
+    const rr = await connectClient();
+    const err = await caught(rr.consume({ queue, alert: { parkedAbove: 0, every: '5 seconds' as never } }, async () => undefined));
+    expect(err).toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringContaining('"5 seconds" is not valid') });
+    const sync = thrown(() => retryQueueName(queue, '5sec' as never));
+    expect(sync).toBeInstanceOf(InvalidOptionsError);
+    expect(sync).toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringContaining('"5sec" is not valid') });
+  });
+});
+
+describe('unknown options of the retry table methods', () => {
+  let db: string;
+  beforeAll(() => {
+    db = createTestDatabase('keys');
+  });
+  afterAll(() => dropTestDatabase(db));
+
+  it('pause, resume, isPaused, list and pauseWhen', async () => {
+    const rr = await connectClient({ retryTable: { url: pgUrl(db), scheduler: false } });
+    const table = rr.retryTable;
+    expectUnknownKey(await caught(table.pause({ tenent: 'acme' } as never)), '`tenent` is not an option of pause; did you mean `tenant`?');
+    expectUnknownKey(await caught(table.resume({ Dependency: 'carrier' } as never)), '`Dependency` is not an option of resume; did you mean `dependency`?');
+    expectUnknownKey(await caught(table.isPaused({ dependency: 'carrier', queue: 'q' } as never)), '`queue` is not an option of isPaused; its options are `dependency`, `tenant`, `errorName`');
+    expectUnknownKey(await caught(table.list({ limits: 5 } as never)), '`limits` is not an option of list; did you mean `limit`?');
+    const err = thrown(() => table.pauseWhen('carrier', () => true, { failuresBeforePaused: 2 } as never));
+    expectUnknownKey(err, '`failuresBeforePaused` is not an option of pauseWhen; did you mean `failuresBeforePause`?');
+    expect(await table.isPaused({ tenant: 'acme' })).toBe(false);
+    expect(psql('SELECT count(*) FROM rabbit_retry_pauses', db)).toBe('0');
   });
 });

@@ -20,6 +20,7 @@ import {
   type RabbitRetryError,
   parkedQueueName,
   retryQueueName,
+  type Delay,
 } from '../lib';
 import {
   AMQP_URL,
@@ -109,12 +110,12 @@ function described(w: { disconnected: DisconnectedEvent[]; errors: Error[] }): s
  */
 async function alwaysFailing(message: string): Promise<{
   queue: string;
-  delays: string[];
+  delays: Delay[];
   consumer: Consumer;
   calls: () => number;
   w: ReturnType<typeof watch>;
 }> {
-  const delays = ['1m'];
+  const delays: Delay[] = ['1m'];
   const queue = testQueue(delays);
   const rr = await connectClient();
   let count = 0;
@@ -164,7 +165,7 @@ describe('A. a short string that is not UTF-8 parks the message undecoded, and n
   });
 
   it.each(cases)('%s', async (_label, props, originalBytes, fieldName) => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const other = testQueue(delays);
     const rr = await connectClient();
@@ -370,7 +371,7 @@ describe('B. headers that would outgrow a frame: the message still moves on at o
 
   it("a content header in the broker's 8-byte tolerance (frame_max bytes): parked, other traffic undisturbed", async () => {
     // RabbitMQ takes it from the producer (see above) and delivers it in a frame 8 bytes over frame_max.
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const other = testQueue(delays);
     const rr = await connectClient();
@@ -434,7 +435,7 @@ describe("C. another user's user-id: the retry copy drops the property and keeps
   }, 30_000);
 
   it('alice: no user-id on the copy, retry-original-user-id names her; guest: user-id kept', async () => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const rr = await connectClient();
     const seen: { messageId?: string; userId?: string }[] = [];
@@ -482,7 +483,7 @@ describe("C. another user's user-id: the retry copy drops the property and keeps
 
 describe('D. user headers named retry-* survive a retry and a park unchanged; our own are replaced', () => {
   it('retry-after, retry-policy and retry-count come through both hops', async () => {
-    const delays = ['200ms'];
+    const delays: Delay[] = ['200ms'];
     const queue = testQueue(delays);
     const rr = await connectClient();
     const userHeaders = { 'retry-after': '30', 'retry-policy': 'fast', 'retry-count': 3 };
@@ -557,7 +558,7 @@ describe('E. connection errors that explain', () => {
 
 describe('F. other legal oddities go where the handler decides, without a disconnect', () => {
   it('a 255-byte routing key through a topic binding #', async () => {
-    const delays = ['200ms'];
+    const delays: Delay[] = ['200ms'];
     const queue = testQueue(delays);
     const exchange = testExchange();
     const rr = await connectClient();
@@ -584,7 +585,7 @@ describe('F. other legal oddities go where the handler decides, without a discon
   });
 
   it('an empty body and an empty routing key through a fanout exchange', async () => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const exchange = testExchange();
     const rr = await connectClient();
@@ -645,7 +646,7 @@ describe('F. other legal oddities go where the handler decides, without a discon
   });
 
   it('timestamp 0 and priority 255 reach the handler and the retry copy', async () => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const rr = await connectClient();
     const seen: { timestamp?: number; priority?: number }[] = [];

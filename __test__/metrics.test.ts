@@ -18,6 +18,7 @@ import {
   type RetryEvent,
   parkedQueueName,
   retryQueueName,
+  type Delay,
 } from '../lib';
 import {
   cleanup,
@@ -130,7 +131,7 @@ const MIX: Record<Kind, number> = { ok: 3, flaky: 2, stubborn: 2, bad: 3, last: 
 
 describe('OpenTelemetry metrics', () => {
   it('counters, the duration histogram and the parked-depth gauge match what happened and consumer.stats()', async () => {
-    const delays = ['200ms', '1m'];
+    const delays: Delay[] = ['200ms', '1m'];
     const queue = testQueue(delays);
     const { provider, reader } = meterProvider();
     const rr = await connectClient({ meterProvider: provider });
@@ -201,7 +202,7 @@ describe('OpenTelemetry metrics', () => {
   });
 
   it('a failed republish is counted in rabbit_retry.republish.failed and stats().publishFailed, and the message is not lost', async () => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const retryQueue = retryQueueName(queue, '1m');
     const { provider, reader } = meterProvider();
@@ -250,7 +251,7 @@ describe('OpenTelemetry metrics', () => {
   });
 
   it('without a meterProvider and without a global provider, consuming works and stats() still counts', async () => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const rr = await connectClient();
     const errors: Error[] = [];
@@ -276,7 +277,7 @@ describe('OpenTelemetry metrics', () => {
       throw new Error("Cannot find module '@opentelemetry/api'");
     });
     try {
-      const delays: string[] = [];
+      const delays: Delay[] = [];
       const queue = testQueue(delays);
       const rr = await connectClient();
       const consumer = track(
@@ -300,7 +301,7 @@ describe('OpenTelemetry metrics', () => {
   });
 
   it('uses the global meter provider of @opentelemetry/api when none is passed', async () => {
-    const delays: string[] = [];
+    const delays: Delay[] = [];
     const queue = testQueue(delays);
     const { provider, reader } = meterProvider();
     expect(otelMetrics.setGlobalMeterProvider(provider)).toBe(true);

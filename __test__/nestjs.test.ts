@@ -25,7 +25,17 @@ import { Test, type TestingModule } from '@nestjs/testing';
 import type { Observable } from 'rxjs';
 import { tap } from 'rxjs/operators';
 
-import { DEFAULT_DELAYS, Message, NonRetryableError, RabbitRetry, type Delay, retryQueueName } from '../lib';
+import {
+  DEFAULT_DELAYS,
+  InvalidOptionsError,
+  Message,
+  NonRetryableError,
+  RabbitRetry,
+  type Delay,
+  type OnFailureOptions,
+  type TableRouteOptions,
+  retryQueueName,
+} from '../lib';
 import {
   Consume,
   InjectRabbitRetry,
@@ -35,10 +45,12 @@ import {
   RabbitPayload,
   RabbitRetryConsumers,
   RabbitRetryModule,
+  type ConsumeHandlerOptions,
+  type RabbitRetryModuleAsyncOptions,
   type RabbitRetryModuleOptions,
   type RabbitRetryOptionsFactory,
 } from '../lib/nestjs';
-import { deleteTestQueues, readParked, uniqueQueueName, waitForQueueDepth } from '../lib/testing';
+import { type DeleteTestQueuesOptions, deleteTestQueues, readParked, uniqueQueueName, waitForQueueDepth } from '../lib/testing';
 import { AMQP_URL, closeAmqp, deleteExchange, deleteQueues, queueDepth, queueExists, sleep, waitFor, withChannel } from './helpers';
 
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
@@ -361,7 +373,7 @@ describe('RabbitRetryModule', () => {
   });
 
   test('retry then park through a Nest handler: the headers of api.md, and one log line per retry and park', async () => {
-    const delays = ['200ms', '400ms'];
+    const delays: Delay[] = ['200ms', '400ms'];
     const queue = testQueue(delays);
     const exchange = testExchange();
     const attempts: number[] = [];
@@ -658,6 +670,157 @@ describe('RabbitRetryModule', () => {
   });
 });
 
+describe('RabbitRetry injected by its class', () => {
+  test('app.get(RabbitRetry) is the client of RABBIT_RETRY, and a constructor parameter typed RabbitRetry gets it without a decorator', async () => {
+    const queue = testQueue();
+
+    @Injectable()
+    class OrdersPublisher {
+      constructor(readonly rr: RabbitRetry) {}
+    }
+
+    const app = await boot({ imports: [RabbitRetryModule.forRoot({ url: AMQP_URL })], providers: [OrdersPublisher] });
+    const rr = app.get(RabbitRetry);
+    expect(rr).toBeInstanceOf(RabbitRetry);
+    expect(rr).toBe(app.get(RABBIT_RETRY));
+    expect(app.get(OrdersPublisher).rr).toBe(rr);
+    await withChannel((ch) => ch.assertQueue(queue, { durable: true }));
+    await app.get(OrdersPublisher).rr.publish('', queue, { orderId: 1 });
+    expect(await queueDepth(queue)).toBe(1);
+  });
+
+  test('forRootAsync with isGlobal: a feature module injects it by class without importing the module', async () => {
+    @Injectable()
+    class Feature {
+      constructor(
+        readonly rr: RabbitRetry,
+        @InjectRabbitRetry() readonly byToken: RabbitRetry,
+      ) {}
+    }
+    @Module({ providers: [Feature], exports: [Feature] })
+    class FeatureModule {}
+
+    const app = await boot({
+      imports: [RabbitRetryModule.forRootAsync({ useFactory: () => ({ url: AMQP_URL }), isGlobal: true }), FeatureModule],
+    });
+    expect(app.get(Feature).rr).toBeInstanceOf(RabbitRetry);
+    expect(app.get(Feature).rr).toBe(app.get(Feature).byToken);
+    expect(app.get(RabbitRetry)).toBe(app.get(RABBIT_RETRY));
+  });
+});
+
+describe('unknown options of the module and the decorators', () => {
+  test('a typo in @Consume fails the bootstrap with INVALID_OPTIONS naming Class.method, and no consumer starts', async () => {
+    const queue = testQueue();
+    const fine = testQueue();
+
+    @Injectable()
+    class Fine {
+      @Consume({ queue: fine })
+      async handle(): Promise<void> {}
+    }
+
+    @Injectable()
+    class Typo {
+      @Consume({ queue, prefech: 1 } as ConsumeHandlerOptions)
+      async handle(): Promise<void> {}
+    }
+
+    const app = await compile({ imports: [RabbitRetryModule.forRoot({ url: AMQP_URL })], providers: [Fine, Typo] });
+    const failure = app.init();
+    await expect(failure).rejects.toBeInstanceOf(InvalidOptionsError);
+    await expect(failure).rejects.toMatchObject({
+      code: 'INVALID_OPTIONS',
+      name: 'InvalidOptionsError',
+      message: `Typo.handle could not consume '${queue}' (INVALID_OPTIONS): \`prefech\` is not an option of @Consume; did you mean \`prefetch\`?`,
+    });
+    expect(await queueExists(queue)).toBe(false);
+    expect(await queueExists(fine)).toBe(false);
+  });
+
+  test('a typo in @OnFailure, in its table, and onFailure given to @Consume fail the bootstrap with INVALID_OPTIONS', async () => {
+    const queue = testQueue(['1s']);
+
+    @Injectable()
+    class DelayTypo {
+      @Consume({ queue })
+      @OnFailure({ delay: ['1s'] } as OnFailureOptions)
+      async handle(): Promise<void> {}
+    }
+    // The module has defaults, which a dropped @OnFailure key would leave in force unnoticed.
+    const module = RabbitRetryModule.forRoot({ url: AMQP_URL, defaultOnFailure: { delays: ['1m'] } });
+    const app = await compile({ imports: [module], providers: [DelayTypo] });
+    await expect(app.init()).rejects.toMatchObject({
+      code: 'INVALID_OPTIONS',
+      message: `DelayTypo.handle could not consume '${queue}' (INVALID_OPTIONS): \`delay\` is not an option of @OnFailure; did you mean \`delays\`?`,
+    });
+    expect(await queueExists(queue)).toBe(false);
+
+    @Injectable()
+    class TableTypo {
+      @Consume({ queue })
+      @OnFailure({ delays: [], table: { maxAttempt: 3 } as TableRouteOptions })
+      async handle(): Promise<void> {}
+    }
+    const app2 = await compile({ imports: [RabbitRetryModule.forRoot({ url: AMQP_URL })], providers: [TableTypo] });
+    await expect(app2.init()).rejects.toMatchObject({
+      code: 'INVALID_OPTIONS',
+      message: expect.stringContaining('`maxAttempt` is not an option of @OnFailure.table; did you mean `maxAttempts`?'),
+    });
+
+    @Injectable()
+    class MisplacedOnFailure {
+      @Consume({ queue, onFailure: { delays: [] } } as ConsumeHandlerOptions)
+      async handle(): Promise<void> {}
+    }
+    const app3 = await compile({ imports: [RabbitRetryModule.forRoot({ url: AMQP_URL })], providers: [MisplacedOnFailure] });
+    await expect(app3.init()).rejects.toMatchObject({
+      code: 'INVALID_OPTIONS',
+      message: expect.stringContaining('`onFailure` is not an option of @Consume; put it in @OnFailure({ delays, retryable }) on the same method'),
+    });
+    expect(await queueExists(queue)).toBe(false);
+  });
+
+  test('forRoot and forRootAsync refuse an unknown key when called', () => {
+    const refused = (f: () => unknown): unknown => {
+      try {
+        f();
+      } catch (err) {
+        return err;
+      }
+      throw new Error('expected a throw');
+    };
+    const cases: [() => unknown, string | RegExp][] = [
+      [() => RabbitRetryModule.forRoot({ url: AMQP_URL, isGlobl: true } as RabbitRetryModuleOptions), '`isGlobl` is not an option of RabbitRetryModule.forRoot; did you mean `isGlobal`?'],
+      [
+        () => RabbitRetryModule.forRoot({ url: AMQP_URL, defaultOnFailure: { retriable: () => true } as OnFailureOptions }),
+        '`retriable` is not an option of defaultOnFailure; did you mean `retryable`?',
+      ],
+      [
+        () => RabbitRetryModule.forRootAsync({ useFactroy: () => ({ url: AMQP_URL }) } as RabbitRetryModuleAsyncOptions),
+        '`useFactroy` is not an option of RabbitRetryModule.forRootAsync; did you mean `useFactory`?',
+      ],
+      [() => RabbitRetryModule.forRootAsync({ useFactory: () => ({}), global: true } as RabbitRetryModuleAsyncOptions), /^`global` is not an option of RabbitRetryModule\.forRootAsync; its options are .*`isGlobal`$/],
+    ];
+    for (const [f, message] of cases) {
+      const err = refused(f);
+      expect(err).toBeInstanceOf(InvalidOptionsError);
+      expect(err).toMatchObject({ code: 'INVALID_OPTIONS', message });
+    }
+  });
+
+  test("forRootAsync: an unknown key in the factory's options fails the start with INVALID_OPTIONS", async () => {
+    const failure = compile({
+      imports: [RabbitRetryModule.forRootAsync({ useFactory: () => ({ url: AMQP_URL, prefetchCount: 5 }) as RabbitRetryModuleOptions })],
+    });
+    await expect(failure).rejects.toBeInstanceOf(InvalidOptionsError);
+    await expect(failure).rejects.toMatchObject({
+      code: 'INVALID_OPTIONS',
+      message: expect.stringMatching(/^`prefetchCount` is not an option of RabbitRetryModule options; its options are `url`, .*`defaultOnFailure`, `prefetch`$/),
+    });
+  });
+});
+
 describe('RabbitRetryConsumers.health and a stuck handler', () => {
   test('a handler past stuckAfterMs makes health() unhealthy with details; once it settles, healthy again, and app.close() works', async () => {
     const queue = testQueue(['1m']);
@@ -720,7 +883,7 @@ describe('rabbit-retry/testing', () => {
   });
 
   test('deleteTestQueues deletes the work, retry and parked queues and the exchange', async () => {
-    const delays = ['1s', '1m'];
+    const delays: Delay[] = ['1s', '1m'];
     const queue = testQueue(delays);
     const exchange = testExchange();
     const rr = await client();
@@ -732,5 +895,18 @@ describe('rabbit-retry/testing', () => {
     await deleteTestQueues(rr, queue, delays, { exchange });
     for (const n of names) expect(await queueExists(n)).toBe(false);
     await expect(withChannel((ch) => ch.checkExchange(exchange))).rejects.toMatchObject({ code: 404 });
+  });
+
+  test('deleteTestQueues refuses an unknown option before deleting anything', async () => {
+    const rr = await client();
+    const queue = testQueue();
+    await withChannel((ch) => ch.assertQueue(queue, { durable: true }));
+    const err = await deleteTestQueues(rr, queue, [], { exchnage: 'x' } as DeleteTestQueuesOptions).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(InvalidOptionsError);
+    expect(err).toMatchObject({ code: 'INVALID_OPTIONS', message: '`exchnage` is not an option of deleteTestQueues; did you mean `exchange`?' });
+    expect(await queueExists(queue)).toBe(true);
   });
 });

@@ -10,6 +10,7 @@ import {
   type RetryEvent,
   parkedQueueName,
   retryQueueName,
+  type Delay,
 } from '../lib';
 import {
   brokerQueues,
@@ -51,7 +52,7 @@ const long = (value: number) => ({ '!': 'long', value });
 
 describe("queueType: 'quorum' topology", () => {
   it('declares Q, Q.retry.<delay> and Q.parked as quorum queues with at-least-once retries and the delivery limit', async () => {
-    const delays = ['200ms', '1m'];
+    const delays: Delay[] = ['200ms', '1m'];
     const queue = testQueue(delays);
     const rr = await connectClient();
     track(await rr.consume({ queue, queueType: 'quorum', deliveryLimit: 3, onFailure: { delays } }, async () => undefined));
@@ -114,7 +115,7 @@ describe("queueType: 'quorum' topology", () => {
   });
 
   it('gives the work queue x-delivery-limit 6 when deliveryLimit is left at its default of 5', async () => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const rr = await connectClient();
     track(await rr.consume({ queue, queueType: 'quorum', onFailure: { delays } }, async () => undefined));
@@ -147,7 +148,7 @@ describe("queueType: 'quorum' topology", () => {
 
 describe('the failure path on quorum queues', () => {
   it('retries through each delay, then parks as exhausted with its headers', async () => {
-    const delays = ['200ms', '400ms'];
+    const delays: Delay[] = ['200ms', '400ms'];
     const queue = testQueue(delays);
     const calls: number[] = [];
     const retries: RetryEvent[] = [];
@@ -197,7 +198,7 @@ describe('the failure path on quorum queues', () => {
   });
 
   it('acks a message that fails twice and then succeeds, parking nothing', async () => {
-    const delays = ['200ms', '400ms'];
+    const delays: Delay[] = ['200ms', '400ms'];
     const queue = testQueue(delays);
     const calls: number[] = [];
     const rr = await connectClient();
@@ -220,7 +221,7 @@ describe('the failure path on quorum queues', () => {
   });
 
   it('treats a reject-publish nack of a full retry queue as a failed publish and keeps the original', async () => {
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const retryQueue = retryQueueName(queue, '1m');
     // A policy on this test's retry queue only: at most one message (the queue already overflows with reject-publish).
@@ -292,7 +293,7 @@ describe('a message that crashes the consumer process (quorum, deliveryLimit 2)'
 
   it('is handled deliveryLimit times, then parks with retry-reason delivery-limit without reaching the handler again', async () => {
     const deliveryLimit = 2;
-    const delays = ['1m'];
+    const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
     const callsFile = path.join(dir, 'calls.jsonl');
     const rr = await connectClient();

@@ -29,6 +29,7 @@ import {
   type StoredEvent,
   parkedQueueName,
   retryQueueName,
+  type Delay,
 } from '../lib';
 import { Consume, OnFailure, RabbitRetryModule } from '../lib/nestjs';
 import {
@@ -254,7 +255,7 @@ async function gauge(reader: TestReader, name: string): Promise<number | undefin
 
 describe('the failure path into the table', () => {
   test('a failure past the delays becomes a row with its dependency, tenant, error, ids and due time; acked only once the row exists', async () => {
-    const delays = ['200ms'];
+    const delays: Delay[] = ['200ms'];
     const queue = testQueue(delays);
     const rr = await connectTable({ scheduler: false });
     const due = new Date(Date.now() + 3_600_000);

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { inspect } from 'node:util';
 
-import { type Logger, RabbitRetry, parkedQueueName, retryQueueName } from '../lib';
+import { type Logger, RabbitRetry, parkedQueueName, retryQueueName, type Delay } from '../lib';
 import {
   cleanup,
   closeAmqp,
@@ -110,7 +110,7 @@ describe('connect errors never show the password', () => {
 
 describe('a running consumer', () => {
   it('never shows the password in events or stats(), through retries, parks, a failed publish and channel and connection losses', async () => {
-    const delays = ['200ms'];
+    const delays: Delay[] = ['200ms'];
     const queue = testQueue(delays);
     const connectionName = uniqueName('rr-test-secrets');
     const rr = await connectClient({ url: URL, connectionName });
@@ -154,7 +154,7 @@ describe('a running consumer', () => {
   }, 60_000);
 
   it('never shows the password in log lines of a custom logger, up to recovery giving up', async () => {
-    const delays = ['200ms'];
+    const delays: Delay[] = ['200ms'];
     const queue = testQueue(delays);
     const connectionName = uniqueName('rr-test-secrets-log');
     const lines: { level: 'warn' | 'error'; line: string }[] = [];

@@ -12,6 +12,7 @@ import {
   delayLabel,
   parkedQueueName,
   retryQueueName,
+  type Delay,
 } from '../lib';
 
 type Delivery = ConstructorParameters<typeof Message>[0];
@@ -62,7 +63,7 @@ describe('error classes', () => {
 });
 
 describe('delay labels and queue names', () => {
-  it.each<[string | number, string]>([
+  it.each<[Delay, string]>([
     [500, '500ms'],
     ['500ms', '500ms'],
     ['90s', '90s'],
@@ -88,7 +89,7 @@ describe('delay labels and queue names', () => {
     expect(parkedQueueName('shipment.requested')).toBe('shipment.requested.parked');
   });
 
-  it.each<[string | number]>([[0], [-5], ['5d'], ['0s'], [1.5]])('delayLabel(%p) throws InvalidOptionsError', (delay) => {
+  it.each<[Delay]>([[0], [-5], ['5d' as never], ['0s'], [1.5]])('delayLabel(%p) throws InvalidOptionsError', (delay) => {
     expect(() => delayLabel(delay)).toThrow(InvalidOptionsError);
   });
 });

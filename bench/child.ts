@@ -22,7 +22,7 @@ import { getHeapSpaceStatistics } from 'node:v8';
 
 import amqp, { type ConsumeMessage } from 'amqplib';
 
-import { RabbitRetry, type Message } from '../lib';
+import { RabbitRetry, type Delay, type Message } from '../lib';
 import { AMQP_URL, RESULT_MARK, threadCpu, threadTicks } from './common';
 
 export type Lib = 'amqplib' | 'rabbit-retry';
@@ -37,7 +37,7 @@ export interface ChildConfig {
   n: number;
   prefetch: number;
   /** The retry delay; long, so that failed messages stay in the retry queue. */
-  delay: string;
+  delay: Delay;
   /** Soak: sample RSS every this many messages. */
   sampleEvery?: number;
   /** The child gives up (and exits non-zero) after this long. */

@@ -9,7 +9,7 @@
  */
 import amqp, { type ConsumeMessage } from 'amqplib';
 
-import { RabbitRetry, type Message } from '../lib';
+import { RabbitRetry, type Delay, type Message } from '../lib';
 import { AMQP_URL, RESULT_MARK, sleep, threadCpu, threadTicks } from './common';
 
 export interface OutageConfig {
@@ -23,7 +23,7 @@ export interface OutageConfig {
   /** How long after the outage the run may go on draining. */
   drainMs: number;
   /** rabbit-retry's delays. */
-  delays: string[];
+  delays: Delay[];
   /** The carrier's "work" per call, ms. */
   workMs: number;
 }

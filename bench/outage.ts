@@ -21,7 +21,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { delayLabel } from '../lib';
+import { type Delay, delayLabel } from '../lib';
 import type { OutageChildResult, OutageConfig } from './outage-child';
 import {
   Publisher,
@@ -48,7 +48,8 @@ const OUTAGE_MS = envInt('OUTAGE_SECS', 20) * 1000;
 const DRAIN_MS = envInt('OUTAGE_DRAIN_SECS', 60) * 1000;
 const ORDERS = envInt('OUTAGE_ORDERS', 500);
 const HEALTHY = envInt('OUTAGE_HEALTHY', 5);
-const DELAYS = (process.env.OUTAGE_DELAYS ?? '2s,5s,15s').split(',').map((d) => d.trim()).filter(Boolean);
+// Checked when the consumer starts: a delay the library refuses stops the drill with its error.
+const DELAYS = (process.env.OUTAGE_DELAYS ?? '2s,5s,15s').split(',').map((d) => d.trim()).filter(Boolean) as Delay[];
 const WORK_MS = 2;
 
 interface Drill {

@@ -8,7 +8,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 
 import { DEFAULT_URL, RabbitRetry } from './client';
 import { RabbitRetryError } from './errors';
-import { DEFAULT_DELAYS } from './options';
+import { DEFAULT_DELAYS, type Delay } from './options';
 import { retryQueueName } from './names';
 import type { ParkedFilter, ParkedMessage } from './parked';
 
@@ -111,7 +111,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         const delays = o.delays.split(',').map((d) => d.trim()).filter(Boolean);
         let names: string[];
         try {
-          names = [queue, ...delays.map((d) => retryQueueName(queue, d)), `${queue}.parked`];
+          // retryQueueName refuses what is not a delay, with the error below.
+          names = [queue, ...delays.map((d) => retryQueueName(queue, d as Delay)), `${queue}.parked`];
         } catch (e) {
           throw new UsageError(`--delays: ${(e as Error).message}`);
         }

@@ -12,6 +12,7 @@ import {
   checkCloseOptions,
   checkConnectOptions,
   checkConsumeOptions,
+  checkKeys,
   checkObject,
   checkString,
   checkWhole,
@@ -21,6 +22,7 @@ import {
   type ConnectOptions,
   type ConsumeOptions,
   type Logger,
+  type OptionKeys,
   type TlsOptions,
 } from './options';
 
@@ -39,6 +41,28 @@ export interface PublishOptions extends Omit<MessageProperties, 'timestamp' | 'e
   headers?: Record<string, unknown>;
 }
 
+/** The keys of {@link PublishOptions}. */
+const PUBLISH_OPTION_KEYS = {
+  messageId: true,
+  correlationId: true,
+  contentType: true,
+  contentEncoding: true,
+  type: true,
+  appId: true,
+  priority: true,
+  replyTo: true,
+  userId: true,
+  timestamp: true,
+  expiration: true,
+  persistent: true,
+  headers: true,
+} satisfies OptionKeys<PublishOptions>;
+
+/** Advice for publish options that are message properties under another name. */
+const PUBLISH_HINTS: Readonly<Record<string, string>> = {
+  deliveryMode: 'use `persistent: false` for a transient message (delivery mode 1); messages are persistent by default',
+};
+
 /** A body: raw bytes, text, or any value sent as JSON. */
 export type Body = Buffer | Uint8Array | string | object | number | boolean | null;
 
@@ -54,6 +78,7 @@ function toBuffer(body: Body, opts: PublishOptions): { buf: Buffer; contentType?
 /** Checks every publish option's type before anything reaches the native layer. */
 function checkPublishOptions(opts: PublishOptions): void {
   checkObject('publish options', opts, 'an object such as { messageId }');
+  checkKeys('publish', opts, PUBLISH_OPTION_KEYS, PUBLISH_HINTS);
   for (const key of ['messageId', 'correlationId', 'contentType', 'contentEncoding', 'type', 'appId', 'replyTo', 'userId'] as const) {
     checkString(key, opts[key]);
   }

@@ -2,8 +2,97 @@ import { InvalidOptionsError } from './errors';
 import type { Message } from './message';
 import type { MeterProviderLike } from './metrics';
 
-/** A delay: `'500ms'`, `'5s'`, `'1m'`, `'2h'`, or a number of milliseconds. */
-export type Delay = string | number;
+/**
+ * A delay: a positive whole number with a unit of `ms`, `s`, `m` or `h`
+ * (`'500ms'`, `'5s'`, `'90s'`, `'1m'`, `'2h'`), or a number of milliseconds
+ * (`500`, or the string `'500'`). Spellings such as `'5 seconds'`, `'5sec'` or
+ * `'5d'` do not compile; what the type cannot tell apart (`'1.5s'`, `'0s'`,
+ * `'-5s'`) is refused at run time with an {@link InvalidOptionsError}.
+ */
+export type Delay = number | `${number}` | `${number}ms` | `${number}s` | `${number}m` | `${number}h`;
+
+/**
+ * Every key of `T` mapped to `true`: the type of a table of an options
+ * object's keys, written with `satisfies` so that a field added to the
+ * interface without an entry in its table, or an entry that is not a field,
+ * fails to compile.
+ * @internal
+ */
+export type OptionKeys<T> = Record<keyof T, true>;
+
+/** The number of single-character edits (insert, delete, substitute) between `a` and `b`, or `max + 1` when it is above `max`. */
+function editDistance(a: string, b: string, max: number): number {
+  if (Math.abs(a.length - b.length) > max) return max + 1;
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    let best = i;
+    for (let j = 1; j <= b.length; j++) {
+      const d = Math.min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+      row.push(d);
+      best = Math.min(best, d);
+    }
+    if (best > max) return max + 1;
+    prev = row;
+  }
+  return prev[b.length];
+}
+
+/**
+ * The known key `key` was probably meant to be: the same letters in another
+ * case, else the closest key at most 2 edits away (and fewer edits than
+ * `key` has characters, so that a short key is not matched to any other).
+ */
+function nearestKey(key: string, known: readonly string[]): string | undefined {
+  const lower = key.toLowerCase();
+  const sameLetters = known.find((k) => k.toLowerCase() === lower);
+  if (sameLetters !== undefined) return sameLetters;
+  let nearest: string | undefined;
+  let nearestDistance = 3;
+  for (const k of known) {
+    const d = editDistance(lower, k.toLowerCase(), 2);
+    if (d < nearestDistance && d < key.length) {
+      nearest = k;
+      nearestDistance = d;
+    }
+  }
+  return nearest;
+}
+
+/** A key as a message shows it: in backticks, cut when it is long. */
+function showKey(key: string): string {
+  return `\`${key.length > 64 ? `${key.slice(0, 64)}…` : key}\``;
+}
+
+/**
+ * Refuses an options object with a key that is not one of `known`, with an
+ * {@link InvalidOptionsError} naming the key, `where` it is, and the known
+ * key it was probably meant to be (or the known keys when none is close):
+ * "`delay` is not an option of onFailure; did you mean `delays`?". Only key
+ * names appear in the message, never a value. `hints` gives a key's advice
+ * instead of the suggestion.
+ * @internal
+ */
+export function checkKeys(where: string, obj: object, known: Readonly<Record<string, true>>, hints: Readonly<Record<string, string>> = {}): void {
+  let keys: string[];
+  try {
+    keys = Object.keys(obj);
+  } catch {
+    throw new InvalidOptionsError(`the keys of ${where} could not be read`);
+  }
+  const unknown = keys.filter((k) => !Object.prototype.hasOwnProperty.call(known, k));
+  if (unknown.length === 0) return;
+  const [key, ...others] = unknown;
+  const names = Object.keys(known);
+  const near = nearestKey(key, names);
+  const hint = Object.prototype.hasOwnProperty.call(hints, key) ? hints[key] : undefined;
+  let message = `${showKey(key)} is not an option of ${where}`;
+  if (hint !== undefined) message += `; ${hint}`;
+  else if (near !== undefined) message += `; did you mean ${showKey(near)}?`;
+  else message += `; its options are ${names.map(showKey).join(', ')}`;
+  if (others.length > 0) message += ` (also not an option: ${others.map(showKey).join(', ')})`;
+  throw new InvalidOptionsError(message);
+}
 
 /** How to connect to the broker. */
 export interface ConnectOptions {
@@ -32,6 +121,19 @@ export interface ConnectOptions {
    */
   meterProvider?: MeterProviderLike;
 }
+
+/** The keys of {@link ConnectOptions}. @internal */
+export const CONNECT_OPTION_KEYS = {
+  url: true,
+  connectionName: true,
+  heartbeat: true,
+  connectTimeoutMs: true,
+  confirmTimeoutMs: true,
+  tls: true,
+  retryTable: true,
+  logger: true,
+  meterProvider: true,
+} satisfies OptionKeys<ConnectOptions>;
 
 /** Emitted once each time the parked queue's depth rises above the alert threshold. */
 export interface ParkedAlert {
@@ -69,6 +171,15 @@ export interface AlertOptions {
   onTableAlert?: (alert: RetryTableAlert) => void;
 }
 
+/** The keys of {@link AlertOptions}. */
+const ALERT_OPTION_KEYS = {
+  parkedAbove: true,
+  oldestDueAboveMs: true,
+  every: true,
+  onAlert: true,
+  onTableAlert: true,
+} satisfies OptionKeys<AlertOptions>;
+
 /** TLS settings for `amqps://` URLs. */
 export interface TlsOptions {
   /** A PEM file of certificate authorities to trust (instead of the system's). */
@@ -80,6 +191,9 @@ export interface TlsOptions {
   /** The PEM PKCS#8 private key file of `certFile`. */
   keyFile?: string;
 }
+
+/** The keys of {@link TlsOptions}. */
+const TLS_OPTION_KEYS = { caFile: true, ca: true, certFile: true, keyFile: true } satisfies OptionKeys<TlsOptions>;
 
 /** The part of a logger rabbit-retry uses. */
 export interface Logger {
@@ -117,6 +231,9 @@ export interface OnFailureOptions {
   table?: TableRouteOptions;
 }
 
+/** The keys of {@link OnFailureOptions}. */
+const ON_FAILURE_OPTION_KEYS = { delays: true, retryable: true, table: true } satisfies OptionKeys<OnFailureOptions>;
+
 /** How failures go into the retry table. */
 export interface TableRouteOptions {
   /** What the message waits on (a carrier, a service), for `pause`/`resume`/`pauseWhen`. */
@@ -133,6 +250,14 @@ export interface TableRouteOptions {
   maxAttempts?: number;
 }
 
+/** The keys of {@link TableRouteOptions}. */
+const TABLE_ROUTE_OPTION_KEYS = {
+  dependency: true,
+  tenant: true,
+  nextAttemptAt: true,
+  maxAttempts: true,
+} satisfies OptionKeys<TableRouteOptions>;
+
 /** The retry table: where failures that wait on a person or a condition are kept. */
 export interface RetryTableOptions {
   /** `postgres://user:password@host:5432/database`; the table `message_retries` is created there. */
@@ -142,6 +267,9 @@ export interface RetryTableOptions {
   /** Whether this process runs a scheduler. Run it in every consumer process, or in one process of its own. @default true */
   scheduler?: boolean;
 }
+
+/** The keys of {@link RetryTableOptions}. */
+const RETRY_TABLE_OPTION_KEYS = { url: true, ratePerSec: true, scheduler: true } satisfies OptionKeys<RetryTableOptions>;
 
 /** What a consumer consumes, and how. */
 export interface ConsumeOptions {
@@ -186,6 +314,21 @@ export interface ConsumeOptions {
   stuckAfterMs?: number;
 }
 
+/** The keys of {@link ConsumeOptions}. @internal */
+export const CONSUME_OPTION_KEYS = {
+  queue: true,
+  exchange: true,
+  exchangeType: true,
+  routingKey: true,
+  prefetch: true,
+  queueType: true,
+  deliveryLimit: true,
+  onFailure: true,
+  alert: true,
+  recovery: true,
+  stuckAfterMs: true,
+} satisfies OptionKeys<ConsumeOptions>;
+
 /** How long a handler may run before it counts as stuck: 5 minutes. */
 export const DEFAULT_STUCK_AFTER_MS = 300_000;
 
@@ -200,6 +343,9 @@ export interface CloseOptions {
    */
   timeoutMs?: number;
 }
+
+/** The keys of {@link CloseOptions}. */
+const CLOSE_OPTION_KEYS = { timeoutMs: true } satisfies OptionKeys<CloseOptions>;
 
 /** How long `close` waits for in-flight handlers by default: 30 seconds. */
 export const DEFAULT_CLOSE_TIMEOUT_MS = 30_000;
@@ -224,6 +370,14 @@ export interface RecoveryOptions {
    */
   stepTimeoutMs?: number;
 }
+
+/** The keys of {@link RecoveryOptions}. */
+const RECOVERY_OPTION_KEYS = {
+  initialDelayMs: true,
+  maxDelayMs: true,
+  maxAttempts: true,
+  stepTimeoutMs: true,
+} satisfies OptionKeys<RecoveryOptions>;
 
 /** Default retry delays. */
 export const DEFAULT_DELAYS: readonly Delay[] = ['5s', '1m', '10m'];
@@ -331,6 +485,7 @@ const U32 = 0xffffffff;
 /** Checks every option of `RabbitRetry.connect` before anything reaches the native layer. @internal */
 export function checkConnectOptions(o: ConnectOptions): void {
   checkObject('connect options', o, 'an object such as { url }');
+  checkKeys('RabbitRetry.connect', o, CONNECT_OPTION_KEYS);
   checkString('url', o.url, { nonEmpty: true, what: "a non-empty string such as 'amqp://user:password@host:5672/vhost'" });
   checkString('connectionName', o.connectionName);
   checkWhole('heartbeat', o.heartbeat, 0, U32, 'a whole number of seconds');
@@ -338,6 +493,7 @@ export function checkConnectOptions(o: ConnectOptions): void {
   checkWhole('confirmTimeoutMs', o.confirmTimeoutMs, 0, U32, 'a whole number of milliseconds');
   if (o.tls !== undefined) {
     checkObject('tls', o.tls);
+    checkKeys('tls', o.tls, TLS_OPTION_KEYS);
     const t = o.tls;
     if (t.ca !== undefined && typeof t.ca !== 'string' && !Buffer.isBuffer(t.ca)) {
       throw new InvalidOptionsError(`tls.ca must be a string or a Buffer of PEM certificates, got ${kindOf(t.ca)}`);
@@ -347,6 +503,7 @@ export function checkConnectOptions(o: ConnectOptions): void {
   if (o.retryTable !== undefined) {
     const what = "a PostgreSQL URL such as 'postgres://user@127.0.0.1:5432/app'";
     if (!isRecord(o.retryTable)) throw new InvalidOptionsError(`retryTable must be an object such as { url }, got ${kindOf(o.retryTable)}`);
+    checkKeys('retryTable', o.retryTable, RETRY_TABLE_OPTION_KEYS);
     const t = o.retryTable;
     checkString('retryTable.url', t.url, { optional: false, nonEmpty: true, what });
     const rate = t.ratePerSec;
@@ -377,6 +534,7 @@ export function checkConnectOptions(o: ConnectOptions): void {
 export function checkCloseOptions(o: CloseOptions | undefined): number {
   if (o === undefined) return DEFAULT_CLOSE_TIMEOUT_MS;
   checkObject('close options', o, 'an object such as { timeoutMs }');
+  checkKeys('close', o, CLOSE_OPTION_KEYS);
   const t = o.timeoutMs;
   if (t === undefined) return DEFAULT_CLOSE_TIMEOUT_MS;
   if (t === Infinity) return t;
@@ -387,6 +545,7 @@ export function checkCloseOptions(o: CloseOptions | undefined): number {
 /** @internal */
 export function checkConsumeOptions(o: ConsumeOptions): void {
   if (!isRecord(o)) throw new InvalidOptionsError(`consume options must be an object with at least { queue }, got ${kindOf(o)}`);
+  checkKeys('consume', o, CONSUME_OPTION_KEYS);
   checkString('queue', o.queue, { optional: false, nonEmpty: true, what: 'a non-empty string: the work queue to consume' });
   checkString('exchange', o.exchange);
   checkString('routingKey', o.routingKey);
@@ -402,6 +561,7 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
   checkWhole('stuckAfterMs', o.stuckAfterMs, 1, 0x7fffffff, 'a whole number of milliseconds from 1 to 2147483647');
   if (o.alert !== undefined) {
     const a = o.alert as unknown;
+    if (isRecord(a)) checkKeys('alert', a, ALERT_OPTION_KEYS);
     if (!isRecord(a) || (a.parkedAbove === undefined && a.oldestDueAboveMs === undefined)) {
       throw new InvalidOptionsError('alert needs parkedAbove (messages) or oldestDueAboveMs (milliseconds)');
     }
@@ -415,6 +575,7 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
   }
   if (o.recovery !== undefined) {
     checkObject('recovery', o.recovery);
+    checkKeys('recovery', o.recovery, RECOVERY_OPTION_KEYS);
     checkWhole('recovery.initialDelayMs', o.recovery.initialDelayMs, 1, U32, 'a whole number of milliseconds');
     checkWhole('recovery.maxDelayMs', o.recovery.maxDelayMs, 1, U32, 'a whole number of milliseconds');
     checkWhole('recovery.stepTimeoutMs', o.recovery.stepTimeoutMs, 1, U32, 'a whole number of milliseconds');
@@ -424,7 +585,7 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
     }
   }
   if (o.onFailure !== undefined) {
-    checkObject('onFailure', o.onFailure, 'an object such as { delays, retryable }');
+    checkOnFailureKeys('onFailure', o.onFailure);
     const f = o.onFailure;
     if (f.delays !== undefined && !Array.isArray(f.delays)) {
       throw new InvalidOptionsError(`onFailure.delays must be an array such as ['5s', '1m'], got ${kindOf(f.delays)}`);
@@ -432,9 +593,24 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
     checkFunction('onFailure.retryable', f.retryable, 'a function (err, msg) => boolean');
     const t = f.table;
     if (t !== undefined) {
-      checkObject('onFailure.table', t);
       for (const key of ['dependency', 'tenant', 'nextAttemptAt'] as const) checkFunction(`onFailure.table.${key}`, t[key]);
       checkWhole('onFailure.table.maxAttempts', t.maxAttempts, 1, U32, 'a whole number of at least 1');
     }
+  }
+}
+
+/**
+ * Checks that `f`, the {@link OnFailureOptions} at `path` (`onFailure`,
+ * `@OnFailure`, `defaultOnFailure`), is an object of known keys, and so is its
+ * `table`.
+ * @internal
+ */
+export function checkOnFailureKeys(path: string, f: unknown): void {
+  checkObject(path, f, 'an object such as { delays, retryable }');
+  checkKeys(path, f as object, ON_FAILURE_OPTION_KEYS);
+  const t = (f as OnFailureOptions).table;
+  if (t !== undefined) {
+    checkObject(`${path}.table`, t);
+    checkKeys(`${path}.table`, t, TABLE_ROUTE_OPTION_KEYS);
   }
 }

@@ -1,6 +1,7 @@
 import { InvalidOptionsError, native } from './errors';
 import { Message, partsOf } from './message';
 import type { NativeClient, NativeParkedSession } from './native';
+import { type OptionKeys, checkKeys, checkObject } from './options';
 
 /**
  * Selects parked messages. Every field given must match; a message no filter
@@ -19,6 +20,15 @@ export interface ParkedFilter {
   where?: (msg: ParkedMessage) => boolean;
 }
 
+/** The keys of {@link ParkedFilter}. */
+const PARKED_FILTER_KEYS = {
+  reason: true,
+  errorName: true,
+  errorMessage: true,
+  headers: true,
+  where: true,
+} satisfies OptionKeys<ParkedFilter>;
+
 /** Options of {@link Parked.peek}. */
 export interface PeekOptions {
   /** Return at most this many messages. @default 20 */
@@ -29,6 +39,9 @@ export interface PeekOptions {
   scanLimit?: number;
 }
 
+/** The keys of {@link PeekOptions}. */
+const PEEK_OPTION_KEYS = { limit: true, filter: true, scanLimit: true } satisfies OptionKeys<PeekOptions>;
+
 /** Where {@link Parked.replay} sends messages. */
 export interface ReplayTarget {
   /** The exchange (`''` for the default exchange). */
@@ -36,6 +49,9 @@ export interface ReplayTarget {
   /** The routing key. */
   routingKey: string;
 }
+
+/** The keys of {@link ReplayTarget}. */
+const REPLAY_TARGET_KEYS = { exchange: true, routingKey: true } satisfies OptionKeys<ReplayTarget>;
 
 /** Progress of a replay, reported after each message. */
 export interface ReplayProgress {
@@ -60,6 +76,15 @@ export interface ReplayOptions {
   /** Called after each replayed message. */
   onProgress?: (p: ReplayProgress) => void;
 }
+
+/** The keys of {@link ReplayOptions}. */
+const REPLAY_OPTION_KEYS = {
+  limit: true,
+  ratePerSec: true,
+  filter: true,
+  to: true,
+  onProgress: true,
+} satisfies OptionKeys<ReplayOptions>;
 
 /** What a replay did. */
 export interface ReplayResult {
@@ -128,6 +153,13 @@ function positiveInt(name: string, v: number | undefined): void {
   }
 }
 
+/** Checks that the `filter` of `method` is an object of known keys. */
+function checkFilter(method: string, filter: unknown): void {
+  if (filter === undefined) return;
+  checkObject(`${method} filter`, filter, 'an object such as { reason }');
+  checkKeys(`${method} filter`, filter as object, PARKED_FILTER_KEYS);
+}
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /**
@@ -161,6 +193,9 @@ export class Parked {
    * and headers. Every message stays parked.
    */
   async peek(options: PeekOptions = {}): Promise<ParkedMessage[]> {
+    checkObject('peek options', options, 'an object such as { limit }');
+    checkKeys('peek', options, PEEK_OPTION_KEYS);
+    checkFilter('peek', options.filter);
     const limit = options.limit ?? 20;
     const scanLimit = options.scanLimit ?? 10_000;
     positiveInt('limit', limit);
@@ -186,6 +221,13 @@ export class Parked {
    * error says how far it got.
    */
   async replay(options: ReplayOptions = {}): Promise<ReplayResult> {
+    checkObject('replay options', options, 'an object such as { ratePerSec }');
+    checkKeys('replay', options, REPLAY_OPTION_KEYS);
+    checkFilter('replay', options.filter);
+    if (options.to !== undefined) {
+      checkObject('replay to', options.to, 'an object such as { exchange, routingKey }');
+      checkKeys('replay to', options.to, REPLAY_TARGET_KEYS);
+    }
     const rate = options.ratePerSec ?? 50;
     if (typeof rate !== 'number' || !(rate > 0) || !Number.isFinite(rate)) {
       throw new InvalidOptionsError(`ratePerSec must be a positive number, got ${String(rate)}`);

@@ -1,7 +1,7 @@
 import { InvalidOptionsError, native } from './errors';
 import type { MeterProviderLike } from './metrics';
 import type { NativeClient } from './native';
-import { type Delay, delayStrings } from './options';
+import { type Delay, type OptionKeys, checkKeys, checkObject, delayStrings } from './options';
 import { nativeSync } from './errors';
 import { binding } from './native';
 
@@ -15,6 +15,9 @@ export interface RowSelector {
   errorName?: string;
 }
 
+/** The keys of {@link RowSelector}. */
+const ROW_SELECTOR_KEYS = { dependency: true, tenant: true, errorName: true } satisfies OptionKeys<RowSelector>;
+
 /** Options of {@link RetryTable.list}. */
 export interface ListOptions {
   /** Rows of this dependency. */
@@ -26,6 +29,9 @@ export interface ListOptions {
   /** At most this many, oldest first. @default 100 */
   limit?: number;
 }
+
+/** The keys of {@link ListOptions}. */
+const LIST_OPTION_KEYS = { dependency: true, tenant: true, due: true, limit: true } satisfies OptionKeys<ListOptions>;
 
 /** A row of the retry table (the body stays in the database). */
 export interface RetryRow {
@@ -90,6 +96,9 @@ export interface PauseWhenOptions {
   onChange?: (e: { dependency: string; paused: boolean; rows: number }) => void;
 }
 
+/** The keys of {@link PauseWhenOptions}. */
+const PAUSE_WHEN_OPTION_KEYS = { every: true, failuresBeforePause: true, onChange: true } satisfies OptionKeys<PauseWhenOptions>;
+
 /** A running {@link RetryTable.pauseWhen} watch. */
 export interface DependencyWatch {
   /** Whether the watch paused the dependency and has not resumed it yet. */
@@ -98,7 +107,9 @@ export interface DependencyWatch {
   stop(): void;
 }
 
-function selector(sel: RowSelector): RowSelector {
+/** Checks the selector `sel` that `method` was given. */
+function selector(method: string, sel: RowSelector): RowSelector {
+  if (sel !== null && typeof sel === 'object') checkKeys(method, sel, ROW_SELECTOR_KEYS);
   if (!sel || (sel.dependency === undefined && sel.tenant === undefined && sel.errorName === undefined)) {
     throw new InvalidOptionsError('say which rows: give dependency, tenant or errorName');
   }
@@ -123,7 +134,7 @@ export class RetryTable {
    * Resolves to how many rows it paused now.
    */
   async pause(sel: RowSelector): Promise<number> {
-    return native(() => this.client.tablePause(selector(sel)));
+    return native(() => this.client.tablePause(selector('pause', sel)));
   }
 
   /**
@@ -133,12 +144,12 @@ export class RetryTable {
    * Resolves to how many rows it resumed.
    */
   async resume(sel: RowSelector): Promise<number> {
-    return native(() => this.client.tableResume(selector(sel)));
+    return native(() => this.client.tableResume(selector('resume', sel)));
   }
 
   /** Whether a pause with exactly this selector is in force. */
   async isPaused(sel: RowSelector): Promise<boolean> {
-    return native(() => this.client.tableIsPaused(selector(sel)));
+    return native(() => this.client.tableIsPaused(selector('isPaused', sel)));
   }
 
   /** Makes row `id` due now (and not paused); false when there is no such row. */
@@ -149,6 +160,8 @@ export class RetryTable {
 
   /** Rows, oldest first. */
   async list(options: ListOptions = {}): Promise<RetryRow[]> {
+    checkObject('list options', options, 'an object such as { dependency, limit }');
+    checkKeys('list', options, LIST_OPTION_KEYS);
     if (options.limit !== undefined && (!Number.isInteger(options.limit) || options.limit < 1)) {
       throw new InvalidOptionsError(`limit must be a whole number of at least 1, got ${String(options.limit)}`);
     }
@@ -188,6 +201,8 @@ export class RetryTable {
   pauseWhen(dependency: string, check: () => boolean | Promise<boolean>, options: PauseWhenOptions = {}): DependencyWatch {
     if (typeof dependency !== 'string' || dependency.length === 0) throw new InvalidOptionsError('dependency must be a non-empty string');
     if (typeof check !== 'function') throw new InvalidOptionsError('check must be a function () => boolean | Promise<boolean>');
+    checkObject('pauseWhen options', options, 'an object such as { every }');
+    checkKeys('pauseWhen', options, PAUSE_WHEN_OPTION_KEYS);
     const threshold = options.failuresBeforePause ?? 3;
     if (!Number.isInteger(threshold) || threshold < 1) {
       throw new InvalidOptionsError(`failuresBeforePause must be a whole number of at least 1, got ${String(threshold)}`);

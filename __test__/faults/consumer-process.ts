@@ -8,14 +8,14 @@
  */
 import { appendFileSync } from 'node:fs';
 
-import { NonRetryableError, RabbitRetry } from '../../lib';
+import { type Delay, NonRetryableError, RabbitRetry } from '../../lib';
 import { expectedOutcome } from './plan';
 
 const queue = process.env.FAULT_QUEUE ?? '';
 const callsFile = process.env.CALLS_FILE ?? '';
 const successFile = process.env.SUCCESS_FILE ?? '';
 const retriesFile = process.env.RETRIES_FILE ?? '';
-const delays = (process.env.FAULT_DELAYS ?? '100ms,200ms').split(',');
+const delays = (process.env.FAULT_DELAYS ?? '100ms,200ms').split(',') as Delay[];
 const prefetch = Number(process.env.FAULT_PREFETCH ?? '20');
 // Work takes a little time, so a fault lands while most messages are still to come.
 const workMs = Number(process.env.FAULT_WORK_MS ?? '25');

@@ -12,12 +12,12 @@ import { randomBytes } from 'node:crypto';
 
 import * as amqp from 'amqplib';
 
-import { RabbitRetry, parkedQueueName, retryQueueName } from '../../lib';
+import { RabbitRetry, parkedQueueName, retryQueueName, type Delay } from '../../lib';
 import { expectedEnd, expectedOutcome } from './plan';
 
 const URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 const N = Number(process.env.FAULT_N ?? 2000);
-const DELAYS = ['100ms', '200ms'];
+const DELAYS: Delay[] = ['100ms', '200ms'];
 const DEADLINE_MS = 150_000;
 
 jest.setTimeout(240_000);

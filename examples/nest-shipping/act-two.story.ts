@@ -4,7 +4,7 @@
  * the retry table; the topology, the carriers, the order books and the
  * numbers they are compared by.
  */
-import { retryQueueName, parkedQueueName } from '../../lib';
+import { retryQueueName, parkedQueueName, type Delay } from '../../lib';
 import { CarrierStub, type Quote, type ShipmentOrder } from './carrier';
 import { CarrierClient } from './carrier.client';
 
@@ -19,9 +19,9 @@ export const PREFETCH = 10;
 export const DEADLINE_MS = 45_000;
 
 /** Service A: retry queues only. */
-export const A_DELAYS = ['1s', '2s', '3s'];
+export const A_DELAYS: Delay[] = ['1s', '2s', '3s'];
 /** Service B: one retry queue, then the retry table. */
-export const B_DELAYS = ['1s'];
+export const B_DELAYS: Delay[] = ['1s'];
 export const B_DUE_IN_MS = 2_000;
 export const TABLE_RATE_PER_SEC = 10;
 export const CHECK_EVERY = '500ms';
@@ -47,7 +47,7 @@ export interface ActTwoTopology {
   b: ServiceTopology;
 }
 
-function service(prefix: string, name: string, delays: string[]): ServiceTopology {
+function service(prefix: string, name: string, delays: readonly Delay[]): ServiceTopology {
   const queue = `${prefix}.${name}.shipment.requested`;
   return { queue, retryQueues: delays.map((d) => retryQueueName(queue, d)), parkedQueue: parkedQueueName(queue) };
 }

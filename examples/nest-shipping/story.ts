@@ -2,12 +2,12 @@
  * The outage story, shared by the Nest service's parts: the
  * run's topology, the ledger that follows every order, and the printed lines.
  */
-import { NonRetryableError, parkedQueueName, retryQueueName } from '../../lib';
+import { NonRetryableError, parkedQueueName, retryQueueName, type Delay } from '../../lib';
 import type { RabbitRetry } from '../../lib';
 import type { CarrierStub, Quote, ShipmentOrder } from './carrier';
 
 export const OUTAGE_MS = 6_000;
-export const DELAYS = ['1s', '3s', '6s'];
+export const DELAYS: Delay[] = ['1s', '3s', '6s'];
 export const PREFETCH = 5;
 export const DEADLINE_MS = 50_000;
 

@@ -14,11 +14,11 @@ import type { RabbitRetry } from '../client';
 import type { Consumer } from '../consumer';
 import { NonRetryableError, RabbitRetryError } from '../errors';
 import type { Message } from '../message';
-import type { ConsumeOptions, OnFailureOptions } from '../options';
+import { checkKeys, checkObject, checkOnFailureKeys, type ConsumeOptions, type OnFailureOptions } from '../options';
 import { ARGS_METADATA, CONSUME_METADATA, ON_FAILURE_METADATA, RABBIT_RETRY_CONTEXT } from './constants';
 import type { RabbitRetryConsumers } from './consumers';
 import { ArgType } from './decorators';
-import type { ConsumeHandlerOptions, RabbitRetryModuleOptions } from './options';
+import { CONSUME_HANDLER_HINTS, CONSUME_HANDLER_OPTION_KEYS, type ConsumeHandlerOptions, type RabbitRetryModuleOptions } from './options';
 
 /** One decorated method, found at bootstrap. */
 interface HandlerRef {
@@ -91,11 +91,18 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     private readonly registry: RabbitRetryConsumers,
   ) {}
 
-  /** Starts the consumers; any that cannot start fails the bootstrap. */
+  /**
+   * Checks every handler's decorator options, then starts the consumers; an
+   * unknown option, or a consumer that cannot start, fails the bootstrap.
+   */
   async onApplicationBootstrap(): Promise<void> {
+    let found: HandlerRef[] = [];
     try {
-      for (const ref of this.discover()) await this.start(ref);
+      found = this.discover();
+      for (const ref of found) this.named(ref, () => this.check(ref));
+      for (const ref of found) await this.start(ref);
     } catch (err) {
+      for (const ref of found) claimed.get(ref.instance)?.delete(ref.method);
       // The application will not run: leave nothing open that keeps the process alive.
       await this.shutdown();
       throw err;
@@ -189,6 +196,29 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     return mine.isGlobal || host === mine || (host !== undefined && host.imports.has(mine));
   }
 
+  /** Refuses a key of `@Consume` or `@OnFailure` that is not an option of theirs. */
+  private check(ref: HandlerRef): void {
+    checkObject('@Consume options', ref.consume, 'an object such as { queue }');
+    checkKeys('@Consume', ref.consume, CONSUME_HANDLER_OPTION_KEYS, CONSUME_HANDLER_HINTS);
+    if (ref.onFailure !== undefined) checkOnFailureKeys('@OnFailure', ref.onFailure);
+  }
+
+  /** Runs `f`, and puts the handler's name and queue in front of a rabbit-retry error it throws. */
+  private named<T>(ref: HandlerRef, f: () => T): T {
+    try {
+      return f();
+    } catch (err) {
+      throw this.withName(ref, err);
+    }
+  }
+
+  private withName(ref: HandlerRef, err: unknown): unknown {
+    if (err instanceof RabbitRetryError) {
+      err.message = `${ref.name} could not consume '${ref.consume.queue}' (${err.code}): ${err.message}`;
+    }
+    return err;
+  }
+
   private async start(ref: HandlerRef): Promise<void> {
     const options: ConsumeOptions = {
       ...ref.consume,
@@ -221,10 +251,7 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     try {
       consumer = await this.rr.consume(options, handler);
     } catch (err) {
-      if (err instanceof RabbitRetryError) {
-        err.message = `${ref.name} could not consume '${ref.consume.queue}' (${err.code}): ${err.message}`;
-      }
-      throw err;
+      throw this.withName(ref, err);
     }
     this.follow(consumer);
     this.consumers.push({ ref, consumer });

@@ -1,6 +1,16 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
 
-import type { ConnectOptions, ConsumeOptions, OnFailureOptions } from '../options';
+import {
+  CONNECT_OPTION_KEYS,
+  CONSUME_OPTION_KEYS,
+  checkKeys,
+  checkObject,
+  checkOnFailureKeys,
+  type ConnectOptions,
+  type ConsumeOptions,
+  type OnFailureOptions,
+  type OptionKeys,
+} from '../options';
 
 /** Options of {@link RabbitRetryModule}: how to connect, and defaults for every `@Consume` handler. */
 export interface RabbitRetryModuleOptions extends ConnectOptions {
@@ -14,8 +24,25 @@ export interface RabbitRetryModuleOptions extends ConnectOptions {
   prefetch?: number;
 }
 
+/** The keys of {@link RabbitRetryModuleOptions}. @internal */
+export const MODULE_OPTION_KEYS = {
+  ...CONNECT_OPTION_KEYS,
+  defaultOnFailure: true,
+  prefetch: true,
+} satisfies OptionKeys<RabbitRetryModuleOptions>;
+
 /** What {@link Consume} takes: {@link ConsumeOptions} without `onFailure`, which {@link OnFailure} sets. */
 export type ConsumeHandlerOptions = Omit<ConsumeOptions, 'onFailure'>;
+
+const { onFailure: _onFailure, ...consumeHandlerKeys } = CONSUME_OPTION_KEYS;
+
+/** The keys of {@link ConsumeHandlerOptions}. @internal */
+export const CONSUME_HANDLER_OPTION_KEYS = consumeHandlerKeys satisfies OptionKeys<ConsumeHandlerOptions>;
+
+/** Advice for `@Consume` options that belong to another decorator. @internal */
+export const CONSUME_HANDLER_HINTS: Readonly<Record<string, string>> = {
+  onFailure: 'put it in @OnFailure({ delays, retryable }) on the same method',
+};
 
 /** Extra options of `forRoot` and `forRootAsync`. */
 export interface RabbitRetryModuleExtras {
@@ -41,8 +68,42 @@ export const RABBIT_RETRY_MODULE_OPTIONS = builder.MODULE_OPTIONS_TOKEN;
 /** What `forRoot` takes: the module options and `isGlobal`. */
 export type RabbitRetryModuleRootOptions = typeof builder.OPTIONS_TYPE;
 
+/** The keys of {@link RabbitRetryModuleRootOptions}. @internal */
+export const ROOT_OPTION_KEYS = { ...MODULE_OPTION_KEYS, isGlobal: true } satisfies OptionKeys<RabbitRetryModuleRootOptions>;
+
 /** What `forRootAsync` takes: `imports`, `inject` and one of `useFactory`, `useClass`, `useExisting`, plus `isGlobal`. */
 export type RabbitRetryModuleAsyncOptions = typeof builder.ASYNC_OPTIONS_TYPE;
+
+/** The keys of {@link RabbitRetryModuleAsyncOptions}. @internal */
+export const ASYNC_OPTION_KEYS = {
+  imports: true,
+  inject: true,
+  useFactory: true,
+  useClass: true,
+  useExisting: true,
+  provideInjectionTokensFrom: true,
+  isGlobal: true,
+} satisfies OptionKeys<RabbitRetryModuleAsyncOptions>;
+
+/**
+ * Checks the keys of the module options `options` (of `forRoot` when
+ * `where` is `RabbitRetryModule.forRoot`, which also takes `isGlobal`) and of
+ * their `defaultOnFailure`. The connect options' own objects (`tls`,
+ * `retryTable`) are checked by `RabbitRetry.connect`.
+ * @internal
+ */
+export function checkModuleOptions(where: string, options: unknown, known: Readonly<Record<string, true>>): void {
+  checkObject(`${where} options`, options, 'an object such as { url }');
+  checkKeys(where, options as object, known);
+  const defaults = (options as RabbitRetryModuleOptions).defaultOnFailure;
+  if (defaults !== undefined) checkOnFailureKeys('defaultOnFailure', defaults);
+}
+
+/** Checks the keys of `forRootAsync`'s options. @internal */
+export function checkAsyncOptions(options: unknown): void {
+  checkObject('RabbitRetryModule.forRootAsync options', options, 'an object such as { useFactory, inject }');
+  checkKeys('RabbitRetryModule.forRootAsync', options as object, ASYNC_OPTION_KEYS);
+}
 
 /**
  * A class `forRootAsync({ useClass })` can instantiate to build the options.

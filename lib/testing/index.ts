@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { RabbitRetry } from '../client';
 import { InvalidOptionsError } from '../errors';
 import { parkedQueueName, retryQueueName } from '../names';
-import type { Delay } from '../options';
+import { type Delay, type OptionKeys, checkKeys, checkObject } from '../options';
 
 /**
  * A queue name no other test, worker or earlier run uses:
@@ -56,6 +56,9 @@ export interface DeleteTestQueuesOptions {
   exchange?: string;
 }
 
+/** The keys of {@link DeleteTestQueuesOptions}. */
+const DELETE_TEST_QUEUES_OPTION_KEYS = { exchange: true } satisfies OptionKeys<DeleteTestQueuesOptions>;
+
 /**
  * Deletes work queue `queue`, its retry queue for each of `delays` and its
  * parked queue, with their messages; queues that do not exist are skipped.
@@ -69,6 +72,8 @@ export async function deleteTestQueues(
   delays: readonly Delay[] = [],
   options: DeleteTestQueuesOptions = {},
 ): Promise<void> {
+  checkObject('deleteTestQueues options', options, 'an object such as { exchange }');
+  checkKeys('deleteTestQueues', options, DELETE_TEST_QUEUES_OPTION_KEYS);
   const names = [queue, ...delays.map((d) => retryQueueName(queue, d)), parkedQueueName(queue)];
   const rr = typeof urlOrRr === 'string' ? await RabbitRetry.connect({ url: urlOrRr, connectionName: 'rabbit-retry-testing' }) : urlOrRr;
   try {
