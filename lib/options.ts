@@ -210,7 +210,7 @@ export interface OnFailureOptions {
    * `[]` parks on the first failure.
    * @default ['5s', '1m', '10m']
    */
-  delays?: Delay[];
+  delays?: readonly Delay[];
   /**
    * Whether an error is worth another attempt: `true` retries the message,
    * `false` parks it at once (`retry-reason: non-retryable`). It is called

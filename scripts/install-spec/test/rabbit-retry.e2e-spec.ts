@@ -6,7 +6,7 @@ import { appendFileSync } from 'node:fs';
 
 import { Injectable, type INestApplicationContext, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { type Message, RabbitRetry } from 'rabbit-retry';
+import { type Delay, type Message, RabbitRetry } from 'rabbit-retry';
 import { Consume, InjectRabbitRetry, OnFailure, RabbitRetryModule } from 'rabbit-retry/nestjs';
 import { readParked, uniqueQueueName, waitForQueueDepth } from 'rabbit-retry/testing';
 
@@ -15,7 +15,7 @@ import { AppModule, AppService } from '../src/app.module';
 const url = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 const okQueue = uniqueQueueName('install-spec-ok');
 const failingQueue = uniqueQueueName('install-spec-failing');
-const delays = ['200ms', '400ms'];
+const delays: Delay[] = ['200ms', '400ms'];
 // The script deletes these queues afterwards.
 if (process.env.RR_SPEC_QUEUES) {
   appendFileSync(process.env.RR_SPEC_QUEUES, [okQueue, ...delays.map((d) => `${okQueue}.retry.${d}`), `${okQueue}.parked`].join('\n') + '\n');
