@@ -32,7 +32,7 @@ use crate::retry::time::parse_iso8601_utc;
 use crate::retry::{
     exceeds_delivery_limit, failure_headers, is_broker_death_header, is_own_header,
     parked_queue_name, retry_queue_name, route_failure_with_table, Backoff, FailureInput,
-    HeaderValue, ParkReason, Route, RETRY_DROPPED_HEADERS, RETRY_ORIGINAL_USER_ID,
+    HeaderValue, ParkReason, Route, RETRY_DROPPED_HEADERS,
 };
 use crate::table::store::{NewRow, RetryStore};
 
@@ -1126,17 +1126,6 @@ fn republished(
             }
         }
     }
-    let foreign_user = props
-        .user_id()
-        .as_ref()
-        .filter(|u| u.wire_bytes().as_ref() != user.as_bytes());
-    if let Some(u) = foreign_user {
-        kept.insert(
-            RETRY_ORIGINAL_USER_ID.into(),
-            AMQPValue::LongString(LongString::from(u.wire_bytes().into_owned())),
-        );
-    }
-    let keep_user_id = foreign_user.is_none();
     let first = header_str(original, "retry-first-failed-at");
     let orig_exchange = header_str(original, "retry-original-exchange");
     let orig_key = header_str(original, "retry-original-routing-key");
@@ -1149,8 +1138,9 @@ fn republished(
                 AMQPValue::LongString(LongString::from(dropped.join(","))),
             );
         }
-        let bare = republish_properties(props, FieldTable::default(), keep_user_id);
-        // The empty table's 4 bytes are counted by `table_size(&kept)`.
+        let bare = republish_properties(props, FieldTable::default(), user);
+        // `bare` holds only what republish_properties adds to the headers
+        // (a moved user-id); its table's 4 bytes are counted by `table_size(&kept)`.
         let used = CONTENT_HEADER_OVERHEAD + BROKER_HEADROOM + properties_size(&bare) - 4
             + table_size(&kept);
         let input = FailureInput {
@@ -1179,7 +1169,7 @@ fn republished(
                     };
                     kept.insert(name.into(), v);
                 }
-                return (route, republish_properties(props, kept, keep_user_id));
+                return (route, republish_properties(props, kept, user));
             }
             Err(_) => kept
                 .inner()
@@ -1191,7 +1181,7 @@ fn republished(
         let Some(largest) = largest else {
             // Nothing of the producer's is left to drop: the properties alone
             // fill the frame, which a broker never delivers.
-            return (route, republish_properties(props, kept, keep_user_id));
+            return (route, republish_properties(props, kept, user));
         };
         route = Route::Park {
             reason: ParkReason::HeadersTooLarge,

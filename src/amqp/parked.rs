@@ -20,7 +20,7 @@ use super::connection::Broker;
 use super::error::{amqp_reply, Error, ErrorKind, Result};
 use super::fields::{now_ms, short_name};
 use super::publisher::republish_properties;
-use crate::retry::{is_broker_death_header, time::iso8601_utc, RETRY_ORIGINAL_USER_ID};
+use crate::retry::{is_broker_death_header, time::iso8601_utc};
 
 /// Depth and consumers of a queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,19 +228,7 @@ impl ParkedSession {
             "retry-replayed-at".into(),
             AMQPValue::LongString(LongString::from(iso8601_utc(now_ms).into_bytes())),
         );
-        // The broker refuses a publish carrying another user's id: move it to a header.
-        let foreign_user = delivery
-            .properties
-            .user_id()
-            .as_ref()
-            .filter(|u| u.wire_bytes().as_ref() != broker.user().as_bytes());
-        if let Some(u) = foreign_user {
-            headers.insert(
-                RETRY_ORIGINAL_USER_ID.into(),
-                AMQPValue::LongString(LongString::from(u.wire_bytes().into_owned())),
-            );
-        }
-        let props = republish_properties(&delivery.properties, headers, foreign_user.is_none());
+        let props = republish_properties(&delivery.properties, headers, broker.user());
         broker
             .publisher()
             .publish(broker, exchange, routing_key, &delivery.data, props)

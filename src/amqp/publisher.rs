@@ -5,13 +5,14 @@
 use std::time::Duration;
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
-use lapin::types::FieldTable;
+use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Confirmation};
 use tokio::sync::Mutex;
 
 use super::connection::Broker;
 use super::error::{amqp_reply, Error, ErrorKind, Result};
 use super::fields::short_name;
+use crate::retry::RETRY_ORIGINAL_USER_ID;
 
 /// Publishes with confirms on its own channel, reopening it after the broker
 /// closed it (publishing to a missing exchange closes the channel).
@@ -140,13 +141,25 @@ fn publish_error(target: &str, e: &lapin::Error) -> Error {
     }
 }
 
-/// The original properties minus `expiration` (and minus `user-id` unless
-/// `keep_user_id`), with `headers`.
+/// The original properties minus `expiration`, with `headers`, for a publish
+/// by `user`. A `user-id` naming another user moves to the
+/// `retry-original-user-id` header: the broker refuses a publish carrying
+/// another user's id.
 pub fn republish_properties(
     p: &BasicProperties,
-    headers: FieldTable,
-    keep_user_id: bool,
+    mut headers: FieldTable,
+    user: &str,
 ) -> BasicProperties {
+    let foreign_user = p
+        .user_id()
+        .as_ref()
+        .filter(|u| u.wire_bytes().as_ref() != user.as_bytes());
+    if let Some(u) = foreign_user {
+        headers.insert(
+            RETRY_ORIGINAL_USER_ID.into(),
+            AMQPValue::LongString(LongString::from(u.wire_bytes().into_owned())),
+        );
+    }
     let mut out = BasicProperties::default().with_headers(headers);
     if let Some(v) = p.content_type() {
         out = out.with_content_type(v.clone());
@@ -175,7 +188,7 @@ pub fn republish_properties(
     if let Some(v) = p.kind() {
         out = out.with_type(v.clone());
     }
-    if let Some(v) = p.user_id().as_ref().filter(|_| keep_user_id) {
+    if let Some(v) = p.user_id().as_ref().filter(|_| foreign_user.is_none()) {
         out = out.with_user_id(v.clone());
     }
     if let Some(v) = p.app_id() {
