@@ -166,37 +166,60 @@ pub fn undecodable_field(
             return Some(describe(format!("the {name} property"), s));
         }
     }
-    p.headers()
-        .as_ref()
-        .and_then(|t| undecodable_in_table(t, "headers"))
-        .map(|(path, s)| describe(path, &s))
+    let found = undecodable_in_table(p.headers().as_ref()?)?;
+    let what = if found.name {
+        format!("a header name in headers{}", found.path)
+    } else {
+        format!("the value of headers{}", found.path)
+    };
+    Some(describe(what, &found.string))
 }
 
-/// The first undecodable key or short-string value in `t`, with its path.
-fn undecodable_in_table(t: &FieldTable, path: &str) -> Option<(String, ShortString)> {
+/// Where an undecodable short string was found: a header name, or a value;
+/// `path` runs from the outer table inwards (`.key`, `[index]`).
+struct Found {
+    name: bool,
+    path: String,
+    string: ShortString,
+}
+
+/// The first undecodable key or short-string value in `t`. Its path is
+/// written only once one is found: the search runs on every delivery.
+fn undecodable_in_table(t: &FieldTable) -> Option<Found> {
     for (k, v) in t.inner() {
         if k.is_undecodable() {
-            return Some((format!("a header name in {path}"), k.clone()));
+            return Some(Found {
+                name: true,
+                path: String::new(),
+                string: k.clone(),
+            });
         }
-        let inner = format!("{path}.{}", String::from_utf8_lossy(&k.wire_bytes()));
-        if let Some(found) = undecodable_in_value(v, &inner) {
+        if let Some(mut found) = undecodable_in_value(v) {
+            found.path = format!(
+                ".{}{}",
+                String::from_utf8_lossy(&k.wire_bytes()),
+                found.path
+            );
             return Some(found);
         }
     }
     None
 }
 
-fn undecodable_in_value(v: &AMQPValue, path: &str) -> Option<(String, ShortString)> {
+fn undecodable_in_value(v: &AMQPValue) -> Option<Found> {
     match v {
-        AMQPValue::ShortString(s) if s.is_undecodable() => {
-            Some((format!("the value of {path}"), s.clone()))
-        }
-        AMQPValue::FieldTable(t) => undecodable_in_table(t, path),
-        AMQPValue::FieldArray(a) => a
-            .as_slice()
-            .iter()
-            .enumerate()
-            .find_map(|(i, v)| undecodable_in_value(v, &format!("{path}[{i}]"))),
+        AMQPValue::ShortString(s) if s.is_undecodable() => Some(Found {
+            name: false,
+            path: String::new(),
+            string: s.clone(),
+        }),
+        AMQPValue::FieldTable(t) => undecodable_in_table(t),
+        AMQPValue::FieldArray(a) => a.as_slice().iter().enumerate().find_map(|(i, v)| {
+            undecodable_in_value(v).map(|mut found| {
+                found.path = format!("[{i}]{}", found.path);
+                found
+            })
+        }),
         _ => None,
     }
 }
