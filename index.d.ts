@@ -144,6 +144,14 @@ export interface ConsumeOptions {
   recoveryStepTimeoutMs?: number
   /** Send failures to the retry table after the delays, for this many more attempts. */
   tableMaxAttempts?: number
+  /** False: consume the work queue as it exists, checked but never declared. @default true */
+  assertQueue?: boolean
+  /** Arguments added to the work queue's declaration, as a JSON object. */
+  queueArguments?: string
+  /** Arguments added to every retry queue's declaration, as a JSON object. */
+  retryQueueArguments?: string
+  /** Arguments added to the parked queue's declaration, as a JSON object. */
+  parkedQueueArguments?: string
 }
 
 /** A parsed delay: milliseconds and the label used in queue names. */

@@ -21,6 +21,7 @@ import {
   type CloseOptions,
   type ConnectOptions,
   type ConsumeOptions,
+  type QueueArguments,
   type Logger,
   type OptionKeys,
   type TlsOptions,
@@ -241,6 +242,10 @@ export class RabbitRetry {
         prefetch,
         queueType: options.queueType,
         deliveryLimit: options.deliveryLimit,
+        assertQueue: options.assertQueue,
+        queueArguments: argumentsJson(options.queueArguments),
+        retryQueueArguments: argumentsJson(options.retryQueueArguments),
+        parkedQueueArguments: argumentsJson(options.parkedQueueArguments),
         tableMaxAttempts: options.onFailure?.table ? (options.onFailure.table.maxAttempts ?? 10) : undefined,
         delays,
         recoveryInitialDelayMs: options.recovery?.initialDelayMs,
@@ -384,4 +389,9 @@ export class RabbitRetry {
   private assertOpen(): void {
     if (this.closed) throw new ClosedError('this RabbitRetry client is closed; connect again');
   }
+}
+
+/** Queue arguments in the JSON form the native layer takes. */
+function argumentsJson(args: QueueArguments | undefined): string | undefined {
+  return args === undefined ? undefined : JSON.stringify(args);
 }

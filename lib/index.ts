@@ -41,6 +41,7 @@ export {
   type CloseOptions,
   type ConnectOptions,
   type ConsumeOptions,
+  type QueueArguments,
   type OnFailureOptions,
   type Delay,
   type Logger,

@@ -271,10 +271,50 @@ export interface RetryTableOptions {
 /** The keys of {@link RetryTableOptions}. */
 const RETRY_TABLE_OPTION_KEYS = { url: true, ratePerSec: true, scheduler: true } satisfies OptionKeys<RetryTableOptions>;
 
+/**
+ * Queue arguments (`x-max-length`, `x-dead-letter-exchange`, `x-queue-mode`, …)
+ * as RabbitMQ takes them in a queue declaration: strings, numbers (whole
+ * numbers are sent as integers) and booleans.
+ */
+export type QueueArguments = Readonly<Record<string, string | number | boolean>>;
+
 /** What a consumer consumes, and how. */
 export interface ConsumeOptions {
-  /** The work queue; declared durable if missing. */
+  /** The work queue; declared durable if missing (see {@link ConsumeOptions.assertQueue}). */
   queue: string;
+  /**
+   * `false` consumes a work queue that exists as it is: it is checked (it must
+   * exist) but never declared, so its arguments, whoever set them, stay as
+   * they are. The retry and parked queues are still declared, and the exchange
+   * and binding when given. With a quorum queue that rabbit-retry does not
+   * declare, the broker's `x-delivery-limit` backstop is whatever the queue has.
+   * @default true
+   */
+  assertQueue?: boolean;
+  /**
+   * Arguments added to the work queue's declaration, for a queue that exists
+   * with arguments of its own (for example `{ 'x-max-length': 100000 }` set by
+   * an operator, or a dead-letter exchange from an earlier setup). A queue
+   * that exists with other arguments fails `consume` with a
+   * TopologyMismatchError that names the argument and this option. Not
+   * `x-queue-type` (see {@link ConsumeOptions.queueType}), nor, on quorum
+   * queues, the dead-lettering that {@link ConsumeOptions.deliveryLimit} sets.
+   */
+  queueArguments?: QueueArguments;
+  /**
+   * Arguments added to every retry queue's declaration. Not the TTL or the
+   * dead-lettering (the retry topology sets them), nor `x-expires`; a length
+   * limit needs `'x-overflow': 'reject-publish'`, so that a full retry queue
+   * refuses the republish (the original stays unacked) instead of dropping
+   * its oldest message.
+   */
+  retryQueueArguments?: QueueArguments;
+  /**
+   * Arguments added to the parked queue's declaration. Not `x-expires` or
+   * `x-message-ttl` (parked messages would vanish unread); a length limit needs
+   * `'x-overflow': 'reject-publish'`.
+   */
+  parkedQueueArguments?: QueueArguments;
   /** An exchange to declare (durable) and bind the queue to. */
   exchange?: string;
   /** The exchange's type. @default 'topic' */
@@ -323,6 +363,10 @@ export const CONSUME_OPTION_KEYS = {
   prefetch: true,
   queueType: true,
   deliveryLimit: true,
+  assertQueue: true,
+  queueArguments: true,
+  retryQueueArguments: true,
+  parkedQueueArguments: true,
   onFailure: true,
   alert: true,
   recovery: true,
@@ -542,6 +586,16 @@ export function checkCloseOptions(o: CloseOptions | undefined): number {
   return t;
 }
 
+/** Checks that `v`, given as the option `name`, is {@link QueueArguments}. */
+function checkQueueArguments(name: string, v: unknown): void {
+  if (v === undefined) return;
+  checkObject(name, v, "an object of argument names to values, such as { 'x-max-length': 1000 }");
+  for (const [key, value] of Object.entries(v as object)) {
+    const ok = typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value));
+    if (!ok) throw new InvalidOptionsError(`${name}['${key}'] must be a string, a finite number or a boolean, got ${kindOf(value)}`);
+  }
+}
+
 /** @internal */
 export function checkConsumeOptions(o: ConsumeOptions): void {
   if (!isRecord(o)) throw new InvalidOptionsError(`consume options must be an object with at least { queue }, got ${kindOf(o)}`);
@@ -552,6 +606,10 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
   checkWhole('prefetch', o.prefetch, 1, 65535, 'a whole number from 1 to 65535');
   checkOneOf('queueType', o.queueType, ['classic', 'quorum']);
   checkOneOf('exchangeType', o.exchangeType, ['topic', 'direct', 'fanout', 'headers']);
+  checkBoolean('assertQueue', o.assertQueue);
+  for (const key of ['queueArguments', 'retryQueueArguments', 'parkedQueueArguments'] as const) {
+    checkQueueArguments(key, o[key]);
+  }
   if (o.deliveryLimit !== undefined) {
     checkWhole('deliveryLimit', o.deliveryLimit, 1, 0xfffffffe, 'a whole number of at least 1');
     if (o.queueType !== 'quorum') {

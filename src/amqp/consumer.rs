@@ -340,12 +340,7 @@ struct Pending {
 async fn subscribe(broker: &Broker, config: &ConsumerConfig) -> Result<(Channel, lapin::Consumer)> {
     let queue = &config.topology.queue;
     let step = config.recovery.step_timeout;
-    bounded(
-        "declaring the queues",
-        step,
-        declare(broker, &config.topology, step),
-    )
-    .await?;
+    declare(broker, &config.topology, step).await?;
     let ch = bounded("opening a channel", step, broker.channel()).await?;
     bounded("basic.qos", step, async {
         ch.basic_qos(config.prefetch, BasicQosOptions::default())
@@ -398,13 +393,9 @@ async fn close_channel(ch: &Channel, reason: &str, limit: Duration) {
     }
 }
 
-/// Declares `topology` on a channel of its own: a mismatch closes the channel
-/// it happened on.
+/// Checks and declares `topology`, each broker round trip bounded by `limit`.
 async fn declare(broker: &Broker, topology: &Topology, limit: Duration) -> Result<()> {
-    let ch = broker.channel().await?;
-    let declared = topology.declare(&ch).await;
-    close_channel(&ch, "declared", limit).await;
-    declared
+    bounded("declaring the queues", limit, topology.declare(broker)).await
 }
 
 impl ConsumerHandle {

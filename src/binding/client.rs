@@ -4,6 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use lapin::types::FieldTable;
 use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
 
@@ -15,8 +16,9 @@ use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions, TlsO
 use crate::amqp::consumer::{
     ConsumerConfig, ConsumerHandle, Recovery, TableConfig, DEFAULT_STEP_TIMEOUT,
 };
+use crate::amqp::fields::table_from_json;
 use crate::amqp::parked::{delete_exchange, delete_queue, purge, queue_info, ParkedSession};
-use crate::amqp::topology::{QueueType, Topology};
+use crate::amqp::topology::{ExtraArguments, QueueType, Topology};
 use crate::retry::{parse_delays, validate_name, validate_topology_names, Backoff};
 use crate::table::scheduler::SchedulerHandle;
 use crate::table::store::RetryStore;
@@ -182,6 +184,12 @@ impl NativeClient {
                 queue_type,
                 delays,
                 delivery_limit,
+                assert_queue: options.assert_queue.unwrap_or(true),
+                extra: ExtraArguments {
+                    work: arguments("queueArguments", options.queue_arguments.as_deref())?,
+                    retry: arguments("retryQueueArguments", options.retry_queue_arguments.as_deref())?,
+                    parked: arguments("parkedQueueArguments", options.parked_queue_arguments.as_deref())?,
+                },
             },
             prefetch: prefetch as u16,
             table: match (options.table_max_attempts, &self.store) {
@@ -214,6 +222,7 @@ impl NativeClient {
                     }),
             },
         };
+        config.topology.check().map_err(js_error)?;
         let handle = ConsumerHandle::start(self.broker.clone(), config)
             .await
             .map_err(js_error)?;
@@ -357,4 +366,30 @@ impl NativeClient {
             .await
             .map_err(js_error)
     }
+}
+
+/// Queue arguments from their JSON form: an object of names to strings,
+/// numbers and booleans.
+fn arguments(option: &str, json: Option<&str>) -> napi::Result<FieldTable> {
+    let Some(json) = json else {
+        return Ok(FieldTable::default());
+    };
+    let value: serde_json::Value = serde_json::from_str(json)
+        .map_err(|e| invalid(format!("{option} must be an object: {e}")))?;
+    let Some(map) = value.as_object() else {
+        return Err(invalid(format!(
+            "{option} must be an object of argument names to values"
+        )));
+    };
+    {
+        if let Some((key, _)) = map
+            .iter()
+            .find(|(_, v)| !(v.is_string() || v.is_number() || v.is_boolean()))
+        {
+            return Err(invalid(format!(
+                "{option}['{key}'] must be a string, a number or a boolean"
+            )));
+        }
+    }
+    table_from_json(&value).map_err(|e| invalid(format!("{option}: {e}")))
 }

@@ -42,6 +42,14 @@ pub struct ConsumeOptions {
     pub recovery_step_timeout_ms: Option<u32>,
     /// Send failures to the retry table after the delays, for this many more attempts.
     pub table_max_attempts: Option<u32>,
+    /// False: consume the work queue as it exists, checked but never declared. @default true
+    pub assert_queue: Option<bool>,
+    /// Arguments added to the work queue's declaration, as a JSON object.
+    pub queue_arguments: Option<String>,
+    /// Arguments added to every retry queue's declaration, as a JSON object.
+    pub retry_queue_arguments: Option<String>,
+    /// Arguments added to the parked queue's declaration, as a JSON object.
+    pub parked_queue_arguments: Option<String>,
 }
 
 /// A delivery handed to JavaScript.
