@@ -28,7 +28,7 @@ export const CHECK_EVERY = '500ms';
 export const FAILURES_BEFORE_PAUSE = 3;
 export const DEPENDENCY = 'carrier';
 
-/** The retry table's database, created when missing. */
+/** The retry table's database: a new one each run, dropped at its end. */
 export const DEMO_DATABASE = 'rabbit_retry_demo';
 
 export interface ServiceTopology {

@@ -12,9 +12,9 @@
  *
  * Run by main.ts after act one (ACT=2 runs it alone). Needs PostgreSQL at
  * PG_URL (default postgres://postgres@127.0.0.1:5432/postgres) and psql: it
- * creates the database rabbit_retry_demo there when missing, and the library
- * creates its table. Removes its rows, queues and exchange at the end unless
- * KEEP_QUEUES=1.
+ * creates the database rabbit_retry_demo there, a new one each run (one an
+ * earlier run left is dropped first), and the library creates its table.
+ * Removes its queues, exchange and database at the end unless KEEP_QUEUES=1.
  */
 import 'reflect-metadata';
 
@@ -98,30 +98,48 @@ function psql(url: string, sql: string): string {
 
 const quote = (s: string) => `'${s.replace(/'/g, "''")}'`;
 
-/** Creates the demo's database unless it exists; true when it created it. */
-function ensureDatabase(db: Database): boolean {
-  const exists = () => psql(db.admin, `SELECT 1 FROM pg_database WHERE datname = ${quote(DEMO_DATABASE)}`) === '1';
-  if (exists()) return false;
-  try {
-    psql(db.admin, `CREATE DATABASE ${DEMO_DATABASE}`);
-    return true;
-  } catch (err) {
-    if (exists()) return false; // another run created it meanwhile
-    throw err;
-  }
-}
-
-/** Deletes rows of `where` when the table exists; resolves to how many. */
-function deleteRows(db: Database, where: string): number {
-  const n = psql(
-    db.url,
-    `WITH gone AS (DELETE FROM message_retries WHERE ${where} RETURNING 1) SELECT count(*) FROM gone`,
+/**
+ * The run that created the demo's database (its comment), '' for none, or
+ * `undefined` when there is no such database.
+ */
+function databaseOwner(db: Database): string | undefined {
+  const row = psql(
+    db.admin,
+    `SELECT 'run:' || coalesce(shobj_description(oid, 'pg_database'), '') FROM pg_database WHERE datname = ${quote(DEMO_DATABASE)}`,
   );
-  return Number(n);
+  return row.startsWith('run:') ? row.slice('run:'.length) : undefined;
 }
 
-function tableExists(db: Database): boolean {
-  return psql(db.url, "SELECT to_regclass('message_retries') IS NOT NULL") === 't';
+/**
+ * Drops the demo's database when it exists, its open connections too; with
+ * `owner`, only when that run created it. True when it dropped one.
+ */
+function dropDatabase(db: Database, owner?: string): boolean {
+  const createdBy = databaseOwner(db);
+  if (createdBy === undefined || (owner !== undefined && createdBy !== owner)) return false;
+  try {
+    psql(db.admin, `DROP DATABASE IF EXISTS ${DEMO_DATABASE} WITH (FORCE)`);
+  } catch {
+    // PostgreSQL before 13 has no FORCE.
+    psql(db.admin, `DROP DATABASE IF EXISTS ${DEMO_DATABASE}`);
+  }
+  return true;
+}
+
+/** Drops the demo's database at PG_URL's server when this run created it; true when it did. For tidy.ts. */
+export function dropDemoDatabase(): boolean {
+  return dropDatabase(database(), T.prefix);
+}
+
+/**
+ * Creates the demo's database, a new one marked as this run's: an earlier
+ * run's is dropped first. True when there was one.
+ */
+function freshDatabase(db: Database): boolean {
+  const dropped = dropDatabase(db);
+  psql(db.admin, `CREATE DATABASE ${DEMO_DATABASE}`);
+  psql(db.admin, `COMMENT ON DATABASE ${DEMO_DATABASE} IS ${quote(T.prefix)}`);
+  return dropped;
 }
 
 // ---------------------------------------------------------------- the act
@@ -151,14 +169,14 @@ function consumerOf(app: INestApplicationContext, queue: string): Consumer {
   return c;
 }
 
-function printHeader(db: Database, created: boolean): void {
+function printHeader(db: Database, replaced: boolean): void {
   console.log(`act two   the carrier down for "ninety minutes", scaled to ${OUTAGE_MS / 1000} s; ${ORDER_COUNT} orders, one every ${PUBLISH_EVERY_MS} ms`);
   console.log(`exchange  ${T.exchange} (topic) -> the work queues of two services, prefetch ${PREFETCH} each`);
   console.log(`A         ${T.a.queue}: retry queues ${A_DELAYS.join(', ')}, then parked;`);
   console.log(`          when the carrier is back, an operator replays the parked queue with no rate bound`);
   console.log(`B         ${T.b.queue}: retry queue ${B_DELAYS.join(', ')}, then the retry table (dependency '${DEPENDENCY}', due in ${B_DUE_IN_MS / 1000} s);`);
   console.log(`          pauseWhen('${DEPENDENCY}') checks its health every ${CHECK_EVERY}, pauses after ${FAILURES_BEFORE_PAUSE} failures; the scheduler drains ${TABLE_RATE_PER_SEC}/s`);
-  console.log(`table     message_retries in ${db.safe}${created ? ' (database created)' : ''}`);
+  console.log(`table     message_retries in ${db.safe}, a new database${replaced ? ` (an earlier run's ${DEMO_DATABASE} was dropped)` : ''}`);
   console.log();
 }
 
@@ -190,12 +208,14 @@ async function depthsOf(rr: RabbitRetry, queues: string[]): Promise<number> {
   return n;
 }
 
-async function tidy(db: Database, tableReady: boolean): Promise<void> {
+/** Removes the act's queues, exchange and database; false when something could not be removed. */
+async function tidy(db: Database): Promise<boolean> {
   if (KEEP_QUEUES) {
-    console.log(`kept      the queues of ${T.prefix} and their rows in ${DEMO_DATABASE}; KEEP_QUEUES=1`);
-    return;
+    console.log(`kept      the queues of ${T.prefix} and the database ${DEMO_DATABASE}; KEEP_QUEUES=1`);
+    return true;
   }
   const queues = [T.a.queue, ...T.a.retryQueues, T.a.parkedQueue, T.b.queue, ...T.b.retryQueues, T.b.parkedQueue];
+  let ok = true;
   try {
     const rr = await RabbitRetry.connect({ url: AMQP_URL, connectionName: 'rabbit-retry-nest-demo-act2-tidy' });
     try {
@@ -204,29 +224,30 @@ async function tidy(db: Database, tableReady: boolean): Promise<void> {
     } finally {
       await rr.close();
     }
-    const rows = tableReady ? deleteRows(db, `queue LIKE ${quote(`${T.prefix}.%`)}`) : 0;
-    console.log(`removed   ${T.exchange}, its ${queues.length} queues and ${rows} rows of the retry table`);
+    console.log(`removed   ${T.exchange} and its ${queues.length} queues`);
   } catch (err) {
-    console.error(`could not remove act two's queues or rows (${message(err)}); their names start with ${T.prefix}`);
+    ok = false;
+    console.error(`could not remove act two's queues (${message(err)}); their names start with ${T.prefix}`);
   }
+  try {
+    if (dropDatabase(db, T.prefix)) console.log(`removed   the database ${DEMO_DATABASE}, with the retry table`);
+  } catch (err) {
+    ok = false;
+    console.error(`could not drop the database ${DEMO_DATABASE} (${message(err)})`);
+  }
+  return ok;
 }
 
 /** Runs act two; resolves to the exit code. */
 export async function runActTwo(): Promise<number> {
   const db = database();
-  let created: boolean;
+  let replaced: boolean;
   try {
-    created = ensureDatabase(db);
+    replaced = freshDatabase(db);
   } catch (err) {
     throw new Error(`it needs PostgreSQL (bash scripts/postgres.sh starts one; PG_URL says where): ${message(err)}`);
   }
-  // Rows an earlier run left behind (it crashed, or kept them) would share the
-  // dependency; their queues are gone or not ours.
-  if (tableExists(db)) {
-    const stale = deleteRows(db, `queue LIKE 'nest-demo-act2-%' AND queue NOT LIKE ${quote(`${T.prefix}.%`)}`);
-    if (stale > 0) console.log(`removed   ${stale} rows an earlier run of act two left in ${DEMO_DATABASE}`);
-  }
-  printHeader(db, created);
+  printHeader(db, replaced);
 
   const carrierA = new OutageCarrier();
   const carrierB = new OutageCarrier();
@@ -234,7 +255,6 @@ export async function runActTwo(): Promise<number> {
   const bookB = new OrderBook();
   const apps: INestApplicationContext[] = [];
   let watch: DependencyWatch | undefined;
-  let tableReady = false;
   let code = 1;
   try {
     const options = { logger: NEST_LOGS ? undefined : false, abortOnError: false } as const;
@@ -242,7 +262,6 @@ export async function runActTwo(): Promise<number> {
     apps.push(appA);
     const appB = await NestFactory.createApplicationContext(RetryTableModule.register(carrierB, bookB, db.url), options);
     apps.push(appB);
-    tableReady = true;
     const rrA = appA.get<RabbitRetry>(RABBIT_RETRY);
     const rrB = appB.get<RabbitRetry>(RABBIT_RETRY);
     follow(consumerOf(appA, T.a.queue), bookA);
@@ -388,13 +407,7 @@ export async function runActTwo(): Promise<number> {
   } finally {
     watch?.stop();
     for (const app of apps) await app.close().catch(() => undefined);
-    let ready = tableReady;
-    try {
-      ready ||= tableExists(db);
-    } catch {
-      // The database is not there: no rows to remove.
-    }
-    await tidy(db, ready);
+    if (!(await tidy(db))) code = 1;
   }
   return code;
 }

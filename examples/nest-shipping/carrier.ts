@@ -1,6 +1,6 @@
 /**
- * A stand-in for a carrier's rate API: down for the first seconds of the
- * demo, then back, with one order it can never rate in time.
+ * A stand-in for a carrier's rate API: down for the first seconds of a run,
+ * then back, with one order it can never rate in time.
  */
 
 /** A shipment as the shop publishes it on `shipment.requested`. */
@@ -72,21 +72,39 @@ export class CarrierStub {
   /** The calls made while the carrier was down. */
   callsDuringOutage = 0;
 
-  private readonly recoversAt: number;
+  private readonly callsPerOrder = new Map<number, number>();
+  private readonly outageMs: number;
+  private backAt: number;
   private readonly timesOutOn: ReadonlySet<number>;
   private readonly latencyMs: number;
   private readonly timeoutMs: number;
 
   constructor(options: CarrierStubOptions) {
-    this.recoversAt = (options.startedAt ?? Date.now()) + options.outageMs;
+    this.outageMs = options.outageMs;
+    this.backAt = (options.startedAt ?? Date.now()) + options.outageMs;
     this.timesOutOn = new Set(options.timesOutOn ?? []);
     this.latencyMs = options.latencyMs ?? 100;
     this.timeoutMs = options.timeoutMs ?? 400;
   }
 
+  /** Starts the outage (again) at `at`: the rate API is down for `outageMs` from then. */
+  startOutage(at: number = Date.now()): void {
+    this.backAt = at + this.outageMs;
+  }
+
+  /** When the rate API answers again (`Date.now()` milliseconds). */
+  get recoversAt(): number {
+    return this.backAt;
+  }
+
   /** Whether the rate API is down now. */
   get down(): boolean {
-    return Date.now() < this.recoversAt;
+    return Date.now() < this.backAt;
+  }
+
+  /** How many times `orderId` was rated. */
+  callsFor(orderId: number): number {
+    return this.callsPerOrder.get(orderId) ?? 0;
   }
 
   /**
@@ -95,6 +113,7 @@ export class CarrierStub {
    */
   async rate(order: ShipmentOrder): Promise<Quote> {
     this.calls += 1;
+    this.callsPerOrder.set(order.orderId, this.callsFor(order.orderId) + 1);
     if (this.down) {
       this.callsDuringOutage += 1;
       await sleep(this.latencyMs);

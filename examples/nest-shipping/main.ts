@@ -2,14 +2,19 @@
  * The carrier outage, told through a NestJS service: ShipmentConsumer
  * (@Consume, @OnFailure) rates orders with the CarrierClient, OrdersPublisher
  * (@InjectRabbitRetry) publishes them, and the application's shutdown closes
- * the consumer gracefully. Act two compares retry queues with the retry table.
+ * the consumer gracefully. Act one meets a short outage twice, first with a
+ * plain amqplib consumer that requeues (requeue.ts), then with the service,
+ * and prints the two side by side. Act two compares retry queues with the
+ * retry table.
  *
  *   AMQP_URL=amqp://user:pass@host:5672 npx ts-node --transpile-only examples/nest-shipping/main.ts
  *
  * Set NEST_LOGS=1 to see Nest's log as well (the module's retry and park
- * lines), and KEEP_QUEUES=1 to leave the demo's queues and exchange on the broker.
+ * lines), KEEP_QUEUES=1 to leave the demo's queues and exchanges on the broker
+ * (and act two's database), and SHIPPING_PREFIX to name them (tidy.ts removes
+ * what a run with that prefix left behind).
  *
- * After this first act comes the second (act-two.ts): a long carrier outage,
+ * After the first act comes the second (act-two.ts): a long carrier outage,
  * retry queues and a burst replay beside the retry table drained at a set
  * rate; it needs PostgreSQL at PG_URL. ACT=1 or ACT=2 runs one act alone.
  */
@@ -24,6 +29,7 @@ import { RABBIT_RETRY, RabbitRetryConsumers } from '../../lib/nestjs';
 import { CarrierStub } from './carrier';
 import { AppModule } from './app.module';
 import { OrdersPublisher } from './orders.publisher';
+import { runRequeueBaseline } from './requeue';
 import {
   DEADLINE_MS,
   FIRST_ORDER,
@@ -35,13 +41,17 @@ import {
   TOPOLOGY,
   type Topology,
   log,
+  numbersOf,
   orderIdOf,
   plural,
+  printComparison,
   printHeader,
+  printIntro,
   printSummary,
   reportStragglers,
+  requeueQueueFor,
   sampleOrder,
-  startedAt,
+  startClock,
 } from './story';
 
 const AMQP_URL = process.env.AMQP_URL ?? DEFAULT_URL;
@@ -106,28 +116,37 @@ function removeTopology(t: Topology): Promise<void> {
   });
 }
 
-async function tidyBroker(t: Topology, parkedDepth: number | undefined): Promise<void> {
+/** Removes the run's queues and exchange; false when they could not be removed. */
+async function tidyBroker(t: Topology, parkedDepth: number | undefined): Promise<boolean> {
   if (KEEP_QUEUES) {
     console.log(`kept      ${t.parkedQueue} (${parkedDepth ?? '?'} parked) and the rest of the demo's queues; KEEP_QUEUES=1`);
-    return;
+    return true;
   }
   try {
     await removeTopology(t);
     const parked = parkedDepth === undefined ? '' : `, ${plural(parkedDepth, 'parked order')} with it (KEEP_QUEUES=1 keeps them)`;
     console.log(`removed   ${t.exchange} and its ${2 + t.retryQueues.length} queues${parked}`);
+    return true;
   } catch (err) {
     console.error(`could not remove the demo's queues (${err instanceof Error ? err.message : String(err)}); their names start with ${t.prefix}`);
+    return false;
   }
 }
 
-/** Publishes the orders and follows them until each is done or parked, or the deadline passes; then closes the app. */
-async function runOutage(app: INestApplicationContext, ledger: Ledger): Promise<boolean> {
+/**
+ * Starts the outage, publishes the orders and follows them until each is done
+ * or parked, or the deadline passes; then closes the app.
+ */
+async function runOutage(app: INestApplicationContext, carrier: CarrierStub, ledger: Ledger): Promise<boolean> {
   try {
     const consumer = app.get(RabbitRetryConsumers).get(TOPOLOGY.queue);
     if (!consumer) throw new Error(`the application does not consume ${TOPOLOGY.queue}`);
     follow(consumer, ledger);
+    const t0 = Date.now();
+    startClock(t0);
+    carrier.startOutage(t0);
     await publishOrders(app.get(OrdersPublisher), ledger);
-    const settled = await ledger.settled(startedAt + DEADLINE_MS);
+    const settled = await ledger.settled(t0 + DEADLINE_MS);
     if (!settled) reportStragglers(ledger);
     return settled;
   } finally {
@@ -137,9 +156,14 @@ async function runOutage(app: INestApplicationContext, ledger: Ledger): Promise<
 }
 
 async function actOne(): Promise<number> {
-  const carrier = new CarrierStub({ startedAt, outageMs: OUTAGE_MS, timesOutOn: [ORDER_THE_CARRIER_CANNOT_RATE] });
+  printIntro();
+  const requeue = await runRequeueBaseline(requeueQueueFor(TOPOLOGY.prefix));
+  console.log();
+
+  const carrier = new CarrierStub({ outageMs: OUTAGE_MS, timesOutOn: [ORDER_THE_CARRIER_CANNOT_RATE] });
   const ledger = new Ledger();
   let depths: Map<string, number> | undefined;
+  let code = 1;
   try {
     const app = await NestFactory.createApplicationContext(AppModule.register(carrier, ledger), {
       logger: NEST_LOGS ? undefined : false,
@@ -147,13 +171,16 @@ async function actOne(): Promise<number> {
     });
     app.enableShutdownHooks();
     printHeader(app.get<RabbitRetry>(RABBIT_RETRY), TOPOLOGY);
-    const settled = await runOutage(app, ledger);
+    const settled = await runOutage(app, carrier, ledger);
     depths = await queueDepths(TOPOLOGY);
     const accounted = printSummary(ledger, carrier, TOPOLOGY, depths);
-    return settled && accounted ? 0 : 1;
+    code = settled && accounted ? 0 : 1;
   } finally {
-    await tidyBroker(TOPOLOGY, depths?.get(TOPOLOGY.parkedQueue));
+    if (!(await tidyBroker(TOPOLOGY, depths?.get(TOPOLOGY.parkedQueue)))) code = 1;
   }
+  console.log();
+  printComparison(requeue, numbersOf(ledger, carrier, TOPOLOGY, depths ?? new Map()));
+  return code || (requeue.lost === 0 ? 0 : 1);
 }
 
 async function main(): Promise<number> {
