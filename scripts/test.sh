@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 echo "== lint"
 cargo fmt --check
 cargo clippy --all-targets -- -D warnings
+bash scripts/lint-workflows.sh
 
 echo "== cargo test (pure logic, no broker)"
 cargo test
