@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 
 import amqp, { type MessageProperties as AmqpProperties, type Options } from 'amqplib';
 
@@ -41,8 +42,11 @@ import {
 } from './helpers';
 import { AmqpError, type FieldValue, type GetResult, LongStr, type Properties, RawAmqp, Table, encodeProperties, encodeValue, shortStr } from './raw-amqp';
 
-// amqplib's own decoder of basic properties (flags and property list), for what the raw client reads.
-const defs = require('amqplib/lib/defs') as { decode: (id: number, buf: Buffer) => AmqpProperties };
+// amqplib's own decoder of basic properties (flags and property list), for what the raw client reads;
+// loaded by file path, beside amqplib's entry point, as its exports map names only the entry points.
+const defs = require(path.join(path.dirname(require.resolve('amqplib')), 'lib', 'defs.js')) as {
+  decode: (id: number, buf: Buffer) => AmqpProperties;
+};
 
 const raws: RawAmqp[] = [];
 afterEach(async () => {

@@ -14,4 +14,4 @@ if [[ ${RELEASE:-0} == 1 ]]; then
 else
   npx napi build --platform
 fi
-npx tsc -p tsconfig.build.json
+npm run --silent build:ts

@@ -15,7 +15,7 @@ cargo test
 
 echo "== build"
 bash scripts/build.sh
-npx tsc --noEmit -p tsconfig.json
+npm run --silent typecheck
 
 echo "== broker and database"
 bash scripts/broker.sh

@@ -190,8 +190,9 @@ async function main(): Promise<number> {
   if (act !== '2') code = await actOne();
   if (act !== '1') {
     if (act === '') console.log();
-    // Loaded only now, so that act one's clock and queue names are as they were.
-    const { runActTwo } = await import('./act-two');
+    // Loaded only now, so that act one's clock and queue names are as they were; a require,
+    // as this file is CommonJS: an import() stays an ESM import, which ts-node does not compile.
+    const { runActTwo } = require('./act-two') as typeof import('./act-two');
     code = (await runActTwo().catch((err: unknown) => {
       console.error(`act two failed: ${err instanceof Error ? err.message : String(err)}`);
       return 1;

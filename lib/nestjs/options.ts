@@ -1,4 +1,4 @@
-import { ConfigurableModuleBuilder } from '@nestjs/common';
+import { ConfigurableModuleBuilder, type ConfigurableModuleCls, type ConfigurableModuleHost } from '@nestjs/common';
 
 import {
   CONNECT_OPTION_KEYS,
@@ -50,7 +50,12 @@ export interface RabbitRetryModuleExtras {
   isGlobal?: boolean;
 }
 
-const builder = new ConfigurableModuleBuilder<RabbitRetryModuleOptions>({ moduleName: 'RabbitRetry' })
+// Typed by hand so that the declarations name @nestjs/common by this file's import: an inferred
+// type would be written as an inline import() of the package, which for NestJS 12 (ESM-only)
+// carries a resolution-mode import attribute that compilers before TypeScript 5.3 cannot parse.
+type Host = ConfigurableModuleHost<RabbitRetryModuleOptions, 'forRoot', 'createRabbitRetryOptions', RabbitRetryModuleExtras>;
+
+const builder: Host = new ConfigurableModuleBuilder<RabbitRetryModuleOptions>({ moduleName: 'RabbitRetry' })
   .setClassMethodName('forRoot')
   .setFactoryMethodName('createRabbitRetryOptions')
   .setExtras<RabbitRetryModuleExtras>({ isGlobal: false }, (definition, extras) => ({
@@ -60,7 +65,12 @@ const builder = new ConfigurableModuleBuilder<RabbitRetryModuleOptions>({ module
   .build();
 
 /** @internal */
-export const ConfigurableModuleClass = builder.ConfigurableModuleClass;
+export const ConfigurableModuleClass: ConfigurableModuleCls<
+  RabbitRetryModuleOptions,
+  'forRoot',
+  'createRabbitRetryOptions',
+  RabbitRetryModuleExtras
+> = builder.ConfigurableModuleClass;
 
 /** The injection token of the module's options. */
 export const RABBIT_RETRY_MODULE_OPTIONS = builder.MODULE_OPTIONS_TOKEN;
