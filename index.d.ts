@@ -162,6 +162,12 @@ export interface DelayInfo {
   label: string
 }
 
+/**
+ * The codes of the errors the native layer raises (`[CODE] message`), each
+ * of which the TypeScript layer maps to its error class.
+ */
+export declare function errorCodes(): Array<string>
+
 /** A handler's error, passed as data so its stack survives. */
 export interface FailureInfo {
   /** The error's name or class. */
@@ -372,9 +378,10 @@ export interface NativeTableStats {
 
 /**
  * Parses and checks a list of delays (`"5s"`, `"1m"`, `"500"` milliseconds);
- * rejects with `INVALID_OPTIONS` when one is malformed, zero, repeated or out of order.
+ * rejects with `INVALID_OPTIONS`, naming `option` (default `onFailure.delays`),
+ * when one is malformed, zero, repeated or out of order.
  */
-export declare function parseDelays(delays: Array<string>): Array<DelayInfo>
+export declare function parseDelays(delays: Array<string>, option?: string | undefined | null): Array<DelayInfo>
 
 /** What a row of the retry table gets, worked out by `onFailure.table`. */
 export interface TableInfo {

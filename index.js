@@ -839,4 +839,5 @@ module.exports.NativeClient = nativeBinding.NativeClient
 module.exports.NativeConsumer = nativeBinding.NativeConsumer
 module.exports.NativeParkedSession = nativeBinding.NativeParkedSession
 module.exports.connect = nativeBinding.connect
+module.exports.errorCodes = nativeBinding.errorCodes
 module.exports.parseDelays = nativeBinding.parseDelays

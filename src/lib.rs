@@ -1,11 +1,29 @@
 #![deny(clippy::all)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![warn(unreachable_pub)]
+// The binding is what uses the rest, and it is not built into unit tests:
+// dead code is checked in the library build.
+#![cfg_attr(test, allow(dead_code))]
 //! rabbit-retry: the failure path of a RabbitMQ consumer.
 //!
-//! `retry` is the pure decision logic (no I/O), `amqp` talks to the broker
-//! through lapin, `table` keeps retries in PostgreSQL, and `binding` is the
-//! only place that knows about Node-API.
+//! The modules form one chain; each imports only those above it in this list:
+//!
+//! - `retry`: the pure rules (delays, queue names, routing a failure, the
+//!   failure headers, attempt counting); no I/O.
+//! - `error`, `redact`: the error type with its stable codes, and URLs
+//!   without their passwords.
+//! - `amqp`: the broker through lapin: the connection and its confirmed
+//!   publishers, topology, parked-queue sessions, header fields.
+//! - `table`: the retry table in PostgreSQL and its scheduler (which publishes
+//!   through `amqp`).
+//! - `consumer`: a consumer of one work queue: the task that owns its channel,
+//!   the hand-off to JavaScript, acks, and failure routing to `amqp` or `table`.
+//! - `binding`: the only module that knows about Node-API.
 
-pub mod amqp;
-pub mod binding;
-pub mod retry;
-pub mod table;
+mod amqp;
+mod binding;
+mod consumer;
+mod error;
+mod redact;
+mod retry;
+mod table;

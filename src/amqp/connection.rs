@@ -10,12 +10,13 @@ use lapin::uri::AMQPUri;
 use lapin::{Connection, ConnectionProperties};
 use tokio::sync::{Mutex, RwLock};
 
-use super::error::{Error, ErrorKind, Result};
-use super::publisher::Publisher;
+use super::publisher::{OpenChannel, Publisher};
+use crate::error::{Error, ErrorKind, Result};
+use crate::redact::{redact_in, redact_url};
 
 /// How to reach the broker.
 #[derive(Debug, Clone)]
-pub struct ConnectOptions {
+pub(crate) struct ConnectOptions {
     /// An `amqp://` or `amqps://` URL with credentials and vhost.
     pub url: String,
     /// The name the broker shows for this connection.
@@ -32,7 +33,7 @@ pub struct ConnectOptions {
 
 /// TLS settings for `amqps://` URLs.
 #[derive(Debug, Clone, Default)]
-pub struct TlsOptions {
+pub(crate) struct TlsOptions {
     /// Certificate authorities to trust, PEM; the system's roots when absent.
     pub ca_pem: Option<String>,
     /// A client certificate and its PKCS#8 key, both PEM, for brokers that
@@ -57,7 +58,7 @@ impl TlsOptions {
 
 /// The connection to the broker, replaced by a new one when it is lost, and
 /// the two confirmed publishers.
-pub struct Broker {
+pub(crate) struct Broker {
     uri: AMQPUri,
     props: ConnectionProperties,
     tls: TlsOptions,
@@ -72,7 +73,7 @@ pub struct Broker {
 
 impl Broker {
     /// Connects to the broker and opens the confirm channels.
-    pub async fn connect(opts: ConnectOptions) -> Result<Arc<Broker>> {
+    pub(crate) async fn connect(opts: ConnectOptions) -> Result<Arc<Broker>> {
         let safe_url = redact_url(&opts.url);
         let mut uri: AMQPUri = opts.url.parse().map_err(|e: String| {
             let reason = redact_in(&e, &opts.url);
@@ -107,21 +108,21 @@ impl Broker {
             safe_url,
         });
         // Open the confirm channels now, so a broker that refuses confirms fails connect().
-        broker.publisher.channel(&broker).await?;
-        broker.republisher.channel(&broker).await?;
+        broker.publisher.channel(broker.as_ref()).await?;
+        broker.republisher.channel(broker.as_ref()).await?;
         Ok(broker)
     }
 
     /// The current connection and its generation (which grows by one with
     /// each reconnect).
-    pub async fn connection(&self) -> (u64, Arc<Connection>) {
+    pub(crate) async fn connection(&self) -> (u64, Arc<Connection>) {
         let cur = self.current.read().await;
         (cur.0, cur.1.clone())
     }
 
     /// A connection that is up: the current one, or a new one when the
     /// current one is gone. One caller reconnects; the others wait for it.
-    pub async fn live_connection(&self) -> Result<(u64, Arc<Connection>)> {
+    pub(crate) async fn live_connection(&self) -> Result<(u64, Arc<Connection>)> {
         let (generation, conn) = self.connection().await;
         if conn.status().connected() {
             return Ok((generation, conn));
@@ -131,7 +132,7 @@ impl Broker {
 
     /// Replaces the connection of `generation` with a new one, unless another
     /// caller already did.
-    pub async fn reconnect(&self, generation: u64) -> Result<(u64, Arc<Connection>)> {
+    pub(crate) async fn reconnect(&self, generation: u64) -> Result<(u64, Arc<Connection>)> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(Error::new(ErrorKind::Closed, "the client is closed"));
         }
@@ -159,12 +160,12 @@ impl Broker {
     }
 
     /// The user this client authenticates as.
-    pub fn user(&self) -> &str {
+    pub(crate) fn user(&self) -> &str {
         &self.uri.authority.userinfo.username
     }
 
     /// The largest frame the current connection allows, in bytes.
-    pub async fn frame_max(&self) -> usize {
+    pub(crate) async fn frame_max(&self) -> usize {
         let (_, conn) = self.connection().await;
         match conn.configuration().frame_max() {
             0 => crate::retry::FRAME_MAX,
@@ -173,29 +174,47 @@ impl Broker {
     }
 
     /// Whether `close` was called.
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }
 
-    /// The confirmed publisher of the application's own publishes.
-    pub fn publisher(&self) -> &Arc<Publisher> {
-        &self.publisher
+    /// Publishes an application message on the confirm channel of the
+    /// application's own publishes (see [`Publisher::publish`]).
+    pub(crate) async fn publish(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+        properties: lapin::BasicProperties,
+    ) -> Result<()> {
+        self.publisher
+            .publish(self, exchange, routing_key, body, properties)
+            .await
     }
 
-    /// The confirmed publisher of failed messages, shared by every consumer of
-    /// this connection. It is kept apart from `publisher` because a publish to a
-    /// missing exchange closes its channel, and with it every confirm in flight.
-    pub fn republisher(&self) -> &Arc<Publisher> {
-        &self.republisher
+    /// Publishes a failed or replayed message on the confirm channel that
+    /// every consumer of this connection shares for them. It is kept apart
+    /// from the application's because a publish to a missing exchange closes
+    /// its channel, and with it every confirm in flight.
+    pub(crate) async fn republish(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+        properties: lapin::BasicProperties,
+    ) -> Result<()> {
+        self.republisher
+            .publish(self, exchange, routing_key, body, properties)
+            .await
     }
 
     /// The URL with its password replaced, safe for logs and errors.
-    pub fn safe_url(&self) -> &str {
+    pub(crate) fn safe_url(&self) -> &str {
         &self.safe_url
     }
 
     /// Opens a new channel on a live connection.
-    pub async fn channel(&self) -> Result<lapin::Channel> {
+    pub(crate) async fn channel(&self) -> Result<lapin::Channel> {
         let (_, conn) = self.live_connection().await?;
         conn.create_channel()
             .await
@@ -203,7 +222,7 @@ impl Broker {
     }
 
     /// Closes the connection and stops reconnecting; consumers should be closed first.
-    pub async fn close(&self) -> Result<()> {
+    pub(crate) async fn close(&self) -> Result<()> {
         self.closed.store(true, Ordering::SeqCst);
         let (_, conn) = self.connection().await;
         if conn.status().connected() {
@@ -297,67 +316,15 @@ fn open_error(uri: &AMQPUri, safe_url: &str, e: &lapin::Error) -> Error {
 }
 
 /// A connection error naming the broker without its password.
-pub fn connection_error(safe_url: &str, e: &lapin::Error) -> Error {
+pub(crate) fn connection_error(safe_url: &str, e: &lapin::Error) -> Error {
     Error::new(
         ErrorKind::Connection,
         format!("connection to {safe_url} failed: {e}"),
     )
 }
 
-/// The password of a URL (`scheme://user:password@host/...`), if it has one.
-/// The userinfo ends at the last `@`, so a password holding `/` or `@` is
-/// still found; the scheme may be missing.
-fn password_span(url: &str) -> Option<(usize, usize)> {
-    let start = url.find("://").map_or(0, |i| i + 3);
-    let at = start + url[start..].rfind('@')?;
-    let colon = start + url[start..at].find(':')?;
-    Some((colon + 1, at))
-}
-
-/// Replaces the password of a URL with `***`.
-pub fn redact_url(url: &str) -> String {
-    match password_span(url) {
-        Some((from, to)) => format!("{}***{}", &url[..from], &url[to..]),
-        None => url.to_owned(),
-    }
-}
-
-/// Removes the password of `url` from `text` (an error message that may quote the URL).
-pub fn redact_in(text: &str, url: &str) -> String {
-    match password_span(url) {
-        Some((from, to)) if to > from => text.replace(&url[from..to], "***"),
-        _ => text.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{redact_in, redact_url};
-
-    #[test]
-    fn redacts_passwords() {
-        let cases = [
-            (
-                "amqp://guest:guest@127.0.0.1:5672",
-                "amqp://guest:***@127.0.0.1:5672",
-            ),
-            ("amqps://u:p%40ss@host/vh", "amqps://u:***@host/vh"),
-            ("amqp://u@host", "amqp://u@host"),
-            ("amqp://host:5672", "amqp://host:5672"),
-            ("not a url", "not a url"),
-            (
-                "amqp://guest:s3cret/x+y@127.0.0.1:5672",
-                "amqp://guest:***@127.0.0.1:5672",
-            ),
-            ("guest:s3cret@127.0.0.1:5672", "guest:***@127.0.0.1:5672"),
-            ("amqp://u:p@ss@host/vh", "amqp://u:***@host/vh"),
-        ];
-        for (input, want) in cases {
-            assert_eq!(redact_url(input), want, "{input}");
-        }
-        assert_eq!(
-            redact_in("Invalid URL: 'guest:s3cret@h'", "guest:s3cret@h"),
-            "Invalid URL: 'guest:***@h'"
-        );
+impl OpenChannel for Broker {
+    async fn open_channel(&self) -> Result<lapin::Channel> {
+        self.channel().await
     }
 }

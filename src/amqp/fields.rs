@@ -5,12 +5,12 @@ use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
 use lapin::BasicProperties;
 use serde_json::{Map, Number, Value};
 
-use super::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind};
 use crate::retry::{attempt_count, FieldValue};
 
 /// Copies an AMQP value into the core's `FieldValue` (used for the few headers
 /// the core reads: `retry-attempt` and `x-death`).
-pub fn to_field_value(v: &AMQPValue) -> FieldValue {
+pub(crate) fn to_field_value(v: &AMQPValue) -> FieldValue {
     match v {
         AMQPValue::Boolean(b) => FieldValue::Bool(*b),
         AMQPValue::ShortShortInt(i) => FieldValue::Int(i64::from(*i)),
@@ -43,13 +43,13 @@ pub fn to_field_value(v: &AMQPValue) -> FieldValue {
 }
 
 /// The header `name` of `table`, if present.
-pub fn header<'a>(table: Option<&'a FieldTable>, name: &str) -> Option<&'a AMQPValue> {
+pub(crate) fn header<'a>(table: Option<&'a FieldTable>, name: &str) -> Option<&'a AMQPValue> {
     table.and_then(|t| t.inner().get(name))
 }
 
 /// Earlier failed attempts of a message of `work_queue`, from its
 /// `retry-attempt` and `x-death` headers.
-pub fn attempt_of(headers: Option<&FieldTable>, work_queue: &str) -> u32 {
+pub(crate) fn attempt_of(headers: Option<&FieldTable>, work_queue: &str) -> u32 {
     attempt_count(
         header(headers, "retry-attempt")
             .map(to_field_value)
@@ -60,7 +60,7 @@ pub fn attempt_of(headers: Option<&FieldTable>, work_queue: &str) -> u32 {
 }
 
 /// Milliseconds since the Unix epoch, for the `retry-*` time headers.
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -68,7 +68,7 @@ pub fn now_ms() -> u64 {
 }
 
 /// The header `name` as a string, when it is one.
-pub fn header_str(table: Option<&FieldTable>, name: &str) -> Option<String> {
+pub(crate) fn header_str(table: Option<&FieldTable>, name: &str) -> Option<String> {
     match header(table, name)? {
         AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into()),
         AMQPValue::ShortString(s) => Some(s.as_str().to_owned()),
@@ -77,7 +77,7 @@ pub fn header_str(table: Option<&FieldTable>, name: &str) -> Option<String> {
 }
 
 /// The size of `v` as encoded on the wire, for keeping header tables inside a frame.
-pub fn encoded_size(v: &AMQPValue) -> usize {
+pub(crate) fn encoded_size(v: &AMQPValue) -> usize {
     1 + match v {
         AMQPValue::Boolean(_) | AMQPValue::ShortShortInt(_) | AMQPValue::ShortShortUInt(_) => 1,
         AMQPValue::ShortInt(_) | AMQPValue::ShortUInt(_) => 2,
@@ -94,7 +94,7 @@ pub fn encoded_size(v: &AMQPValue) -> usize {
 }
 
 /// The encoded size of a whole field table.
-pub fn table_size(t: &FieldTable) -> usize {
+pub(crate) fn table_size(t: &FieldTable) -> usize {
     4 + t
         .inner()
         .iter()
@@ -104,7 +104,7 @@ pub fn table_size(t: &FieldTable) -> usize {
 
 /// The encoded size of a content header's properties (property flags and
 /// every property present, the header table included).
-pub fn properties_size(p: &BasicProperties) -> usize {
+pub(crate) fn properties_size(p: &BasicProperties) -> usize {
     let short = |s: &Option<ShortString>| s.as_ref().map_or(0, |s| 1 + s.wire_bytes().len());
     2 + short(p.content_type())
         + short(p.content_encoding())
@@ -124,11 +124,11 @@ pub fn properties_size(p: &BasicProperties) -> usize {
 
 /// A content header frame's bytes besides its properties: frame type,
 /// channel, size and end marker (8), class, weight and body size (12).
-pub const CONTENT_HEADER_OVERHEAD: usize = 20;
+pub(crate) const CONTENT_HEADER_OVERHEAD: usize = 20;
 
 /// The first short string of a delivery that is not UTF-8, described for
 /// `retry-last-error` (which field, its bytes), if there is one.
-pub fn undecodable_field(
+pub(crate) fn undecodable_field(
     exchange: &ShortString,
     routing_key: &ShortString,
     p: &BasicProperties,
@@ -227,7 +227,7 @@ fn undecodable_in_value(v: &AMQPValue) -> Option<Found> {
 /// Converts an AMQP value to JSON for JavaScript. Strings that are not UTF-8
 /// and byte arrays become arrays of byte values; decimals become numbers;
 /// timestamps stay numbers of seconds, as the broker sends them.
-pub fn to_json(v: &AMQPValue) -> Value {
+pub(crate) fn to_json(v: &AMQPValue) -> Value {
     match v {
         AMQPValue::Boolean(b) => Value::Bool(*b),
         AMQPValue::ShortShortInt(i) => Value::from(*i),
@@ -263,7 +263,7 @@ fn bytes_json(b: &[u8]) -> Value {
 }
 
 /// Converts a header table to a JSON object.
-pub fn table_to_json(t: &FieldTable) -> Value {
+pub(crate) fn table_to_json(t: &FieldTable) -> Value {
     Value::Object(
         t.inner()
             .iter()
@@ -280,7 +280,7 @@ pub fn table_to_json(t: &FieldTable) -> Value {
 /// Converts a JSON value from JavaScript to an AMQP value: whole numbers become
 /// signed 64-bit integers, other numbers doubles, strings long strings,
 /// objects tables and `null` void.
-pub fn from_json(v: &Value) -> Result<AMQPValue, String> {
+pub(crate) fn from_json(v: &Value) -> Result<AMQPValue, String> {
     Ok(match v {
         Value::Null => AMQPValue::Void,
         Value::Bool(b) => AMQPValue::Boolean(*b),
@@ -297,7 +297,7 @@ pub fn from_json(v: &Value) -> Result<AMQPValue, String> {
 }
 
 /// Converts a JSON object to a header table; header names must be short strings.
-pub fn table_from_json(v: &Value) -> Result<FieldTable, String> {
+pub(crate) fn table_from_json(v: &Value) -> Result<FieldTable, String> {
     let Value::Object(map) = v else {
         return Err("headers must be an object".into());
     };
@@ -320,7 +320,7 @@ fn cut(s: &str, n: usize) -> &str {
 
 /// `value` as an AMQP short string (queue, exchange and routing-key names),
 /// or an `INVALID_OPTIONS` error naming `what` when it is over 255 bytes.
-pub fn short_name(what: &str, value: &str) -> super::error::Result<ShortString> {
+pub(crate) fn short_name(what: &str, value: &str) -> crate::error::Result<ShortString> {
     ShortString::try_new(value).map_err(|_| {
         Error::new(
             ErrorKind::InvalidOptions,

@@ -17,14 +17,14 @@ use lapin::{BasicProperties, Channel};
 use tokio::sync::Mutex;
 
 use super::connection::Broker;
-use super::error::{amqp_reply, Error, ErrorKind, Result};
 use super::fields::{now_ms, short_name};
 use super::publisher::republish_properties;
+use crate::error::{amqp_reply, Error, ErrorKind, Result};
 use crate::retry::{is_broker_death_header, time::iso8601_utc};
 
 /// Depth and consumers of a queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QueueInfo {
+pub(crate) struct QueueInfo {
     /// Messages ready in the queue.
     pub messages: u32,
     /// Consumers subscribed to it.
@@ -32,7 +32,7 @@ pub struct QueueInfo {
 }
 
 /// The depth and consumer count of `queue`, or `None` when it does not exist.
-pub async fn queue_info(broker: &Broker, queue: &str) -> Result<Option<QueueInfo>> {
+pub(crate) async fn queue_info(broker: &Broker, queue: &str) -> Result<Option<QueueInfo>> {
     // A passive declare of a missing queue closes its channel: use a throwaway one.
     let ch = broker.channel().await?;
     let res = ch
@@ -64,7 +64,7 @@ pub async fn queue_info(broker: &Broker, queue: &str) -> Result<Option<QueueInfo
 }
 
 /// Removes every ready message of `queue`; returns how many.
-pub async fn purge(broker: &Broker, queue: &str) -> Result<u32> {
+pub(crate) async fn purge(broker: &Broker, queue: &str) -> Result<u32> {
     let ch = broker.channel().await?;
     let n = ch
         .queue_purge(short_name("queue", queue)?, QueuePurgeOptions::default())
@@ -85,7 +85,7 @@ pub async fn purge(broker: &Broker, queue: &str) -> Result<u32> {
 
 /// Deletes `queue` with its messages; how many it held, or `None` when it did
 /// not exist.
-pub async fn delete_queue(broker: &Broker, queue: &str) -> Result<Option<u32>> {
+pub(crate) async fn delete_queue(broker: &Broker, queue: &str) -> Result<Option<u32>> {
     if queue_info(broker, queue).await?.is_none() {
         return Ok(None);
     }
@@ -104,7 +104,7 @@ pub async fn delete_queue(broker: &Broker, queue: &str) -> Result<Option<u32>> {
 }
 
 /// Deletes `exchange`; a missing one counts as deleted.
-pub async fn delete_exchange(broker: &Broker, exchange: &str) -> Result<()> {
+pub(crate) async fn delete_exchange(broker: &Broker, exchange: &str) -> Result<()> {
     let ch = broker.channel().await?;
     ch.exchange_delete(
         short_name("exchange", exchange)?,
@@ -123,7 +123,7 @@ pub async fn delete_exchange(broker: &Broker, exchange: &str) -> Result<()> {
 
 /// A message taken from the queue and held unacked by a session.
 #[derive(Debug, Clone)]
-pub struct HeldMessage {
+pub(crate) struct HeldMessage {
     /// The session's id for it.
     pub id: u64,
     /// The body.
@@ -141,7 +141,7 @@ pub struct HeldMessage {
 }
 
 /// Takes messages from one queue without acking them.
-pub struct ParkedSession {
+pub(crate) struct ParkedSession {
     queue: String,
     channel: Channel,
     held: Mutex<HashMap<u64, Arc<Delivery>>>,
@@ -149,7 +149,7 @@ pub struct ParkedSession {
 
 impl ParkedSession {
     /// Opens a session on `queue`, which must exist.
-    pub async fn open(broker: &Broker, queue: &str) -> Result<ParkedSession> {
+    pub(crate) async fn open(broker: &Broker, queue: &str) -> Result<ParkedSession> {
         if queue_info(broker, queue).await?.is_none() {
             return Err(Error::new(
                 ErrorKind::InvalidOptions,
@@ -165,7 +165,7 @@ impl ParkedSession {
     }
 
     /// Takes the next message, or `None` when the queue has no more ready.
-    pub async fn get(&self) -> Result<Option<HeldMessage>> {
+    pub(crate) async fn get(&self) -> Result<Option<HeldMessage>> {
         let got = self
             .channel
             .basic_get(
@@ -201,7 +201,7 @@ impl ParkedSession {
     /// attempt count reset to 0 and a `retry-replayed-at` header, waits for the
     /// confirm, then acks it. On failure the message stays held (and goes
     /// back to the queue when the session closes).
-    pub async fn replay(
+    pub(crate) async fn replay(
         &self,
         broker: &Broker,
         id: u64,
@@ -230,8 +230,7 @@ impl ParkedSession {
         );
         let props = republish_properties(&delivery.properties, headers, broker.user());
         broker
-            .publisher()
-            .publish(broker, exchange, routing_key, &delivery.data, props)
+            .publish(exchange, routing_key, &delivery.data, props)
             .await?;
         delivery
             .acker
@@ -247,19 +246,8 @@ impl ParkedSession {
         Ok(())
     }
 
-    /// Acks held message `id`: it leaves the queue for good.
-    pub async fn discard(&self, id: u64) -> Result<()> {
-        if let Some(d) = self.held.lock().await.remove(&id) {
-            d.acker
-                .ack(BasicAckOptions::default())
-                .await
-                .map_err(|e| Error::new(ErrorKind::Connection, format!("ack failed: {e}")))?;
-        }
-        Ok(())
-    }
-
     /// Closes the session; every message still held goes back to the queue.
-    pub async fn close(&self) -> Result<()> {
+    pub(crate) async fn close(&self) -> Result<()> {
         self.held.lock().await.clear();
         if self.channel.status().connected() {
             self.channel

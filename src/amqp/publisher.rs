@@ -9,21 +9,26 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Confirmation};
 use tokio::sync::Mutex;
 
-use super::connection::Broker;
-use super::error::{amqp_reply, Error, ErrorKind, Result};
 use super::fields::short_name;
+use crate::error::{amqp_reply, Error, ErrorKind, Result};
 use crate::retry::RETRY_ORIGINAL_USER_ID;
+
+/// What a publisher needs of the connection it publishes on: new channels.
+pub(crate) trait OpenChannel: Sync {
+    /// Opens a channel on a live connection.
+    fn open_channel(&self) -> impl std::future::Future<Output = Result<Channel>> + Send;
+}
 
 /// Publishes with confirms on its own channel, reopening it after the broker
 /// closed it (publishing to a missing exchange closes the channel).
-pub struct Publisher {
+pub(crate) struct Publisher {
     channel: Mutex<Option<Channel>>,
     confirm_timeout: Duration,
 }
 
 impl Publisher {
     /// A publisher whose channel is opened on first use.
-    pub fn new(confirm_timeout: Duration) -> Self {
+    pub(crate) fn new(confirm_timeout: Duration) -> Self {
         Self {
             channel: Mutex::new(None),
             confirm_timeout,
@@ -32,14 +37,14 @@ impl Publisher {
 
     /// The confirm channel, opened (again) when it is missing or closed, on a
     /// new connection when the old one is gone.
-    pub async fn channel(&self, broker: &Broker) -> Result<Channel> {
+    pub(crate) async fn channel(&self, conn: &impl OpenChannel) -> Result<Channel> {
         let mut slot = self.channel.lock().await;
         if let Some(ch) = slot.as_ref() {
             if ch.status().connected() {
                 return Ok(ch.clone());
             }
         }
-        let ch = broker.channel().await.map_err(|e| {
+        let ch = conn.open_channel().await.map_err(|e| {
             Error::new(
                 ErrorKind::Connection,
                 format!("could not open the confirm channel: {}", e.message),
@@ -59,9 +64,9 @@ impl Publisher {
 
     /// Publishes `body` to `exchange` with `routing_key`, mandatory, and waits
     /// for the broker's confirm. Succeeds only on an `Ack` with no return.
-    pub async fn publish(
+    pub(crate) async fn publish(
         &self,
-        broker: &Broker,
+        conn: &impl OpenChannel,
         exchange: &str,
         routing_key: &str,
         body: &[u8],
@@ -69,7 +74,7 @@ impl Publisher {
     ) -> Result<()> {
         let exchange_name = short_name("exchange", exchange)?;
         let key = short_name("routing key", routing_key)?;
-        let ch = self.channel(broker).await?;
+        let ch = self.channel(conn).await?;
         let target = describe(exchange, routing_key);
         let confirm = ch
             .basic_publish(
@@ -145,7 +150,7 @@ fn publish_error(target: &str, e: &lapin::Error) -> Error {
 /// by `user`. A `user-id` naming another user moves to the
 /// `retry-original-user-id` header: the broker refuses a publish carrying
 /// another user's id.
-pub fn republish_properties(
+pub(crate) fn republish_properties(
     p: &BasicProperties,
     mut headers: FieldTable,
     user: &str,

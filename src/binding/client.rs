@@ -13,23 +13,23 @@ use super::convert::{invalid, js_error, MessageProperties};
 use super::parked::{NativeParkedSession, NativeQueueInfo};
 use super::table::{NativeListFilter, NativeRow, NativeSelector, NativeTableStats};
 use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions, TlsOptions};
-use crate::amqp::consumer::{
-    ConsumerConfig, ConsumerHandle, Recovery, TableConfig, DEFAULT_STEP_TIMEOUT,
-};
 use crate::amqp::fields::table_from_json;
 use crate::amqp::parked::{delete_exchange, delete_queue, purge, queue_info, ParkedSession};
 use crate::amqp::topology::{ExtraArguments, QueueType, Topology};
+use crate::consumer::{
+    ConsumerConfig, ConsumerHandle, Recovery, TableConfig, DEFAULT_STEP_TIMEOUT,
+};
 use crate::retry::{parse_delays, validate_name, validate_topology_names, Backoff};
 use crate::table::scheduler::SchedulerHandle;
 use crate::table::store::RetryStore;
 
 /// Deliveries of one message after which a quorum consumer parks it without
 /// calling the handler.
-pub const DEFAULT_DELIVERY_LIMIT: u32 = 5;
+pub(crate) const DEFAULT_DELIVERY_LIMIT: u32 = 5;
 
 /// How to connect.
 #[napi(object)]
-pub struct ConnectOptions {
+pub(crate) struct ConnectOptions {
     /// `amqp://user:password@host:5672/vhost`.
     pub url: String,
     /// The name the broker's management tools show for the connection.
@@ -64,7 +64,7 @@ pub struct NativeClient {
 
 /// Connects to the broker; rejects with `CONNECTION` or `INVALID_OPTIONS`.
 #[napi]
-pub async fn connect(options: ConnectOptions) -> napi::Result<NativeClient> {
+pub(crate) async fn connect(options: ConnectOptions) -> napi::Result<NativeClient> {
     let heartbeat =
         match options.heartbeat {
             Some(h) => Some(u16::try_from(h).map_err(|_| {
@@ -241,8 +241,7 @@ impl NativeClient {
     ) -> napi::Result<()> {
         let props = properties.unwrap_or_default().to_amqp()?;
         self.broker
-            .publisher()
-            .publish(&self.broker, &exchange, &routing_key, &body, props)
+            .publish(&exchange, &routing_key, &body, props)
             .await
             .map_err(js_error)
     }

@@ -11,7 +11,7 @@ use napi_derive::napi;
 
 use super::convert::{js_error, json_str, write_properties_json, MessageProperties};
 use super::table::from_epoch_ms;
-use crate::amqp::consumer::{ConsumerHandle, DeliveryData, Event, Failure, Item, TableFailure};
+use crate::consumer::{ConsumerHandle, DeliveryData, Event, Failure, Item, TableFailure};
 
 /// What to consume and how to treat failures.
 #[napi(object)]

@@ -4,17 +4,17 @@ use lapin::types::ShortString;
 use lapin::BasicProperties;
 use napi_derive::napi;
 
-use crate::amqp::error::{Error as AmqpError, ErrorKind};
 use crate::amqp::fields::{table_from_json, table_to_json};
+use crate::error::{Error as AmqpError, ErrorKind};
 use crate::retry::{parse_delays as parse_delay_list, DelayError};
 
 /// Turns an AMQP-layer error into a JavaScript error carrying its code.
-pub fn js_error(e: AmqpError) -> napi::Error {
+pub(crate) fn js_error(e: AmqpError) -> napi::Error {
     napi::Error::from_reason(e.coded_message())
 }
 
 /// An `INVALID_OPTIONS` error for JavaScript.
-pub fn invalid(message: impl Into<String>) -> napi::Error {
+pub(crate) fn invalid(message: impl Into<String>) -> napi::Error {
     js_error(AmqpError::new(ErrorKind::InvalidOptions, message))
 }
 
@@ -140,7 +140,7 @@ impl MessageProperties {
 /// up to 10 characters, in the old generation, where they stay until a full
 /// collection; unique short values (message ids such as `"48213"`) would grow
 /// the heap with every message.
-pub fn interned_by_json_parse(s: &str) -> bool {
+pub(crate) fn interned_by_json_parse(s: &str) -> bool {
     s.len() > 1 && s.len() <= 40 && s.encode_utf16().count() <= 10
 }
 
@@ -154,7 +154,11 @@ pub(crate) fn json_str(out: &mut Vec<u8>, s: &str) {
 /// [`MessageProperties`]' names (absent ones left out; `headers` always
 /// there). A `messageId` or `correlationId` that `JSON.parse` would intern is
 /// moved to `strings` and written as its index there.
-pub fn write_properties_json(out: &mut Vec<u8>, p: &BasicProperties, strings: &mut Vec<String>) {
+pub(crate) fn write_properties_json(
+    out: &mut Vec<u8>,
+    p: &BasicProperties,
+    strings: &mut Vec<String>,
+) {
     use std::io::Write;
     out.push(b'{');
     let fields: [(&str, &Option<ShortString>); 9] = [
@@ -202,7 +206,7 @@ pub fn write_properties_json(out: &mut Vec<u8>, p: &BasicProperties, strings: &m
 
 /// A parsed delay: milliseconds and the label used in queue names.
 #[napi(object)]
-pub struct DelayInfo {
+pub(crate) struct DelayInfo {
     /// Milliseconds.
     pub ms: f64,
     /// The largest exact unit: `500ms`, `5s`, `1m`, `2h`.
@@ -210,11 +214,16 @@ pub struct DelayInfo {
 }
 
 /// Parses and checks a list of delays (`"5s"`, `"1m"`, `"500"` milliseconds);
-/// rejects with `INVALID_OPTIONS` when one is malformed, zero, repeated or out of order.
+/// rejects with `INVALID_OPTIONS`, naming `option` (default `onFailure.delays`),
+/// when one is malformed, zero, repeated or out of order.
 #[napi]
-pub fn parse_delays(delays: Vec<String>) -> napi::Result<Vec<DelayInfo>> {
-    let parsed = parse_delay_list(&delays)
-        .map_err(|e: DelayError| invalid(format!("onFailure.delays: {e}")))?;
+pub(crate) fn parse_delays(
+    delays: Vec<String>,
+    option: Option<String>,
+) -> napi::Result<Vec<DelayInfo>> {
+    let option = option.as_deref().unwrap_or("onFailure.delays");
+    let parsed =
+        parse_delay_list(&delays).map_err(|e: DelayError| invalid(format!("{option}: {e}")))?;
     Ok(parsed
         .into_iter()
         .map(|d| DelayInfo {
@@ -222,6 +231,13 @@ pub fn parse_delays(delays: Vec<String>) -> napi::Result<Vec<DelayInfo>> {
             label: d.label(),
         })
         .collect())
+}
+
+/// The codes of the errors the native layer raises (`[CODE] message`), each
+/// of which the TypeScript layer maps to its error class.
+#[napi]
+pub(crate) fn error_codes() -> Vec<&'static str> {
+    ErrorKind::ALL.iter().map(|k| k.code()).collect()
 }
 
 #[cfg(test)]

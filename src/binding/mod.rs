@@ -10,12 +10,6 @@ mod convert;
 mod parked;
 mod table;
 
-pub use client::*;
-pub use consumer::*;
-pub use convert::*;
-pub use parked::*;
-pub use table::*;
-
 /// The runtime behind every async call and consumer task: one worker thread.
 /// A consumer's work is a chain of short steps handed between lapin's I/O
 /// thread, its task and JavaScript; a second worker only adds wake-ups and
@@ -26,7 +20,10 @@ fn init_runtime() {
         .worker_threads(1)
         .thread_name("rabbit-retry")
         .enable_all()
-        .build()
-        .expect("the tokio runtime starts");
-    napi::bindgen_prelude::create_custom_tokio_runtime(rt);
+        .build();
+    // Should the runtime not start (no thread could be spawned), napi-rs starts
+    // its default one on first use instead.
+    if let Ok(rt) = rt {
+        napi::bindgen_prelude::create_custom_tokio_runtime(rt);
+    }
 }

@@ -83,14 +83,14 @@ pub struct NativeRow {
 }
 
 /// Milliseconds since the epoch.
-pub fn epoch_ms(t: SystemTime) -> f64 {
+pub(crate) fn epoch_ms(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as f64)
         .unwrap_or(0.0)
 }
 
 /// A time from milliseconds since the epoch.
-pub fn from_epoch_ms(ms: f64) -> SystemTime {
+pub(crate) fn from_epoch_ms(ms: f64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms.max(0.0) as u64)
 }
 

@@ -3,7 +3,7 @@
 /// A broker-neutral copy of the AMQP field values the core needs to read,
 /// so the logic here does not depend on any client library.
 #[derive(Debug, Clone, PartialEq)]
-pub enum FieldValue {
+pub(crate) enum FieldValue {
     /// AMQP boolean.
     Bool(bool),
     /// Any signed AMQP integer.
@@ -27,7 +27,7 @@ pub enum FieldValue {
 impl FieldValue {
     /// The value as a non-negative whole number, if it is one. Other
     /// clients may write counts as any integer type or as a float.
-    pub fn as_count(&self) -> Option<u64> {
+    pub(crate) fn as_count(&self) -> Option<u64> {
         match *self {
             FieldValue::Int(n) => u64::try_from(n).ok(),
             FieldValue::UInt(n) => Some(n),
@@ -38,7 +38,7 @@ impl FieldValue {
     }
 
     /// The value as text, if it is a string.
-    pub fn as_str(&self) -> Option<&str> {
+    pub(crate) fn as_str(&self) -> Option<&str> {
         match self {
             FieldValue::Str(s) => Some(s),
             _ => None,
@@ -46,7 +46,7 @@ impl FieldValue {
     }
 
     /// The first entry named `key`, if this is a table.
-    pub fn get(&self, key: &str) -> Option<&FieldValue> {
+    pub(crate) fn get(&self, key: &str) -> Option<&FieldValue> {
         match self {
             FieldValue::Table(entries) => entries.iter().find(|(k, _)| k == key).map(|(_, v)| v),
             _ => None,
@@ -61,7 +61,7 @@ impl FieldValue {
 /// RabbitMQ 3.10 merges x-death on republish and increments counts, so the
 /// sum works there; RabbitMQ 4.x keeps only the newest hop with count 1, so
 /// our own header is the reliable counter. Malformed input counts as nothing.
-pub fn attempt_count(
+pub(crate) fn attempt_count(
     retry_attempt: Option<&FieldValue>,
     x_death: Option<&FieldValue>,
     work_queue: &str,

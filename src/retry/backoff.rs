@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// Backoff settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     /// The first wait.
     pub initial: Duration,
     /// The longest wait.
@@ -25,7 +25,7 @@ impl Backoff {
     /// The wait before try `attempt` (1-based): `initial * 2^(attempt-1)`, capped
     /// at `max`, then scaled by a jitter factor between 0.5 and 1.0 taken from
     /// `random` (a number in [0, 1)).
-    pub fn delay(&self, attempt: u32, random: f64) -> Duration {
+    pub(crate) fn delay(&self, attempt: u32, random: f64) -> Duration {
         let exp = attempt.saturating_sub(1).min(30);
         let base = self
             .initial

@@ -4,17 +4,18 @@
 use std::fmt;
 
 /// The longest delay RabbitMQ accepts as `x-message-ttl` (2^32 - 1 ms).
-pub const MAX_DELAY_MS: u64 = u32::MAX as u64;
+pub(crate) const MAX_DELAY_MS: u64 = u32::MAX as u64;
 
 /// A positive retry delay of at most [`MAX_DELAY_MS`] milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Delay {
+pub(crate) struct Delay {
     ms: u64,
 }
 
 impl Delay {
     /// Builds a delay, rejecting zero and values RabbitMQ cannot hold as a TTL.
-    pub fn from_millis(ms: u64) -> Result<Delay, DelayError> {
+    #[cfg(test)]
+    pub(crate) fn from_millis(ms: u64) -> Result<Delay, DelayError> {
         if ms == 0 {
             return Err(DelayError::Zero {
                 input: format!("{ms}ms"),
@@ -29,13 +30,13 @@ impl Delay {
     }
 
     /// The delay in milliseconds.
-    pub fn millis(&self) -> u64 {
+    pub(crate) fn millis(&self) -> u64 {
         self.ms
     }
 
     /// The delay in the largest unit that divides it exactly (`"5s"`, `"90m"`),
     /// so queue names stay short and the same delay always gets the same name.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         const UNITS: [(u64, &str); 3] = [(3_600_000, "h"), (60_000, "m"), (1_000, "s")];
         for (size, unit) in UNITS {
             if self.ms.is_multiple_of(size) {
@@ -54,7 +55,7 @@ impl fmt::Display for Delay {
 
 /// Why a delay or a list of delays was rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DelayError {
+pub(crate) enum DelayError {
     /// The input was empty or only whitespace.
     Empty,
     /// The input is not a whole number followed by a known unit.
@@ -121,7 +122,7 @@ impl std::error::Error for DelayError {}
 
 /// Parses `<positive integer><unit>` with unit `ms`, `s`, `m` or `h`; a bare
 /// number means milliseconds. Surrounding whitespace is ignored.
-pub fn parse_delay(s: &str) -> Result<Delay, DelayError> {
+pub(crate) fn parse_delay(s: &str) -> Result<Delay, DelayError> {
     let input = s.trim();
     if input.is_empty() {
         return Err(DelayError::Empty);
@@ -162,7 +163,7 @@ pub fn parse_delay(s: &str) -> Result<Delay, DelayError> {
 
 /// Parses a list of delays, which must be strictly increasing so each retry
 /// waits longer than the last and every retry queue name is distinct.
-pub fn parse_delays(items: &[String]) -> Result<Vec<Delay>, DelayError> {
+pub(crate) fn parse_delays(items: &[String]) -> Result<Vec<Delay>, DelayError> {
     let mut out: Vec<Delay> = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
         let delay = parse_delay(item)?;

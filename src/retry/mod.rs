@@ -1,24 +1,22 @@
 //! Pure retry logic: delays, attempt counting, routing, header building and
 //! naming. Nothing here does I/O, so every rule can be tested on its own.
 
-pub mod attempt;
-pub mod backoff;
-pub mod delay;
-pub mod headers;
-pub mod names;
-pub mod route;
-pub mod time;
+pub(crate) mod attempt;
+pub(crate) mod backoff;
+pub(crate) mod delay;
+pub(crate) mod headers;
+pub(crate) mod names;
+pub(crate) mod route;
+pub(crate) mod time;
 
-pub use attempt::{attempt_count, FieldValue};
-pub use backoff::Backoff;
-pub use delay::{parse_delay, parse_delays, Delay, DelayError};
-pub use headers::{
-    entry_size, failure_headers, is_broker_death_header, is_own_header, FailureInput, HeaderValue,
-    NoRoom, FRAME_MAX, RETRY_DROPPED_HEADERS, RETRY_ORIGINAL_USER_ID,
+pub(crate) use attempt::{attempt_count, FieldValue};
+pub(crate) use backoff::Backoff;
+pub(crate) use delay::{parse_delays, Delay, DelayError};
+pub(crate) use headers::{
+    failure_headers, is_broker_death_header, is_own_header, FailureInput, HeaderValue, FRAME_MAX,
+    RETRY_DROPPED_HEADERS, RETRY_ORIGINAL_USER_ID,
 };
-pub use names::{
-    parked_queue_name, retry_queue_name, validate_name, validate_topology_names, NameError,
+pub(crate) use names::{
+    parked_queue_name, retry_queue_name, validate_name, validate_topology_names,
 };
-pub use route::{
-    exceeds_delivery_limit, route_failure, route_failure_with_table, ParkReason, Route,
-};
+pub(crate) use route::{exceeds_delivery_limit, route_failure_with_table, ParkReason, Route};

@@ -5,21 +5,21 @@ use std::fmt;
 use super::delay::Delay;
 
 /// AMQP short strings, which hold queue and exchange names, are at most 255 bytes.
-pub const MAX_NAME_BYTES: usize = 255;
+pub(crate) const MAX_NAME_BYTES: usize = 255;
 
 /// The retry queue for `delay`: `"{queue}.retry.{label}"`.
-pub fn retry_queue_name(queue: &str, delay: Delay) -> String {
+pub(crate) fn retry_queue_name(queue: &str, delay: Delay) -> String {
     format!("{queue}.retry.{}", delay.label())
 }
 
 /// The queue where messages go when they will not be retried: `"{queue}.parked"`.
-pub fn parked_queue_name(queue: &str) -> String {
+pub(crate) fn parked_queue_name(queue: &str) -> String {
     format!("{queue}.parked")
 }
 
 /// Why a name cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NameError {
+pub(crate) enum NameError {
     /// The name is empty where one is required.
     Empty {
         /// What the name is for, such as "queue name".
@@ -56,7 +56,7 @@ impl std::error::Error for NameError {}
 
 /// Checks that `name` fits in an AMQP short string, and is non-empty unless
 /// `allow_empty` (the default exchange is named "").
-pub fn validate_name(what: &str, name: &str, allow_empty: bool) -> Result<(), NameError> {
+pub(crate) fn validate_name(what: &str, name: &str, allow_empty: bool) -> Result<(), NameError> {
     if name.is_empty() && !allow_empty {
         return Err(NameError::Empty { what: what.into() });
     }
@@ -71,7 +71,7 @@ pub fn validate_name(what: &str, name: &str, allow_empty: bool) -> Result<(), Na
 
 /// Checks the work queue name and every name derived from it, so a long
 /// queue name fails at setup rather than when the first retry is declared.
-pub fn validate_topology_names(queue: &str, delays: &[Delay]) -> Result<(), NameError> {
+pub(crate) fn validate_topology_names(queue: &str, delays: &[Delay]) -> Result<(), NameError> {
     validate_name("queue name", queue, false)?;
     for &delay in delays {
         validate_name("retry queue name", &retry_queue_name(queue, delay), false)?;

@@ -4,7 +4,7 @@ use super::delay::Delay;
 
 /// Why a message is parked instead of retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParkReason {
+pub(crate) enum ParkReason {
     /// The handler said the failure will not go away by retrying.
     NonRetryable,
     /// Every configured delay has been used.
@@ -23,7 +23,7 @@ pub enum ParkReason {
 
 impl ParkReason {
     /// The value written to the `retry-reason` header.
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             ParkReason::NonRetryable => "non-retryable",
             ParkReason::Exhausted => "exhausted",
@@ -36,7 +36,7 @@ impl ParkReason {
 
 /// Where a failed message goes next.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
+pub(crate) enum Route {
     /// Publish to the retry queue for `delay`.
     Retry {
         /// How long the message waits before coming back.
@@ -62,7 +62,7 @@ pub enum Route {
 
 impl Route {
     /// The value written to the `retry-reason` header.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             Route::Retry { .. } => "retry",
             Route::Table { .. } => "retry-table",
@@ -71,7 +71,7 @@ impl Route {
     }
 
     /// The value written to the `retry-attempt` header.
-    pub fn attempt_header(&self) -> u32 {
+    pub(crate) fn attempt_header(&self) -> u32 {
         match *self {
             Route::Retry { next_attempt, .. } => next_attempt,
             Route::Table { next_attempt } => next_attempt,
@@ -84,14 +84,14 @@ impl Route {
 /// delivery count (`x-delivery-count` of quorum queues: 0 or absent on the
 /// first delivery) shows it was delivered `limit` times already without being
 /// settled. The handler thus runs at most `limit` times for one message.
-pub fn exceeds_delivery_limit(delivery_count: Option<u64>, limit: u32) -> bool {
+pub(crate) fn exceeds_delivery_limit(delivery_count: Option<u64>, limit: u32) -> bool {
     delivery_count.is_some_and(|c| c >= u64::from(limit))
 }
 
 /// Routes a failure when a retry table follows the retry queues: the delays
 /// first, then up to `table_attempts` more attempts through the table, then
 /// the parked queue. Without a table this is [`route_failure`].
-pub fn route_failure_with_table(
+pub(crate) fn route_failure_with_table(
     attempt: u32,
     delays: &[Delay],
     retryable: bool,
@@ -115,7 +115,7 @@ pub fn route_failure_with_table(
 /// Routes a failure after `attempt` earlier failed attempts: non-retryable
 /// failures park at once, retryable ones take the next delay until the list
 /// runs out.
-pub fn route_failure(attempt: u32, delays: &[Delay], retryable: bool) -> Route {
+pub(crate) fn route_failure(attempt: u32, delays: &[Delay], retryable: bool) -> Route {
     if !retryable {
         return Route::Park {
             reason: ParkReason::NonRetryable,

@@ -1,7 +1,7 @@
 //! UTC timestamps for headers, without a date library.
 
 /// Formats milliseconds since the Unix epoch as `2026-11-30T07:14:22.123Z`.
-pub fn iso8601_utc(ms_since_epoch: u64) -> String {
+pub(crate) fn iso8601_utc(ms_since_epoch: u64) -> String {
     const MS_PER_DAY: u64 = 86_400_000;
     let days = ms_since_epoch / MS_PER_DAY;
     let ms_of_day = ms_since_epoch % MS_PER_DAY;
@@ -15,7 +15,7 @@ pub fn iso8601_utc(ms_since_epoch: u64) -> String {
 /// Parses what [`iso8601_utc`] writes (`2026-11-30T07:14:22.123Z`; the
 /// fraction may be absent) back to milliseconds since the epoch; `None` for
 /// anything else or a date before 1970.
-pub fn parse_iso8601_utc(s: &str) -> Option<u64> {
+pub(crate) fn parse_iso8601_utc(s: &str) -> Option<u64> {
     let b = s.as_bytes();
     if b.len() < 20
         || b[4] != b'-'

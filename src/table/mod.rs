@@ -2,5 +2,6 @@
 //! clock, kept as rows in PostgreSQL (`message_retries`) and published again
 //! by a scheduler at a bounded rate when they are due.
 
-pub mod scheduler;
-pub mod store;
+pub(crate) mod scheduler;
+mod schema;
+pub(crate) mod store;

@@ -11,9 +11,9 @@ use lapin::BasicProperties;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::store::RetryStore;
+use super::store::{column, RetryStore};
 use crate::amqp::connection::Broker;
-use crate::amqp::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// How long the scheduler waits before looking again when nothing is due.
 const IDLE_POLL: Duration = Duration::from_millis(250);
@@ -22,7 +22,7 @@ const FAILED_PUBLISH_BACKOFF_SECS: f64 = 30.0;
 
 /// Counts since the scheduler started.
 #[derive(Debug, Default)]
-pub struct SchedulerCounters {
+pub(crate) struct SchedulerCounters {
     /// Rows published and deleted.
     pub published: AtomicU64,
     /// Rows whose publish failed (they wait and are tried again).
@@ -32,7 +32,7 @@ pub struct SchedulerCounters {
 }
 
 /// A running scheduler; stops when `stop` is called or it is dropped.
-pub struct SchedulerHandle {
+pub(crate) struct SchedulerHandle {
     stop: watch::Sender<bool>,
     done: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Its counts.
@@ -41,7 +41,7 @@ pub struct SchedulerHandle {
 
 impl SchedulerHandle {
     /// Starts a scheduler publishing at most `rate_per_sec` rows a second.
-    pub fn start(
+    pub(crate) fn start(
         store: Arc<RetryStore>,
         broker: Arc<Broker>,
         rate_per_sec: f64,
@@ -57,7 +57,7 @@ impl SchedulerHandle {
     }
 
     /// Stops after the row in hand (if any) is done.
-    pub async fn stop(&self) {
+    pub(crate) async fn stop(&self) {
         let _ = self.stop.send(true);
         if let Some(task) = self.done.lock().await.take() {
             let _ = task.await;
@@ -135,17 +135,12 @@ async fn publish_one(store: &RetryStore, broker: &Broker) -> Result<Option<bool>
         tx.commit().await.map_err(db)?;
         return Ok(None);
     };
-    let id: i64 = row.get(0);
-    let queue: String = row.get(1);
-    let body: Vec<u8> = row.get(2);
-    let properties: serde_json::Value = row.get(3);
+    let id: i64 = column(&row, 0)?;
+    let queue: String = column(&row, 1)?;
+    let body: Vec<u8> = column(&row, 2)?;
+    let properties: serde_json::Value = column(&row, 3)?;
     let published = match serde_json::from_value::<BasicProperties>(properties) {
-        Ok(props) => {
-            broker
-                .republisher()
-                .publish(broker, "", &queue, &body, props)
-                .await
-        }
+        Ok(props) => broker.republish("", &queue, &body, props).await,
         Err(e) => Err(Error::new(
             ErrorKind::RetryTable,
             format!("the stored properties of row {id} cannot be read: {e}"),

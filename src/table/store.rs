@@ -1,89 +1,25 @@
-//! `message_retries` in PostgreSQL: the migration, the shape check, and every
-//! statement the consumer, the scheduler and the operators run.
+//! `message_retries` in PostgreSQL: the connection pool and every statement the
+//! consumer, the scheduler and the operators run (the schema is in `schema`).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{FromSql, ToSql};
 use tokio_postgres::NoTls;
+use tokio_postgres::Row;
 
-use crate::amqp::connection::redact_url;
-use crate::amqp::error::{Error, ErrorKind, Result};
-
-/// The migrations, in order; each runs once, recorded in `rabbit_retry_migrations`.
-const MIGRATIONS: &[(i32, &str)] = &[
-    (
-        1,
-        "CREATE TABLE message_retries (
-        id              bigserial PRIMARY KEY,
-        queue           text        NOT NULL,
-        body            bytea       NOT NULL,
-        properties      jsonb       NOT NULL,
-        attempt         integer     NOT NULL,
-        next_attempt_at timestamptz,
-        paused          boolean     NOT NULL DEFAULT false,
-        dependency      text,
-        tenant          text,
-        last_error      text,
-        error_name      text,
-        message_id      text,
-        correlation_id  text,
-        first_failed_at timestamptz NOT NULL,
-        updated_at      timestamptz NOT NULL DEFAULT now()
-    );
-    CREATE INDEX message_retries_due ON message_retries (next_attempt_at, id)
-        WHERE NOT paused AND next_attempt_at IS NOT NULL;
-    CREATE INDEX message_retries_dependency ON message_retries (dependency);
-    CREATE INDEX message_retries_tenant ON message_retries (tenant);",
-    ),
-    (
-        2,
-        // A pause is a state of a dependency, tenant or error, not only of the rows
-        // there are now: rows stored later for a paused selector start paused.
-        "CREATE TABLE rabbit_retry_pauses (
-        dependency text,
-        tenant     text,
-        error_name text,
-        paused_at  timestamptz NOT NULL DEFAULT now(),
-        CHECK (dependency IS NOT NULL OR tenant IS NOT NULL OR error_name IS NOT NULL)
-    );
-    CREATE UNIQUE INDEX rabbit_retry_pauses_selector ON rabbit_retry_pauses
-        (COALESCE(dependency, ''), COALESCE(tenant, ''), COALESCE(error_name, ''));",
-    ),
-];
-
-/// The columns the library reads and writes, with their types as
-/// `information_schema` names them.
-const SHAPE: &[(&str, &str)] = &[
-    ("id", "bigint"),
-    ("queue", "text"),
-    ("body", "bytea"),
-    ("properties", "jsonb"),
-    ("attempt", "integer"),
-    ("next_attempt_at", "timestamp with time zone"),
-    ("paused", "boolean"),
-    ("dependency", "text"),
-    ("tenant", "text"),
-    ("last_error", "text"),
-    ("error_name", "text"),
-    ("message_id", "text"),
-    ("correlation_id", "text"),
-    ("first_failed_at", "timestamp with time zone"),
-    ("updated_at", "timestamp with time zone"),
-];
+use crate::error::{Error, ErrorKind, Result};
+use crate::redact::redact_url;
 
 /// Whether a pause (`p`) covers a row (`m`): every field the pause gives matches.
 const PAUSE_MATCHES: &str = "(p.dependency IS NULL OR p.dependency = m.dependency)
      AND (p.tenant IS NULL OR p.tenant = m.tenant)
      AND (p.error_name IS NULL OR p.error_name = m.error_name)";
 
-/// The advisory lock key of the migrations (any constant both processes agree on).
-const MIGRATION_LOCK: i64 = 0x7261_6262_6974_7274; // "rabbitrt"
-
 /// A failed message on its way into the table.
 #[derive(Debug, Clone)]
-pub struct NewRow {
+pub(crate) struct NewRow {
     /// The work queue it goes back to.
     pub queue: String,
     /// The body.
@@ -112,7 +48,7 @@ pub struct NewRow {
 
 /// Which rows `pause` and `resume` touch; every field given must match.
 #[derive(Debug, Clone, Default)]
-pub struct Selector {
+pub(crate) struct Selector {
     /// Rows of this dependency.
     pub dependency: Option<String>,
     /// Rows of this tenant.
@@ -123,7 +59,7 @@ pub struct Selector {
 
 /// What `list` returns.
 #[derive(Debug, Clone, Default)]
-pub struct ListFilter {
+pub(crate) struct ListFilter {
     /// Rows of this dependency.
     pub dependency: Option<String>,
     /// Rows of this tenant.
@@ -167,7 +103,7 @@ pub struct RowInfo {
 
 /// Counts for dashboards and alerts.
 #[derive(Debug, Clone, Default)]
-pub struct TableStats {
+pub(crate) struct TableStats {
     /// Rows in all.
     pub rows: i64,
     /// Paused rows.
@@ -184,22 +120,37 @@ pub struct TableStats {
 }
 
 /// The table and a pool of connections to its database.
-pub struct RetryStore {
+pub(crate) struct RetryStore {
     pool: Pool,
     safe_url: String,
 }
 
-fn table_error(what: &str, e: impl std::fmt::Display) -> Error {
+/// Column `i` of `row` as a `T`; a column of another type (a table changed by
+/// hand) is a `RETRY_TABLE` error naming it, not a panic.
+pub(crate) fn column<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> Result<T> {
+    row.try_get(i).map_err(|e| {
+        let name = row.columns().get(i).map_or("?", |c| c.name());
+        Error::new(
+            ErrorKind::RetryTable,
+            format!(
+                "column '{name}' of the retry table does not read as {}: {e}",
+                std::any::type_name::<T>()
+            ),
+        )
+    })
+}
+
+pub(super) fn table_error(what: &str, e: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::RetryTable, format!("{what}: {e}"))
 }
 
 impl RetryStore {
     /// Connects, applies the migrations under an advisory lock, and checks the
     /// table's shape.
-    pub async fn connect(url: &str) -> Result<Arc<RetryStore>> {
+    pub(crate) async fn connect(url: &str) -> Result<Arc<RetryStore>> {
         let safe_url = redact_url(url);
         let pg: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
-            let e = crate::amqp::connection::redact_in(&e.to_string(), url);
+            let e = crate::redact::redact_in(&e.to_string(), url);
             Error::new(
                 ErrorKind::InvalidOptions,
                 format!("retryTable.url {safe_url} is not a PostgreSQL URL ({e}): use postgres://user:password@host:5432/database"),
@@ -227,12 +178,12 @@ impl RetryStore {
     }
 
     /// The URL without its password.
-    pub fn safe_url(&self) -> &str {
+    pub(crate) fn safe_url(&self) -> &str {
         &self.safe_url
     }
 
     /// A pooled connection.
-    pub async fn client(&self) -> Result<deadpool_postgres::Object> {
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool.get().await.map_err(|e| {
             table_error(
                 &format!(
@@ -244,106 +195,15 @@ impl RetryStore {
         })
     }
 
-    async fn migrate(&self) -> Result<()> {
-        let mut client = self.client().await?;
-        let tx = client
-            .transaction()
-            .await
-            .map_err(|e| table_error("migration", e))?;
-        // Two processes starting at once: one migrates, the other waits and finds it done.
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-            .await
-            .map_err(|e| table_error("migration lock", e))?;
-        tx.batch_execute(
-            "CREATE TABLE IF NOT EXISTS rabbit_retry_migrations (
-                version integer PRIMARY KEY,
-                applied_at timestamptz NOT NULL DEFAULT now())",
-        )
-        .await
-        .map_err(|e| table_error("migration", e))?;
-        let applied: Vec<i32> = tx
-            .query("SELECT version FROM rabbit_retry_migrations", &[])
-            .await
-            .map_err(|e| table_error("migration", e))?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        for (version, sql) in MIGRATIONS {
-            if applied.contains(version) {
-                continue;
-            }
-            let exists: bool = tx
-                .query_one("SELECT to_regclass('message_retries') IS NOT NULL", &[])
-                .await
-                .map_err(|e| table_error("migration", e))?
-                .get(0);
-            if *version == 1 && exists {
-                // A table made by someone else: the shape check says whether it fits.
-                tx.execute(
-                    "INSERT INTO rabbit_retry_migrations (version) VALUES ($1)",
-                    &[version],
-                )
-                .await
-                .map_err(|e| table_error("migration", e))?;
-                continue;
-            }
-            tx.batch_execute(sql)
-                .await
-                .map_err(|e| table_error(&format!("migration {version}"), e))?;
-            tx.execute(
-                "INSERT INTO rabbit_retry_migrations (version) VALUES ($1)",
-                &[version],
-            )
-            .await
-            .map_err(|e| table_error("migration", e))?;
-        }
-        tx.commit().await.map_err(|e| table_error("migration", e))
-    }
-
-    async fn check_shape(&self) -> Result<()> {
-        let client = self.client().await?;
-        let rows = client
-            .query(
-                "SELECT column_name::text, data_type::text FROM information_schema.columns
-                 WHERE table_name = 'message_retries' AND table_schema = current_schema()",
-                &[],
-            )
-            .await
-            .map_err(|e| table_error("reading the table's shape", e))?;
-        let have: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-        let mut problems = Vec::new();
-        for (name, ty) in SHAPE {
-            match have.iter().find(|(n, _)| n == name) {
-                None => problems.push(format!("column '{name}' is missing")),
-                Some((_, t)) if t != ty => {
-                    problems.push(format!("column '{name}' is {t}, not {ty}"))
-                }
-                _ => {}
-            }
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::new(
-                ErrorKind::RetryTable,
-                format!(
-                    "table message_retries in {} has another shape ({}); rename or drop it, or point retryTable.url at another database",
-                    self.safe_url,
-                    problems.join(", ")
-                ),
-            ))
-        }
-    }
-
     /// Stores a failed message in one transaction; returns the row id.
-    pub async fn insert(&self, row: &NewRow) -> Result<i64> {
+    pub(crate) async fn insert(&self, row: &NewRow) -> Result<i64> {
         let mut client = self.client().await?;
         let tx = client
             .transaction()
             .await
             .map_err(|e| table_error("insert", e))?;
         let attempt = i32::try_from(row.attempt).unwrap_or(i32::MAX);
-        let id: i64 = tx
+        let inserted = tx
             .query_one(
                 &format!(
                     "INSERT INTO message_retries (queue, body, properties, attempt, next_attempt_at,
@@ -370,8 +230,8 @@ impl RetryStore {
                 ],
             )
             .await
-            .map_err(|e| table_error("insert into message_retries", e))?
-            .get(0);
+            .map_err(|e| table_error("insert into message_retries", e))?;
+        let id: i64 = column(&inserted, 0)?;
         tx.commit()
             .await
             .map_err(|e| table_error("commit of the insert", e))?;
@@ -402,7 +262,7 @@ impl RetryStore {
 
     /// Pauses what `sel` selects: its rows now, and rows stored later, until
     /// `resume` with the same selector. Returns the rows paused now.
-    pub async fn pause(&self, sel: &Selector) -> Result<u64> {
+    pub(crate) async fn pause(&self, sel: &Selector) -> Result<u64> {
         let (clause, params) = Self::selector_sql(sel)?;
         let mut client = self.client().await?;
         let tx = client
@@ -434,7 +294,7 @@ impl RetryStore {
     /// Lifts the pause `sel` set, and makes its rows due now and unpaused
     /// (rows held for a person too) unless another pause still covers them.
     /// Returns the rows resumed.
-    pub async fn resume(&self, sel: &Selector) -> Result<u64> {
+    pub(crate) async fn resume(&self, sel: &Selector) -> Result<u64> {
         let (clause, params) = Self::selector_sql(sel)?;
         let mut client = self.client().await?;
         let tx = client
@@ -467,7 +327,7 @@ impl RetryStore {
     }
 
     /// Whether a pause with exactly this selector is in force.
-    pub async fn is_paused(&self, sel: &Selector) -> Result<bool> {
+    pub(crate) async fn is_paused(&self, sel: &Selector) -> Result<bool> {
         Self::selector_sql(sel)?;
         let client = self.client().await?;
         let row = client
@@ -479,11 +339,11 @@ impl RetryStore {
             )
             .await
             .map_err(|e| table_error("isPaused", e))?;
-        Ok(row.get(0))
+        column(&row, 0)
     }
 
     /// Makes row `id` due now (and not paused); false when there is no such row.
-    pub async fn retry_now(&self, id: i64) -> Result<bool> {
+    pub(crate) async fn retry_now(&self, id: i64) -> Result<bool> {
         let client = self.client().await?;
         let n = client
             .execute(
@@ -496,7 +356,7 @@ impl RetryStore {
     }
 
     /// Rows, oldest first.
-    pub async fn list(&self, f: &ListFilter) -> Result<Vec<RowInfo>> {
+    pub(crate) async fn list(&self, f: &ListFilter) -> Result<Vec<RowInfo>> {
         let client = self.client().await?;
         let rows = client
             .query(
@@ -512,28 +372,29 @@ impl RetryStore {
             )
             .await
             .map_err(|e| table_error("list", e))?;
-        Ok(rows
-            .iter()
-            .map(|r| RowInfo {
-                id: r.get(0),
-                queue: r.get(1),
-                attempt: r.get(2),
-                next_attempt_at: r.get(3),
-                paused: r.get(4),
-                dependency: r.get(5),
-                tenant: r.get(6),
-                last_error: r.get(7),
-                error_name: r.get(8),
-                message_id: r.get(9),
-                correlation_id: r.get(10),
-                first_failed_at: r.get(11),
-                updated_at: r.get(12),
+        rows.iter()
+            .map(|r| {
+                Ok(RowInfo {
+                    id: column(r, 0)?,
+                    queue: column(r, 1)?,
+                    attempt: column(r, 2)?,
+                    next_attempt_at: column(r, 3)?,
+                    paused: column(r, 4)?,
+                    dependency: column(r, 5)?,
+                    tenant: column(r, 6)?,
+                    last_error: column(r, 7)?,
+                    error_name: column(r, 8)?,
+                    message_id: column(r, 9)?,
+                    correlation_id: column(r, 10)?,
+                    first_failed_at: column(r, 11)?,
+                    updated_at: column(r, 12)?,
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// Counts by dependency, paused, held and due, and the oldest due row's age.
-    pub async fn stats(&self) -> Result<TableStats> {
+    pub(crate) async fn stats(&self) -> Result<TableStats> {
         let client = self.client().await?;
         let totals = client
             .query_one(
@@ -555,12 +416,15 @@ impl RetryStore {
             .await
             .map_err(|e| table_error("stats", e))?;
         Ok(TableStats {
-            rows: totals.get(0),
-            paused: totals.get(1),
-            held: totals.get(2),
-            due: totals.get(3),
-            oldest_due_age_ms: totals.get(4),
-            by_dependency: by.iter().map(|r| (r.get(0), r.get(1))).collect(),
+            rows: column(&totals, 0)?,
+            paused: column(&totals, 1)?,
+            held: column(&totals, 2)?,
+            due: column(&totals, 3)?,
+            oldest_due_age_ms: column(&totals, 4)?,
+            by_dependency: by
+                .iter()
+                .map(|r| Ok((column(r, 0)?, column(r, 1)?)))
+                .collect::<Result<_>>()?,
         })
     }
 }

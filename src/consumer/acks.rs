@@ -25,7 +25,7 @@ enum TagState {
 
 /// An ack to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AckOp {
+pub(super) enum AckOp {
     /// `basic.ack` with `multiple`: every delivery up to and including this tag.
     Upto(u64),
     /// `basic.ack` of this tag alone.
@@ -34,7 +34,7 @@ pub enum AckOp {
 
 /// The delivery tags of one channel and what has become of them.
 #[derive(Debug)]
-pub struct AckLedger {
+pub(super) struct AckLedger {
     tags: BTreeMap<u64, TagState>,
     done_behind: usize,
     spill: usize,
@@ -46,7 +46,7 @@ pub struct AckLedger {
 impl AckLedger {
     /// A ledger that acks settled deliveries behind an unsettled one singly
     /// once `spill` of them wait, or once the oldest has waited `max_hold`.
-    pub fn new(spill: usize, max_hold: Duration) -> Self {
+    pub(super) fn new(spill: usize, max_hold: Duration) -> Self {
         Self {
             tags: BTreeMap::new(),
             done_behind: 0,
@@ -58,18 +58,18 @@ impl AckLedger {
 
     /// When the settled deliveries waiting behind an unsettled one must be
     /// acked even if nothing else happens; `None` when none waits.
-    pub fn deadline(&self) -> Option<Instant> {
+    pub(super) fn deadline(&self) -> Option<Instant> {
         self.waiting_since.map(|t| t + self.max_hold)
     }
 
     /// A delivery arrived.
-    pub fn open(&mut self, tag: u64) {
+    pub(super) fn open(&mut self, tag: u64) {
         self.tags.insert(tag, TagState::Open);
     }
 
     /// A delivery's handler failed and its republish is under way: it will
     /// be settled (or held) once the broker answers.
-    pub fn publishing(&mut self, tag: u64) {
+    pub(super) fn publishing(&mut self, tag: u64) {
         if let Some(s) = self.tags.get_mut(&tag) {
             if *s == TagState::Open {
                 *s = TagState::Publishing;
@@ -78,7 +78,7 @@ impl AckLedger {
     }
 
     /// A delivery was settled and may be acked.
-    pub fn done(&mut self, tag: u64) {
+    pub(super) fn done(&mut self, tag: u64) {
         if let Some(s) = self.tags.get_mut(&tag) {
             if matches!(*s, TagState::Open | TagState::Publishing) {
                 *s = TagState::Done;
@@ -89,7 +89,7 @@ impl AckLedger {
     }
 
     /// A delivery must never be acked (its republish failed).
-    pub fn hold(&mut self, tag: u64) {
+    pub(super) fn hold(&mut self, tag: u64) {
         if let Some(s) = self.tags.get_mut(&tag) {
             if *s == TagState::Done {
                 self.done_behind -= 1;
@@ -99,26 +99,27 @@ impl AckLedger {
     }
 
     /// A delivery was given back (nack) or is otherwise gone.
-    pub fn forget(&mut self, tag: u64) {
+    pub(super) fn forget(&mut self, tag: u64) {
         if self.tags.remove(&tag) == Some(TagState::Done) {
             self.done_behind -= 1;
         }
     }
 
     /// Every tag of the channel is gone (the channel closed).
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.tags.clear();
         self.done_behind = 0;
         self.waiting_since = None;
     }
 
     /// Deliveries not settled yet, or held.
-    pub fn unacked(&self) -> usize {
+    #[cfg(test)]
+    pub(super) fn unacked(&self) -> usize {
         self.tags.len()
     }
 
     /// The acks to send now; `force` acks every settled delivery.
-    pub fn plan(&mut self, force: bool) -> Vec<AckOp> {
+    pub(super) fn plan(&mut self, force: bool) -> Vec<AckOp> {
         let mut ops = Vec::new();
         if self.done_behind == 0 {
             self.waiting_since = None;

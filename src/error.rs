@@ -5,7 +5,7 @@ use std::fmt;
 
 /// What went wrong, as a value tests and callers can match on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
+pub(crate) enum ErrorKind {
     /// A queue or exchange exists with other arguments than the ones asked for.
     TopologyMismatch,
     /// A mandatory publish was returned by the broker: nothing was routed.
@@ -25,8 +25,20 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind, in the order the codes are listed to JavaScript.
+    pub(crate) const ALL: [ErrorKind; 8] = [
+        ErrorKind::TopologyMismatch,
+        ErrorKind::Unroutable,
+        ErrorKind::PublishNacked,
+        ErrorKind::PublishFailed,
+        ErrorKind::Connection,
+        ErrorKind::InvalidOptions,
+        ErrorKind::Closed,
+        ErrorKind::RetryTable,
+    ];
+
     /// The stable code carried across to JavaScript.
-    pub fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> &'static str {
         match self {
             ErrorKind::TopologyMismatch => "TOPOLOGY_MISMATCH",
             ErrorKind::Unroutable => "UNROUTABLE",
@@ -42,7 +54,7 @@ impl ErrorKind {
 
 /// An error of the AMQP layer: a kind and a message that says what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
+pub(crate) struct Error {
     /// The kind, for matching.
     pub kind: ErrorKind,
     /// A message for people.
@@ -51,7 +63,7 @@ pub struct Error {
 
 impl Error {
     /// Builds an error of `kind` with `message`.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),
@@ -59,7 +71,7 @@ impl Error {
     }
 
     /// The message prefixed with the code, the form that crosses into JavaScript.
-    pub fn coded_message(&self) -> String {
+    pub(crate) fn coded_message(&self) -> String {
         format!("[{}] {}", self.kind.code(), self.message)
     }
 }
@@ -73,11 +85,11 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// Result of the AMQP layer.
-pub type Result<T> = std::result::Result<T, Error>;
+pub(crate) type Result<T> = std::result::Result<T, Error>;
 
 /// The broker's reply text and code when `err` is a protocol error (a channel or
 /// connection closed by the broker), so callers can tell 404 from 406.
-pub fn amqp_reply(err: &lapin::Error) -> Option<(u16, String)> {
+pub(crate) fn amqp_reply(err: &lapin::Error) -> Option<(u16, String)> {
     match err.kind() {
         lapin::ErrorKind::ProtocolError(e) => Some((e.get_id(), e.get_message().to_string())),
         _ => None,

@@ -1,0 +1,177 @@
+//! The topology's rules and the errors of refused declarations.
+
+use super::mismatch::{needs, quoted_after, Current};
+use super::*;
+
+fn topology(queue_type: QueueType) -> Topology {
+    Topology {
+        queue: "orders".into(),
+        exchange: None,
+        exchange_type: "topic".into(),
+        routing_key: "orders".into(),
+        queue_type,
+        delays: vec![Delay::from_millis(5_000).unwrap()],
+        delivery_limit: (queue_type == QueueType::Quorum).then_some(5),
+        assert_queue: true,
+        extra: ExtraArguments::default(),
+    }
+}
+
+fn table(pairs: &[(&str, AMQPValue)]) -> FieldTable {
+    let mut t = FieldTable::default();
+    for (k, v) in pairs {
+        t.insert((*k).into(), v.clone());
+    }
+    t
+}
+
+#[test]
+fn finds_the_mismatched_argument() {
+    let text = "PRECONDITION_FAILED - inequivalent arg 'x-message-ttl' for queue 'q.retry.5s' in vhost '/': received the value '5000' of type 'long' but current is the value '999' of type 'signedint'";
+    assert_eq!(
+        quoted_after(text, "inequivalent arg '").as_deref(),
+        Some("x-message-ttl")
+    );
+    assert_eq!(
+        Current::parse(text),
+        Current::Value {
+            value: "999".into(),
+            kind: "signedint".into()
+        }
+    );
+    let none = "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue 'q' in vhost '/': received the value '5' of type 'long' but current is none";
+    assert_eq!(Current::parse(none), Current::None);
+    let durable = "PRECONDITION_FAILED - inequivalent arg 'durable' for queue 'q' in vhost '/': received 'true' but current is 'false'";
+    assert_eq!(Current::parse(durable), Current::Plain("false".into()));
+    assert!(needs("x-dead-letter-strategy", Role::Work).contains("3.10"));
+}
+
+#[test]
+fn a_mismatch_names_the_option_that_matches() {
+    let t = topology(QueueType::Classic);
+    let text = "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue 'orders' in vhost '/': received none but current is the value '1000' of type 'signedint'";
+    let e = t.mismatch(Role::Work, "orders", text);
+    assert_eq!(e.kind, ErrorKind::TopologyMismatch);
+    assert!(e.message.contains("'x-max-length' = 1000"), "{}", e.message);
+    assert!(
+        e.message.contains(
+            "set queueArguments: { 'x-max-length': 1000 } to match, or assertQueue: false"
+        ),
+        "{}",
+        e.message
+    );
+
+    let dlx = "PRECONDITION_FAILED - inequivalent arg 'x-dead-letter-exchange' for queue 'orders' in vhost '/': received none but current is the value 'old-dlx' of type 'longstr'";
+    assert!(t
+        .mismatch(Role::Work, "orders", dlx)
+        .message
+        .contains("queueArguments: { 'x-dead-letter-exchange': 'old-dlx' }"));
+
+    let parked = "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue 'orders.parked' in vhost '/': received the value '10' of type 'long' but current is none";
+    assert!(t
+        .mismatch(Role::Parked, "orders.parked", parked)
+        .message
+        .contains("remove 'x-max-length' from parkedQueueArguments"));
+
+    let quorum = "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'orders' in vhost '/': received none but current is the value 'quorum' of type 'longstr'";
+    assert!(t
+        .mismatch(Role::Work, "orders", quorum)
+        .message
+        .contains("set queueType: 'quorum' to match"));
+
+    let ttl = "PRECONDITION_FAILED - inequivalent arg 'x-message-ttl' for queue 'orders.retry.5s' in vhost '/': received the value '5000' of type 'long' but current is the value '999' of type 'signedint'";
+    assert!(t
+        .mismatch(Role::Retry, "orders.retry.5s", ttl)
+        .message
+        .contains("delete it once it is empty"));
+
+    let durable = "PRECONDITION_FAILED - inequivalent arg 'durable' for queue 'orders' in vhost '/': received 'true' but current is 'false'";
+    assert!(t
+        .mismatch(Role::Work, "orders", durable)
+        .message
+        .contains("assertQueue: false"));
+
+    let q = topology(QueueType::Quorum);
+    let limit = "PRECONDITION_FAILED - inequivalent arg 'x-delivery-limit' for queue 'orders' in vhost '/': received the value '6' of type 'long' but current is the value '21' of type 'long'";
+    assert!(q
+        .mismatch(Role::Work, "orders", limit)
+        .message
+        .contains("set deliveryLimit: 20 to match"));
+}
+
+#[test]
+fn extra_arguments_reach_the_declarations() {
+    let mut t = topology(QueueType::Classic);
+    t.extra.work = table(&[("x-max-length", AMQPValue::LongLongInt(1000))]);
+    t.extra.parked = table(&[("x-queue-mode", long("lazy"))]);
+    assert!(t.check().is_ok());
+    assert_eq!(
+        t.work_args()
+            .inner()
+            .get(&ShortString::from("x-max-length")),
+        Some(&AMQPValue::LongLongInt(1000))
+    );
+    assert_eq!(
+        t.parked_args()
+            .inner()
+            .get(&ShortString::from("x-queue-mode")),
+        Some(&long("lazy"))
+    );
+    assert!(t
+        .retry_args(t.delays[0])
+        .inner()
+        .get(&ShortString::from("x-max-length"))
+        .is_none());
+}
+
+#[test]
+fn extra_arguments_may_not_take_over_the_library_s_own() {
+    let refused =
+        |role_args: fn(&mut ExtraArguments) -> &mut FieldTable, key: &str, qt: QueueType| {
+            let mut t = topology(qt);
+            role_args(&mut t.extra).insert(key.into(), long("x"));
+            t.check().expect_err(key).message
+        };
+    assert!(refused(|e| &mut e.work, "x-queue-type", QueueType::Classic)
+        .contains("queueArguments may not set 'x-queue-type': queueType sets it"));
+    assert!(
+        refused(|e| &mut e.retry, "x-message-ttl", QueueType::Classic).contains("onFailure.delays")
+    );
+    assert!(refused(
+        |e| &mut e.retry,
+        "x-dead-letter-exchange",
+        QueueType::Classic
+    )
+    .contains("retryQueueArguments"));
+    assert!(
+        refused(|e| &mut e.work, "x-dead-letter-exchange", QueueType::Quorum)
+            .contains("deliveryLimit")
+    );
+    assert!(refused(|e| &mut e.parked, "x-expires", QueueType::Classic).contains("x-expires"));
+    assert!(
+        refused(|e| &mut e.parked, "x-message-ttl", QueueType::Classic).contains("expire unread")
+    );
+    // A classic work queue's dead-letter exchange is the user's to set.
+    let mut t = topology(QueueType::Classic);
+    t.extra
+        .work
+        .insert("x-dead-letter-exchange".into(), long("dlx"));
+    assert!(t.check().is_ok());
+}
+
+#[test]
+fn a_length_limit_on_a_retry_queue_needs_reject_publish() {
+    let mut t = topology(QueueType::Classic);
+    t.extra
+        .retry
+        .insert("x-max-length".into(), AMQPValue::LongLongInt(10));
+    assert!(t
+        .check()
+        .unwrap_err()
+        .message
+        .contains("'x-overflow': 'reject-publish'"));
+    t.extra
+        .retry
+        .insert("x-overflow".into(), long("reject-publish"));
+    assert!(t.check().is_ok());
+}

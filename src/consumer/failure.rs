@@ -1,0 +1,241 @@
+//! A failed delivery's way out: the confirmed republish to its retry or
+//! parked queue, or a row in the retry table, with the headers that say why.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use lapin::types::{short_string_wire_bytes, AMQPValue, FieldTable, LongString, ShortString};
+use lapin::BasicProperties;
+
+use super::steps::declare;
+use super::*;
+use crate::amqp::connection::Broker;
+use crate::amqp::fields::{
+    encoded_size, header_str, now_ms, properties_size, table_size, CONTENT_HEADER_OVERHEAD,
+};
+use crate::amqp::publisher::republish_properties;
+use crate::amqp::topology::Topology;
+use crate::error::{Error, ErrorKind};
+use crate::retry::headers::{cut_utf8, MAX_ERROR_MESSAGE_BYTES};
+use crate::retry::time::parse_iso8601_utc;
+use crate::retry::{
+    failure_headers, is_broker_death_header, is_own_header, parked_queue_name, retry_queue_name,
+    FailureInput, HeaderValue, ParkReason, Route, RETRY_DROPPED_HEADERS,
+};
+use crate::table::store::NewRow;
+
+/// Routes a failed delivery: confirmed publish to its retry or parked queue,
+/// then tell the task, which acks it through the ledger. On a failed publish
+/// the delivery is held: never acked.
+pub(super) async fn handle_failure(
+    broker: &Broker,
+    config: &ConsumerConfig,
+    id: u64,
+    p: Pending,
+    f: Failure,
+    route: Route,
+) -> Event {
+    let topo = &config.topology;
+    let props = &p.delivery.properties;
+    let message_id = props.message_id().as_ref().map(lossy);
+    let (route, properties) =
+        republished(broker.user(), broker.frame_max().await, topo, &p, &f, route);
+    let target = match &route {
+        Route::Retry { delay, .. } => retry_queue_name(&topo.queue, *delay),
+        Route::Table { .. } => "the retry table".to_owned(),
+        Route::Park { .. } => parked_queue_name(&topo.queue),
+    };
+    let original = props.headers().as_ref();
+    let first = header_str(original, "retry-first-failed-at");
+    let mut row_id = None;
+    let stored = match (&route, &config.table, &f.table) {
+        (Route::Table { next_attempt }, Some(table), Some(t)) => {
+            // A row the scheduler could not read back is refused now, not found later.
+            match serde_json::to_value(&properties) {
+                Err(e) => Err(Error::new(
+                    ErrorKind::RetryTable,
+                    format!("the message's properties cannot be stored: {e}"),
+                )),
+                Ok(stored_properties) => {
+                    let row = NewRow {
+                        queue: topo.queue.clone(),
+                        body: p.delivery.data.clone(),
+                        properties: stored_properties,
+                        attempt: *next_attempt,
+                        next_attempt_at: t.next_attempt_at,
+                        dependency: t.dependency.clone(),
+                        tenant: t.tenant.clone(),
+                        last_error: cut_utf8(&f.message, MAX_ERROR_MESSAGE_BYTES),
+                        error_name: f.name.clone(),
+                        message_id: message_id.clone(),
+                        correlation_id: props
+                            .correlation_id()
+                            .as_ref()
+                            .map(|s| s.as_str().to_owned()),
+                        first_failed_at: first
+                            .as_deref()
+                            .and_then(parse_iso8601_utc)
+                            .map(|ms| UNIX_EPOCH + Duration::from_millis(ms))
+                            .unwrap_or_else(SystemTime::now),
+                    };
+                    table.store.insert(&row).await.map(|id| row_id = Some(id))
+                }
+            }
+        }
+        (Route::Table { .. }, _, _) => Err(Error::new(
+            ErrorKind::RetryTable,
+            "the route is the retry table but none is configured",
+        )),
+        _ => {
+            let published = broker
+                .republish("", &target, &p.delivery.data, properties)
+                .await;
+            if matches!(&published, Err(e) if e.kind == ErrorKind::Unroutable) {
+                // The retry or parked queue is gone (deleted by hand): declare the
+                // topology again so the next failures route. This message stays
+                // unacked, as every failed republish does.
+                let _ = declare(broker, topo, config.recovery.step_timeout).await;
+            }
+            published
+        }
+    };
+    if let Err(error) = stored {
+        // Not acked: the broker gives the message back when the channel closes.
+        return Event::PublishFailed {
+            id,
+            message_id,
+            target,
+            error,
+        };
+    }
+    match route {
+        Route::Retry {
+            delay,
+            next_attempt,
+            ..
+        } => Event::Retried {
+            id,
+            message_id,
+            target,
+            attempt: next_attempt,
+            delay: delay.label(),
+            error: f.message,
+        },
+        Route::Table { next_attempt } => Event::Stored {
+            id,
+            message_id,
+            row_id: row_id.unwrap_or_default(),
+            attempt: next_attempt,
+            dependency: f.table.and_then(|t| t.dependency),
+            error: f.message,
+        },
+        Route::Park { reason, attempt } => Event::Parked {
+            id,
+            message_id,
+            target,
+            reason: reason.as_str().to_owned(),
+            attempt,
+            error: f.message,
+        },
+    }
+}
+
+/// A short string as text; bytes that are not UTF-8 show as U+FFFD.
+fn lossy(s: &ShortString) -> String {
+    String::from_utf8_lossy(&s.wire_bytes()).into_owned()
+}
+
+/// The properties of the republished copy of a failed delivery, and where
+/// it goes: `route`, unless the producer's headers leave no room in the
+/// frame for ours (then it parks as `headers-too-large`, its largest headers
+/// dropped and named in `retry-dropped-headers`).
+///
+/// The copy keeps the body, the properties and the producer's headers. It
+/// loses `expiration`, the broker's death headers and the library's own
+/// headers (written anew). A `user-id` that is not `user`'s moves to
+/// `retry-original-user-id`: the broker refuses a publish carrying another
+/// user's id.
+fn republished(
+    user: &str,
+    frame_max: usize,
+    topo: &Topology,
+    p: &Pending,
+    f: &Failure,
+    route: Route,
+) -> (Route, BasicProperties) {
+    let props = &p.delivery.properties;
+    let original = props.headers().as_ref();
+    let mut kept = FieldTable::default();
+    if let Some(h) = original {
+        for (k, v) in h.inner() {
+            if !is_broker_death_header(k.as_str()) && !is_own_header(k.as_str()) {
+                kept.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    let first = header_str(original, "retry-first-failed-at");
+    let orig_exchange = header_str(original, "retry-original-exchange");
+    let orig_key = header_str(original, "retry-original-routing-key");
+    let mut route = route;
+    let mut dropped: Vec<String> = Vec::new();
+    loop {
+        if !dropped.is_empty() {
+            kept.insert(
+                RETRY_DROPPED_HEADERS.into(),
+                AMQPValue::LongString(LongString::from(dropped.join(","))),
+            );
+        }
+        let bare = republish_properties(props, FieldTable::default(), user);
+        // `bare` holds only what republish_properties adds to the headers
+        // (a moved user-id); its table's 4 bytes are counted by `table_size(&kept)`.
+        let used = CONTENT_HEADER_OVERHEAD + BROKER_HEADROOM + properties_size(&bare) - 4
+            + table_size(&kept);
+        let input = FailureInput {
+            route: &route,
+            queue: &topo.queue,
+            error_name: &f.name,
+            error_message: &f.message,
+            error_stack: &f.stack,
+            now_ms: now_ms(),
+            delivery_exchange: p.delivery.exchange.as_str(),
+            delivery_routing_key: p.delivery.routing_key.as_str(),
+            previous_first_failed_at: first.as_deref(),
+            previous_original_exchange: orig_exchange.as_deref(),
+            previous_original_routing_key: orig_key.as_deref(),
+            room: frame_max.saturating_sub(used),
+        };
+        let largest = match failure_headers(&input) {
+            Ok(headers) => {
+                for (name, value) in headers {
+                    let v = match value {
+                        HeaderValue::Int(i) => AMQPValue::LongLongInt(i),
+                        // An undecodable exchange or routing key is written back as its bytes.
+                        HeaderValue::Str(s) => AMQPValue::LongString(LongString::from(
+                            short_string_wire_bytes(&s).into_owned(),
+                        )),
+                    };
+                    kept.insert(name.into(), v);
+                }
+                return (route, republish_properties(props, kept, user));
+            }
+            Err(_) => kept
+                .inner()
+                .iter()
+                .filter(|(k, _)| k.as_str() != RETRY_DROPPED_HEADERS)
+                .max_by_key(|(k, v)| 1 + k.wire_bytes().len() + encoded_size(v))
+                .map(|(k, _)| k.clone()),
+        };
+        let Some(largest) = largest else {
+            // Nothing of the producer's is left to drop: the properties alone
+            // fill the frame, which a broker never delivers.
+            return (route, republish_properties(props, kept, user));
+        };
+        route = Route::Park {
+            reason: ParkReason::HeadersTooLarge,
+            attempt: p.attempt,
+        };
+        let mut rest = kept.inner().clone();
+        rest.remove(&largest);
+        kept = FieldTable::from(rest);
+        dropped.push(lossy(&largest));
+    }
+}
