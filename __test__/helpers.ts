@@ -2,20 +2,22 @@ import { execFile, execFileSync, spawn, type ChildProcessWithoutNullStreams } fr
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 
-import amqp, { type Channel, type ChannelModel, type MessageProperties as AmqpProperties } from 'amqplib';
+import type { MessageProperties as AmqpProperties } from 'amqplib';
 
 import { RabbitRetry, type ConnectOptions, type Consumer, type Delay, type Logger, parkedQueueName, retryQueueName } from '../lib';
+import { AMQP_URL, amqpConnection, deleteExchange, deleteQueue, queueDepth, queueFamily, sleep, uniqueName, withChannel } from './broker';
 
-export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
-
-/** A queue name no other test (or earlier run) uses. */
-export function uniqueName(prefix = 'rr-test'): string {
-  return `${prefix}-${randomBytes(6).toString('hex')}`;
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
+export {
+  AMQP_URL,
+  closeAmqp,
+  deleteExchange,
+  deleteQueue,
+  queueDepth,
+  queueExists,
+  sleep,
+  uniqueName,
+  withChannel,
+} from './broker';
 
 /** Polls `predicate` until it holds; rejects with `what` when `timeoutMs` passes first. */
 export async function waitFor(
@@ -29,67 +31,6 @@ export async function waitFor(
     if (await predicate()) return;
     if (Date.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await sleep(intervalMs);
-  }
-}
-
-// One amqplib connection per test file; opened on first use, closed by closeAmqp().
-let connection: Promise<ChannelModel> | undefined;
-
-function amqpConnection(): Promise<ChannelModel> {
-  connection ??= amqp.connect(AMQP_URL).then((c) => {
-    // A failed passive declare closes only its channel; the connection must not crash the run.
-    c.on('error', () => undefined);
-    return c;
-  });
-  return connection;
-}
-
-export async function closeAmqp(): Promise<void> {
-  const c = connection;
-  connection = undefined;
-  if (c) await (await c).close();
-}
-
-/**
- * Runs `f` on a fresh channel and closes it. A broker error (404 on a missing
- * queue, 406 on a mismatch) closes the channel, so each operation gets its own.
- */
-export async function withChannel<T>(f: (ch: Channel) => Promise<T>): Promise<T> {
-  const ch = await (await amqpConnection()).createChannel();
-  ch.on('error', () => undefined);
-  let closed = false;
-  ch.on('close', () => {
-    closed = true;
-  });
-  try {
-    return await f(ch);
-  } finally {
-    if (!closed) await ch.close().catch(() => undefined);
-  }
-}
-
-function isNotFound(err: unknown): boolean {
-  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === 404;
-}
-
-/** Whether the queue exists. */
-export async function queueExists(name: string): Promise<boolean> {
-  try {
-    await withChannel((ch) => ch.checkQueue(name));
-    return true;
-  } catch (err) {
-    if (isNotFound(err)) return false;
-    throw err;
-  }
-}
-
-/** Ready messages in the queue; 0 when the queue does not exist. */
-export async function queueDepth(name: string): Promise<number> {
-  try {
-    return (await withChannel((ch) => ch.checkQueue(name))).messageCount;
-  } catch (err) {
-    if (isNotFound(err)) return 0;
-    throw err;
   }
 }
 
@@ -130,26 +71,9 @@ export async function waitForOne(name: string, timeoutMs = 10_000): Promise<GotM
   return m;
 }
 
-export async function deleteQueue(name: string): Promise<void> {
-  try {
-    await withChannel((ch) => ch.deleteQueue(name));
-  } catch (err) {
-    if (!isNotFound(err)) throw err;
-  }
-}
-
 /** Deletes Q, its retry queue for each delay, and Q.parked. */
 export async function deleteQueues(base: string, delays: readonly Delay[] = []): Promise<void> {
-  const names = [base, ...delays.map((d) => retryQueueName(base, d)), parkedQueueName(base)];
-  for (const n of names) await deleteQueue(n);
-}
-
-export async function deleteExchange(name: string): Promise<void> {
-  try {
-    await withChannel((ch) => ch.deleteExchange(name));
-  } catch (err) {
-    if (!isNotFound(err)) throw err;
-  }
+  for (const n of queueFamily(base, delays)) await deleteQueue(n);
 }
 
 /** Depths of Q, each retry queue, and Q.parked. */

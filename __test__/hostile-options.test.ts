@@ -280,9 +280,12 @@ describe('a delay forced past its type', () => {
     const rr = await connectClient();
     const err = await caught(rr.consume({ queue, alert: { parkedAbove: 0, every: '5 seconds' as never } }, async () => undefined));
     expect(err).toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringContaining('"5 seconds" is not valid') });
+    // The message names the option that was wrong, not onFailure.delays.
+    expect((err as Error).message).toMatch(/^alert\.every: /);
     const sync = thrown(() => retryQueueName(queue, '5sec' as never));
     expect(sync).toBeInstanceOf(InvalidOptionsError);
     expect(sync).toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringContaining('"5sec" is not valid') });
+    expect((sync as Error).message).toMatch(/^delay: /);
   });
 });
 

@@ -1,16 +1,18 @@
 /**
  * Helpers shared by the benchmark parents (run.ts, outage.ts): publishing the
  * test messages, queue bookkeeping, running one measurement in a child
- * process, and small statistics.
+ * process, and small statistics. The broker connection, channels, depths and
+ * queue names are the tests' own (__test__/broker.ts).
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 
-import amqp, { type Channel, type ChannelModel, type ConfirmChannel } from 'amqplib';
+import type { ConfirmChannel } from 'amqplib';
 
-export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+import { amqpConnection, closeAmqp, deleteQueue, readyMessages, sleep, withChannel } from '../__test__/broker';
+
+export { AMQP_URL, queueFamily, sleep, uniqueName } from '../__test__/broker';
 /**
  * BENCH_LONG_IDS=1: message ids like `message-id-12345` instead of `12345`.
  * With the short ids the consumer's V8 heap keeps committing memory for
@@ -25,10 +27,6 @@ export const BODY = Buffer.alloc(1024, 'x');
 /** Marks the line of a child's stdout that carries its result. */
 export const RESULT_MARK = 'BENCH_RESULT ';
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
 export function envInt(name: string, fallback: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
@@ -37,43 +35,11 @@ export function envInt(name: string, fallback: number): number {
   return Math.floor(v);
 }
 
-/** A queue name no other run uses. */
-export function uniqueName(prefix: string): string {
-  return `${prefix}-${randomBytes(5).toString('hex')}`;
-}
-
 /** Queues this process created, deleted on exit even when a run fails. */
 const created = new Set<string>();
 
-let connection: Promise<ChannelModel> | undefined;
-
-function conn(): Promise<ChannelModel> {
-  connection ??= amqp.connect(AMQP_URL, { noDelay: true }).then((c) => {
-    c.on('error', () => undefined);
-    return c;
-  });
-  return connection;
-}
-
 export async function closeBroker(): Promise<void> {
-  const c = connection;
-  connection = undefined;
-  if (c) await (await c).close().catch(() => undefined);
-}
-
-/** Runs `f` on a channel of its own: a 404 closes only that channel. */
-export async function withChannel<T>(f: (ch: Channel) => Promise<T>): Promise<T> {
-  const ch = await (await conn()).createChannel();
-  ch.on('error', () => undefined);
-  let closed = false;
-  ch.on('close', () => {
-    closed = true;
-  });
-  try {
-    return await f(ch);
-  } finally {
-    if (!closed) await ch.close().catch(() => undefined);
-  }
+  await closeAmqp().catch(() => undefined);
 }
 
 /** Declares a durable classic queue with no arguments, as rabbit-retry declares its work queue. */
@@ -82,27 +48,18 @@ export async function declareWorkQueue(queue: string): Promise<void> {
   await withChannel((ch) => ch.assertQueue(queue, { durable: true }));
 }
 
-/** The queues rabbit-retry (or the baseline, which uses the same names) makes for `queue`. */
-export function queueFamily(queue: string, delayLabels: string[]): string[] {
-  return [queue, ...delayLabels.map((l) => `${queue}.retry.${l}`), `${queue}.parked`];
-}
-
 export function remember(queues: string[]): void {
   for (const q of queues) created.add(q);
 }
 
-/** Ready messages in `queue`, or null when it does not exist. */
+/** Ready messages in `queue`, or null when it does not exist (or cannot be read). */
 export async function depth(queue: string): Promise<number | null> {
-  try {
-    return await withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount);
-  } catch {
-    return null;
-  }
+  return readyMessages(queue).catch(() => null);
 }
 
 export async function deleteQueues(queues: string[]): Promise<void> {
   for (const q of queues) {
-    await withChannel((ch) => ch.deleteQueue(q)).catch(() => undefined);
+    await deleteQueue(q).catch(() => undefined);
     created.delete(q);
   }
 }
@@ -116,7 +73,7 @@ export class Publisher {
   private constructor(private readonly ch: ConfirmChannel) {}
 
   static async open(): Promise<Publisher> {
-    const ch = await (await conn()).createConfirmChannel();
+    const ch = await (await amqpConnection()).createConfirmChannel();
     ch.on('error', () => undefined);
     return new Publisher(ch);
   }
@@ -258,7 +215,7 @@ export function cleanupOnSignal(): void {
 
 /** The broker's product and version, as it announced them. */
 export async function brokerVersion(): Promise<string> {
-  const p = (await conn()).connection.serverProperties;
+  const p = (await amqpConnection()).connection.serverProperties;
   return `${p.product} ${p.version}`;
 }
 

@@ -21,7 +21,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { type Delay, delayLabel } from '../lib';
+import type { Delay } from '../lib';
 import type { OutageChildResult, OutageConfig } from './outage-child';
 import {
   Publisher,
@@ -72,8 +72,7 @@ function log(line: string): void {
 
 async function drill(lib: OutageConfig['lib']): Promise<Drill> {
   const queue = uniqueName(`bench-outage-${lib === 'amqplib' ? 'amqp' : 'rr'}`);
-  const labels = DELAYS.map((d) => delayLabel(d));
-  const family = queueFamily(queue, labels);
+  const family = queueFamily(queue, DELAYS);
   remember(family);
   try {
     await declareWorkQueue(queue);

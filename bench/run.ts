@@ -24,6 +24,7 @@ import { mkdirSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
+import { retryQueueName } from '../lib';
 import type { ChildConfig, ChildResult, Lib, Scenario } from './child';
 import {
   Publisher,
@@ -139,7 +140,7 @@ async function measureThroughput(lib: Lib, scenario: Scenario, n: number, round:
       const b1 = brokerCpuS();
       const busyDuring = busyBetween(c0, cpuTimes());
       const workLeft = await depth(queue);
-      const inRetry = await depth(`${queue}.retry.${DELAY}`);
+      const inRetry = await depth(retryQueueName(queue, DELAY));
       const expectedRetry = expectedRetries(scenario, n);
       const ok = workLeft === 0 && inRetry === expectedRetry && r.retried === expectedRetry && r.returned === 0 && r.errors.length === 0;
       return { ...r, round, workLeft, inRetry, expectedRetry, ok, busyBefore: quiet.busy, busyDuring, brokerCpuS: b0 === null || b1 === null ? null : b1 - b0 };

@@ -1,14 +1,15 @@
 import { readFileSync } from 'node:fs';
 
-import { Consumer, outsideHandlers, runningConsumer, type CloseResult, type Handler } from './consumer';
+import { Consumer, outsideHandlers, runningConsumer } from './consumer';
+import type { CloseResult, Handler } from './consumer/events';
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
 import type { MessageProperties } from './message';
 import { Parked } from './parked';
 import { RetryTable } from './table';
 import { binding, type NativeClient, type NativeMessageProperties } from './native';
 import { consumerMetrics } from './metrics';
+import { parkedQueueName } from './names';
 import {
-  DEFAULT_STUCK_AFTER_MS,
   checkCloseOptions,
   checkConnectOptions,
   checkConsumeOptions,
@@ -18,6 +19,9 @@ import {
   checkWhole,
   delayStrings,
   kindOf,
+} from './check-options';
+import {
+  DEFAULT_STUCK_AFTER_MS,
   type CloseOptions,
   type ConnectOptions,
   type ConsumeOptions,
@@ -257,11 +261,11 @@ export class RabbitRetry {
             : Math.min(options.recovery.maxAttempts, 0xffffffff),
       }),
     );
-    const parkedDepth = async () => (await native(() => this.inner.queueInfo(`${options.queue}.parked`)))?.messages;
+    const parkedDepth = async () => (await native(() => this.inner.queueInfo(parkedQueueName(options.queue))))?.messages;
     let alert;
     if (options.alert) {
       const every = delayStrings([options.alert.every ?? '1m'], 'alert.every');
-      const everyMs = nativeSync(() => binding.parseDelays(every))[0].ms;
+      const everyMs = nativeSync(() => binding.parseDelays(every, 'alert.every'))[0].ms;
       if (options.alert.oldestDueAboveMs !== undefined && !this.#table) {
         throw new InvalidOptionsError('alert.oldestDueAboveMs needs a retry table: connect with { retryTable: { url } }');
       }

@@ -5,24 +5,22 @@
  * before the ack.
  */
 export { RabbitRetry, DEFAULT_URL, type PublishOptions, type Body } from './client';
-export {
-  Consumer,
-  type Handler,
-  type ConsumerEvents,
-  type RetryEvent,
-  type ParkedEvent,
-  type PublishFailedEvent,
-  type ParkedAlert,
-  type ConsumerStats,
-  type ConsumerState,
-  type DisconnectedEvent,
-  type RecoveredEvent,
-  type RetryTableAlert,
-  type StoredEvent,
-  type StuckEvent,
-  type ConsumerHealth,
-  type CloseResult,
-} from './consumer';
+export { Consumer } from './consumer';
+export type {
+  Handler,
+  ConsumerEvents,
+  RetryEvent,
+  ParkedEvent,
+  PublishFailedEvent,
+  ConsumerStats,
+  ConsumerState,
+  DisconnectedEvent,
+  RecoveredEvent,
+  StoredEvent,
+  StuckEvent,
+  ConsumerHealth,
+  CloseResult,
+} from './consumer/events';
 export {
   RetryTable,
   type RowSelector,
@@ -46,6 +44,8 @@ export {
   type Delay,
   type Logger,
   type AlertOptions,
+  type ParkedAlert,
+  type RetryTableAlert,
   type RecoveryOptions,
   type TlsOptions,
   type RetryTableOptions,

@@ -1,7 +1,9 @@
 import { InvalidOptionsError, native } from './errors';
 import { Message, partsOf } from './message';
 import type { NativeClient, NativeParkedSession } from './native';
-import { type OptionKeys, checkKeys, checkObject } from './options';
+import { parkedQueueName } from './names';
+import { checkKeys, checkObject } from './check-options';
+import type { OptionKeys } from './options';
 
 /**
  * Selects parked messages. Every field given must match; a message no filter
@@ -179,7 +181,7 @@ export class Parked {
     /** The work queue the parked messages belong to. */
     readonly queue: string,
   ) {
-    this.name = `${queue}.parked`;
+    this.name = parkedQueueName(queue);
   }
 
   /** Messages in the parked queue (0 when it does not exist). */

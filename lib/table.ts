@@ -1,7 +1,8 @@
 import { InvalidOptionsError, native } from './errors';
 import type { MeterProviderLike } from './metrics';
 import type { NativeClient } from './native';
-import { type Delay, type OptionKeys, checkKeys, checkObject, delayStrings } from './options';
+import { checkKeys, checkObject, delayStrings } from './check-options';
+import type { Delay, OptionKeys } from './options';
 import { nativeSync } from './errors';
 import { binding } from './native';
 
@@ -207,7 +208,7 @@ export class RetryTable {
     if (!Number.isInteger(threshold) || threshold < 1) {
       throw new InvalidOptionsError(`failuresBeforePause must be a whole number of at least 1, got ${String(threshold)}`);
     }
-    const everyMs = nativeSync(() => binding.parseDelays(delayStrings([options.every ?? '10s'], 'every')))[0].ms;
+    const everyMs = nativeSync(() => binding.parseDelays(delayStrings([options.every ?? '10s'], 'every'), 'every'))[0].ms;
     let failures = 0;
     let paused = false;
     let running = false;

@@ -1,4 +1,5 @@
-import type { Consumer, ConsumerHealth, ConsumerState } from '../consumer';
+import type { Consumer } from '../consumer';
+import type { ConsumerHealth, ConsumerState } from '../consumer/events';
 
 /** What {@link RabbitRetryConsumers.health} reports. */
 export interface ConsumersHealth {

@@ -1,11 +1,9 @@
 import { ConfigurableModuleBuilder, type ConfigurableModuleCls, type ConfigurableModuleHost } from '@nestjs/common';
 
+import { checkKeys, checkObject, checkOnFailureKeys } from '../check-options';
 import {
   CONNECT_OPTION_KEYS,
   CONSUME_OPTION_KEYS,
-  checkKeys,
-  checkObject,
-  checkOnFailureKeys,
   type ConnectOptions,
   type ConsumeOptions,
   type OnFailureOptions,

@@ -8,7 +8,8 @@ import { randomBytes } from 'node:crypto';
 import { RabbitRetry } from '../client';
 import { InvalidOptionsError } from '../errors';
 import { parkedQueueName, retryQueueName } from '../names';
-import { type Delay, type OptionKeys, checkKeys, checkObject } from '../options';
+import { checkKeys, checkObject } from '../check-options';
+import type { Delay, OptionKeys } from '../options';
 
 /**
  * A queue name no other test, worker or earlier run uses:

@@ -1,0 +1,345 @@
+/**
+ * The checks of options objects: each refuses a bad option with an
+ * {@link InvalidOptionsError} that names it, before anything reaches the
+ * native layer.
+ */
+import { InvalidOptionsError } from './errors';
+import {
+  ALERT_OPTION_KEYS,
+  CLOSE_OPTION_KEYS,
+  CONNECT_OPTION_KEYS,
+  CONSUME_OPTION_KEYS,
+  DEFAULT_CLOSE_TIMEOUT_MS,
+  DEFAULT_DELAYS,
+  ON_FAILURE_OPTION_KEYS,
+  RECOVERY_OPTION_KEYS,
+  RETRY_TABLE_OPTION_KEYS,
+  TABLE_ROUTE_OPTION_KEYS,
+  TLS_OPTION_KEYS,
+  type CloseOptions,
+  type ConnectOptions,
+  type ConsumeOptions,
+  type Delay,
+  type OnFailureOptions,
+} from './options';
+
+/** The number of single-character edits (insert, delete, substitute) between `a` and `b`, or `max + 1` when it is above `max`. */
+function editDistance(a: string, b: string, max: number): number {
+  if (Math.abs(a.length - b.length) > max) return max + 1;
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    let best = i;
+    for (let j = 1; j <= b.length; j++) {
+      const d = Math.min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+      row.push(d);
+      best = Math.min(best, d);
+    }
+    if (best > max) return max + 1;
+    prev = row;
+  }
+  return prev[b.length];
+}
+
+/**
+ * The known key `key` was probably meant to be: the same letters in another
+ * case, else the closest key at most 2 edits away (and fewer edits than
+ * `key` has characters, so that a short key is not matched to any other).
+ */
+function nearestKey(key: string, known: readonly string[]): string | undefined {
+  const lower = key.toLowerCase();
+  const sameLetters = known.find((k) => k.toLowerCase() === lower);
+  if (sameLetters !== undefined) return sameLetters;
+  let nearest: string | undefined;
+  let nearestDistance = 3;
+  for (const k of known) {
+    const d = editDistance(lower, k.toLowerCase(), 2);
+    if (d < nearestDistance && d < key.length) {
+      nearest = k;
+      nearestDistance = d;
+    }
+  }
+  return nearest;
+}
+
+/** A key as a message shows it: in backticks, cut when it is long. */
+function showKey(key: string): string {
+  return `\`${key.length > 64 ? `${key.slice(0, 64)}…` : key}\``;
+}
+
+/**
+ * Refuses an options object with a key that is not one of `known`, with an
+ * {@link InvalidOptionsError} naming the key, `where` it is, and the known
+ * key it was probably meant to be (or the known keys when none is close):
+ * "`delay` is not an option of onFailure; did you mean `delays`?". Only key
+ * names appear in the message, never a value. `hints` gives a key's advice
+ * instead of the suggestion.
+ * @internal
+ */
+export function checkKeys(where: string, obj: object, known: Readonly<Record<string, true>>, hints: Readonly<Record<string, string>> = {}): void {
+  let keys: string[];
+  try {
+    keys = Object.keys(obj);
+  } catch {
+    throw new InvalidOptionsError(`the keys of ${where} could not be read`);
+  }
+  const unknown = keys.filter((k) => !Object.prototype.hasOwnProperty.call(known, k));
+  if (unknown.length === 0) return;
+  const [key, ...others] = unknown;
+  const names = Object.keys(known);
+  const near = nearestKey(key, names);
+  const hint = Object.prototype.hasOwnProperty.call(hints, key) ? hints[key] : undefined;
+  let message = `${showKey(key)} is not an option of ${where}`;
+  if (hint !== undefined) message += `; ${hint}`;
+  else if (near !== undefined) message += `; did you mean ${showKey(near)}?`;
+  else message += `; its options are ${names.map(showKey).join(', ')}`;
+  if (others.length > 0) message += ` (also not an option: ${others.map(showKey).join(', ')})`;
+  throw new InvalidOptionsError(message);
+}
+
+/** @internal */
+export function delayStrings(delays: readonly Delay[] | undefined, option = 'onFailure.delays'): string[] {
+  const list = delays ?? DEFAULT_DELAYS;
+  if (!Array.isArray(list)) throw new InvalidOptionsError(`${option} must be an array such as ['5s', '1m']`);
+  return list.map((d, i) => {
+    if (typeof d === 'number') {
+      if (!Number.isInteger(d) || d <= 0) {
+        throw new InvalidOptionsError(`${option}[${i}] is ${d}: a number of milliseconds must be a positive whole number`);
+      }
+      return String(d);
+    }
+    if (typeof d !== 'string') {
+      throw new InvalidOptionsError(`${option}[${i}] must be a string such as '5s' or a number of milliseconds`);
+    }
+    return d;
+  });
+}
+
+/**
+ * A value as an error message may show it: numbers and booleans as they are,
+ * anything else by its kind only, since a string, an array or an object can
+ * hold a secret (a URL with its password, a key).
+ * @internal
+ */
+export function kindOf(v: unknown): string {
+  if (v === null) return 'null';
+  switch (typeof v) {
+    case 'undefined':
+      return 'undefined';
+    case 'number':
+      return String(v);
+    case 'boolean':
+      return String(v);
+    case 'string':
+      return 'a string';
+    case 'bigint':
+      return 'a bigint';
+    case 'symbol':
+      return 'a symbol';
+    case 'function':
+      return 'a function';
+    default:
+      try {
+        if (Array.isArray(v)) return 'an array';
+        if (Buffer.isBuffer(v)) return 'a Buffer';
+        if (v instanceof Date) return 'a Date';
+      } catch {
+        // A proxy that refuses to be inspected is still an object.
+      }
+      return 'an object';
+  }
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** @internal */
+export function checkObject(name: string, v: unknown, what = 'an object'): void {
+  if (!isRecord(v)) throw new InvalidOptionsError(`${name} must be ${what}, got ${kindOf(v)}`);
+}
+
+/** @internal */
+export function checkString(name: string, v: unknown, opts: { optional?: boolean; nonEmpty?: boolean; what?: string } = {}): void {
+  if (v === undefined && opts.optional !== false) return;
+  const what = opts.what ?? (opts.nonEmpty ? 'a non-empty string' : 'a string');
+  if (typeof v !== 'string') throw new InvalidOptionsError(`${name} must be ${what}, got ${kindOf(v)}`);
+  if (opts.nonEmpty && v.length === 0) throw new InvalidOptionsError(`${name} must be ${what}, got an empty string`);
+}
+
+/** @internal */
+export function checkFunction(name: string, v: unknown, what = 'a function'): void {
+  if (v !== undefined && typeof v !== 'function') throw new InvalidOptionsError(`${name} must be ${what}, got ${kindOf(v)}`);
+}
+
+/** @internal */
+export function checkBoolean(name: string, v: unknown): void {
+  if (v !== undefined && typeof v !== 'boolean') throw new InvalidOptionsError(`${name} must be true or false, got ${kindOf(v)}`);
+}
+
+/** A whole number from `min` to `max` (optional). @internal */
+export function checkWhole(name: string, v: unknown, min: number, max: number, what: string): void {
+  if (v === undefined) return;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new InvalidOptionsError(`${name} must be ${what}, got ${kindOf(v)}`);
+  }
+}
+
+/** One of `allowed` (optional); a string that is none of them is not echoed. */
+function checkOneOf(name: string, v: unknown, allowed: readonly string[]): void {
+  if (v === undefined) return;
+  if (typeof v !== 'string' || !allowed.includes(v)) {
+    const list = allowed.map((a) => `'${a}'`);
+    const choices = `${list.slice(0, -1).join(', ')} or ${list[list.length - 1]}`;
+    throw new InvalidOptionsError(`${name} must be ${choices}, got ${typeof v === 'string' ? 'another string' : kindOf(v)}`);
+  }
+}
+
+const U32 = 0xffffffff;
+
+/** Checks every option of `RabbitRetry.connect` before anything reaches the native layer. @internal */
+export function checkConnectOptions(o: ConnectOptions): void {
+  checkObject('connect options', o, 'an object such as { url }');
+  checkKeys('RabbitRetry.connect', o, CONNECT_OPTION_KEYS);
+  checkString('url', o.url, { nonEmpty: true, what: "a non-empty string such as 'amqp://user:password@host:5672/vhost'" });
+  checkString('connectionName', o.connectionName);
+  checkWhole('heartbeat', o.heartbeat, 0, U32, 'a whole number of seconds');
+  checkWhole('connectTimeoutMs', o.connectTimeoutMs, 0, U32, 'a whole number of milliseconds');
+  checkWhole('confirmTimeoutMs', o.confirmTimeoutMs, 0, U32, 'a whole number of milliseconds');
+  if (o.tls !== undefined) {
+    checkObject('tls', o.tls);
+    checkKeys('tls', o.tls, TLS_OPTION_KEYS);
+    const t = o.tls;
+    if (t.ca !== undefined && typeof t.ca !== 'string' && !Buffer.isBuffer(t.ca)) {
+      throw new InvalidOptionsError(`tls.ca must be a string or a Buffer of PEM certificates, got ${kindOf(t.ca)}`);
+    }
+    for (const key of ['caFile', 'certFile', 'keyFile'] as const) checkString(`tls.${key}`, t[key], { what: 'a file path (a string)' });
+  }
+  if (o.retryTable !== undefined) {
+    const what = "a PostgreSQL URL such as 'postgres://user@127.0.0.1:5432/app'";
+    if (!isRecord(o.retryTable)) throw new InvalidOptionsError(`retryTable must be an object such as { url }, got ${kindOf(o.retryTable)}`);
+    checkKeys('retryTable', o.retryTable, RETRY_TABLE_OPTION_KEYS);
+    const t = o.retryTable;
+    checkString('retryTable.url', t.url, { optional: false, nonEmpty: true, what });
+    const rate = t.ratePerSec;
+    if (rate !== undefined && (typeof rate !== 'number' || !Number.isFinite(rate) || rate <= 0)) {
+      throw new InvalidOptionsError(`retryTable.ratePerSec must be a positive number of rows a second, got ${kindOf(rate)}`);
+    }
+    checkBoolean('retryTable.scheduler', t.scheduler);
+  }
+  if (o.logger !== undefined) {
+    const l = o.logger as unknown;
+    if (l === null || (typeof l !== 'object' && typeof l !== 'function')) {
+      throw new InvalidOptionsError(`logger must be an object with warn(message) and error(message), got ${kindOf(l)}`);
+    }
+    const { warn, error } = l as Record<string, unknown>;
+    checkFunction('logger.warn', warn, 'a function (message) => void');
+    checkFunction('logger.error', error, 'a function (message) => void');
+    if (warn === undefined || error === undefined) throw new InvalidOptionsError('logger must have both warn(message) and error(message)');
+  }
+  if (o.meterProvider !== undefined) {
+    const m = o.meterProvider as unknown;
+    if (m === null || typeof m !== 'object' || typeof (m as { getMeter?: unknown }).getMeter !== 'function') {
+      throw new InvalidOptionsError(`meterProvider must be an OpenTelemetry MeterProvider (an object with getMeter()), got ${kindOf(m)}`);
+    }
+  }
+}
+
+/** @internal */
+export function checkCloseOptions(o: CloseOptions | undefined): number {
+  if (o === undefined) return DEFAULT_CLOSE_TIMEOUT_MS;
+  checkObject('close options', o, 'an object such as { timeoutMs }');
+  checkKeys('close', o, CLOSE_OPTION_KEYS);
+  const t = o.timeoutMs;
+  if (t === undefined) return DEFAULT_CLOSE_TIMEOUT_MS;
+  if (t === Infinity) return t;
+  checkWhole('timeoutMs', t, 0, Number.MAX_SAFE_INTEGER, 'a whole number of milliseconds (0 or more), or Infinity');
+  return t;
+}
+
+/** Checks that `v`, given as the option `name`, is {@link QueueArguments}. */
+function checkQueueArguments(name: string, v: unknown): void {
+  if (v === undefined) return;
+  checkObject(name, v, "an object of argument names to values, such as { 'x-max-length': 1000 }");
+  for (const [key, value] of Object.entries(v as object)) {
+    const ok = typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value));
+    if (!ok) throw new InvalidOptionsError(`${name}['${key}'] must be a string, a finite number or a boolean, got ${kindOf(value)}`);
+  }
+}
+
+/** @internal */
+export function checkConsumeOptions(o: ConsumeOptions): void {
+  if (!isRecord(o)) throw new InvalidOptionsError(`consume options must be an object with at least { queue }, got ${kindOf(o)}`);
+  checkKeys('consume', o, CONSUME_OPTION_KEYS);
+  checkString('queue', o.queue, { optional: false, nonEmpty: true, what: 'a non-empty string: the work queue to consume' });
+  checkString('exchange', o.exchange);
+  checkString('routingKey', o.routingKey);
+  checkWhole('prefetch', o.prefetch, 1, 65535, 'a whole number from 1 to 65535');
+  checkOneOf('queueType', o.queueType, ['classic', 'quorum']);
+  checkOneOf('exchangeType', o.exchangeType, ['topic', 'direct', 'fanout', 'headers']);
+  checkBoolean('assertQueue', o.assertQueue);
+  for (const key of ['queueArguments', 'retryQueueArguments', 'parkedQueueArguments'] as const) {
+    checkQueueArguments(key, o[key]);
+  }
+  if (o.deliveryLimit !== undefined) {
+    checkWhole('deliveryLimit', o.deliveryLimit, 1, 0xfffffffe, 'a whole number of at least 1');
+    if (o.queueType !== 'quorum') {
+      throw new InvalidOptionsError("deliveryLimit needs queueType 'quorum': classic queues do not count deliveries");
+    }
+  }
+  checkWhole('stuckAfterMs', o.stuckAfterMs, 1, 0x7fffffff, 'a whole number of milliseconds from 1 to 2147483647');
+  if (o.alert !== undefined) {
+    const a = o.alert as unknown;
+    if (isRecord(a)) checkKeys('alert', a, ALERT_OPTION_KEYS);
+    if (!isRecord(a) || (a.parkedAbove === undefined && a.oldestDueAboveMs === undefined)) {
+      throw new InvalidOptionsError('alert needs parkedAbove (messages) or oldestDueAboveMs (milliseconds)');
+    }
+    checkWhole('alert.parkedAbove', a.parkedAbove, 0, Number.MAX_SAFE_INTEGER, 'a whole number (0 or more)');
+    checkWhole('alert.oldestDueAboveMs', a.oldestDueAboveMs, 0, Number.MAX_SAFE_INTEGER, 'a whole number (0 or more)');
+    if (a.every !== undefined && typeof a.every !== 'string' && typeof a.every !== 'number') {
+      throw new InvalidOptionsError(`alert.every must be a delay such as '1m' or a number of milliseconds, got ${kindOf(a.every)}`);
+    }
+    checkFunction('alert.onAlert', a.onAlert);
+    checkFunction('alert.onTableAlert', a.onTableAlert);
+  }
+  if (o.recovery !== undefined) {
+    checkObject('recovery', o.recovery);
+    checkKeys('recovery', o.recovery, RECOVERY_OPTION_KEYS);
+    checkWhole('recovery.initialDelayMs', o.recovery.initialDelayMs, 1, U32, 'a whole number of milliseconds');
+    checkWhole('recovery.maxDelayMs', o.recovery.maxDelayMs, 1, U32, 'a whole number of milliseconds');
+    checkWhole('recovery.stepTimeoutMs', o.recovery.stepTimeoutMs, 1, U32, 'a whole number of milliseconds');
+    const m = o.recovery.maxAttempts;
+    if (m !== undefined && m !== Infinity) {
+      checkWhole('recovery.maxAttempts', m, 1, Number.MAX_SAFE_INTEGER, 'a whole number of at least 1, or Infinity');
+    }
+  }
+  if (o.onFailure !== undefined) {
+    checkOnFailureKeys('onFailure', o.onFailure);
+    const f = o.onFailure;
+    if (f.delays !== undefined && !Array.isArray(f.delays)) {
+      throw new InvalidOptionsError(`onFailure.delays must be an array such as ['5s', '1m'], got ${kindOf(f.delays)}`);
+    }
+    checkFunction('onFailure.retryable', f.retryable, 'a function (err, msg) => boolean');
+    const t = f.table;
+    if (t !== undefined) {
+      for (const key of ['dependency', 'tenant', 'nextAttemptAt'] as const) checkFunction(`onFailure.table.${key}`, t[key]);
+      checkWhole('onFailure.table.maxAttempts', t.maxAttempts, 1, U32, 'a whole number of at least 1');
+    }
+  }
+}
+
+/**
+ * Checks that `f`, the {@link OnFailureOptions} at `path` (`onFailure`,
+ * `@OnFailure`, `defaultOnFailure`), is an object of known keys, and so is its
+ * `table`.
+ * @internal
+ */
+export function checkOnFailureKeys(path: string, f: unknown): void {
+  checkObject(path, f, 'an object such as { delays, retryable }');
+  checkKeys(path, f as object, ON_FAILURE_OPTION_KEYS);
+  const t = (f as OnFailureOptions).table;
+  if (t !== undefined) {
+    checkObject(`${path}.table`, t);
+    checkKeys(`${path}.table`, t, TABLE_ROUTE_OPTION_KEYS);
+  }
+}

@@ -1,0 +1,179 @@
+/**
+ * The commands on a work queue's queues: `status`, and `parked peek`,
+ * `parked replay` and `parked purge`.
+ */
+import { type Command, Option } from 'commander';
+
+import { parkedQueueName, retryQueueName } from '../names';
+import { DEFAULT_DELAYS, type Delay } from '../options';
+import type { ParkedFilter, ParkedMessage } from '../parked';
+import { type Cli, UsageError, cut, formatTable, positiveInt, positiveNumber } from './common';
+
+/** The options of `parked peek` and `parked replay` that select messages. */
+interface FilterOptions {
+  reason?: string;
+  error?: string;
+  errorName?: string;
+}
+
+function filterOptions(c: Command): Command {
+  return c
+    .option('--reason <reason>', 'only messages parked for this reason (exhausted, non-retryable)')
+    .option('--error <text>', 'only messages whose error message contains this text')
+    .option('--error-name <name>', 'only messages whose error has this name');
+}
+
+function filterFrom(o: FilterOptions): ParkedFilter | undefined {
+  const f: ParkedFilter = {};
+  if (o.reason) f.reason = o.reason;
+  if (o.error) f.errorMessage = o.error;
+  if (o.errorName) f.errorName = o.errorName;
+  return Object.keys(f).length ? f : undefined;
+}
+
+function describeParked(m: ParkedMessage) {
+  return {
+    messageId: m.properties.messageId ?? null,
+    correlationId: m.properties.correlationId ?? null,
+    reason: m.reason ?? null,
+    attempt: m.attempt,
+    errorName: m.errorName ?? null,
+    error: m.errorMessage ?? null,
+    failedAt: m.headers['retry-failed-at'] ?? null,
+    firstFailedAt: m.headers['retry-first-failed-at'] ?? null,
+    originalExchange: m.headers['retry-original-exchange'] ?? null,
+    originalRoutingKey: m.headers['retry-original-routing-key'] ?? null,
+    headers: m.headers,
+    body: m.text(),
+  };
+}
+
+function progressBar(done: number, total: number, width = 30): string {
+  const frac = total > 0 ? Math.min(1, done / total) : 1;
+  const filled = Math.round(frac * width);
+  return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${total}`;
+}
+
+/** `status <queue>`: the depth and consumers of the work queue, each retry queue and the parked queue. */
+export function statusCommand(program: Command, cli: Cli): void {
+  const { io } = cli;
+  program
+    .command('status')
+    .description('depth of the work queue, each retry queue and the parked queue, and consumers on the work queue')
+    .argument('<queue>', 'the work queue')
+    .option('--delays <list>', 'the consumer\'s delays, comma-separated', DEFAULT_DELAYS.join(','))
+    .action((queue: string, o: { delays: string }) => {
+      cli.action = async (rr) => {
+        const delays = o.delays.split(',').map((d) => d.trim()).filter(Boolean);
+        let names: string[];
+        try {
+          // retryQueueName refuses what is not a delay, with the error below.
+          names = [queue, ...delays.map((d) => retryQueueName(queue, d as Delay)), parkedQueueName(queue)];
+        } catch (e) {
+          throw new UsageError(`--delays: ${(e as Error).message}`);
+        }
+        const rows = [];
+        for (const [i, name] of names.entries()) {
+          const info = await rr.queueInfo(name);
+          const role = i === 0 ? 'work' : i === names.length - 1 ? 'parked' : 'retry';
+          rows.push({ queue: name, role, exists: info !== null, messages: info?.messages ?? 0, consumers: info?.consumers ?? 0 });
+        }
+        if (cli.json()) io.out(JSON.stringify({ queue, queues: rows }, null, 2));
+        else
+          io.out(
+            formatTable(
+              ['QUEUE', 'ROLE', 'MESSAGES', 'CONSUMERS'],
+              rows.map((r) => [r.queue, r.role, r.exists ? String(r.messages) : 'missing', r.exists ? String(r.consumers) : '-']),
+            ),
+          );
+      };
+    });
+}
+
+/** `parked peek <queue>`: parked messages, left parked. */
+function peekCommand(parked: Command, cli: Cli): void {
+  const { io } = cli;
+  filterOptions(
+    parked
+      .command('peek')
+      .description('show parked messages; every one stays parked')
+      .argument('<queue>', 'the work queue')
+      .addOption(new Option('--limit <n>', 'at most this many').argParser(positiveInt).default(20)),
+  ).action((queue: string, o: { limit: number } & FilterOptions) => {
+    cli.action = async (rr) => {
+      const msgs = await rr.parked(queue).peek({ limit: o.limit, filter: filterFrom(o) });
+      if (cli.json()) {
+        io.out(JSON.stringify({ queue, parkedQueue: parkedQueueName(queue), messages: msgs.map(describeParked) }, null, 2));
+        return;
+      }
+      if (msgs.length === 0) {
+        io.out(`no parked messages in ${parkedQueueName(queue)}${filterFrom(o) ? ' match' : ''}`);
+        return;
+      }
+      io.out(
+        formatTable(
+          ['MESSAGE ID', 'REASON', 'ATTEMPT', 'ERROR', 'FAILED AT'],
+          msgs.map((m) => [
+            m.properties.messageId ?? '-',
+            m.reason ?? '-',
+            String(m.attempt),
+            cut(`${m.errorName ?? 'Error'}: ${m.errorMessage ?? ''}`, 60),
+            String(m.headers['retry-failed-at'] ?? '-'),
+          ]),
+        ),
+      );
+    };
+  });
+}
+
+/** `parked replay <queue>`: parked messages back to the work queue, at a rate. */
+function replayCommand(parked: Command, cli: Cli): void {
+  const { io } = cli;
+  filterOptions(
+    parked
+      .command('replay')
+      .description('move parked messages back to the work queue, at a safe rate')
+      .argument('<queue>', 'the work queue')
+      .addOption(new Option('--limit <n>', 'at most this many').argParser(positiveInt))
+      .addOption(new Option('--rate <perSec>', 'at most this many a second').argParser(positiveNumber).default(50)),
+  ).action((queue: string, o: { limit?: number; rate: number } & FilterOptions) => {
+    cli.action = async (rr) => {
+      const showBar = io.isTTY && !cli.json();
+      const result = await rr.parked(queue).replay({
+        limit: o.limit,
+        ratePerSec: o.rate,
+        filter: filterFrom(o),
+        onProgress: showBar ? (p) => io.err(`\r${progressBar(p.replayed, p.total)}`) : undefined,
+      });
+      if (showBar) io.err('\n');
+      if (cli.json()) io.out(JSON.stringify({ queue, ...result }, null, 2));
+      else io.out(`replayed ${result.replayed} message(s) to ${queue} in ${(result.durationMs / 1000).toFixed(1)} s; ${result.skipped} not selected stay parked`);
+    };
+  });
+}
+
+/** `parked purge <queue> --yes`: every parked message deleted. */
+function purgeCommand(parked: Command, cli: Cli): void {
+  const { io } = cli;
+  parked
+    .command('purge')
+    .description('delete every parked message')
+    .argument('<queue>', 'the work queue')
+    .option('--yes', 'confirm: the messages are gone for good')
+    .action((queue: string, o: { yes?: boolean }) => {
+      if (!o.yes) throw new UsageError(`purging ${parkedQueueName(queue)} deletes its messages for good: add --yes to confirm`);
+      cli.action = async (rr) => {
+        const purged = await rr.parked(queue).purge();
+        if (cli.json()) io.out(JSON.stringify({ queue, parkedQueue: parkedQueueName(queue), purged }, null, 2));
+        else io.out(`purged ${purged} message(s) from ${parkedQueueName(queue)}`);
+      };
+    });
+}
+
+/** `parked peek|replay|purge`. */
+export function parkedCommands(program: Command, cli: Cli): void {
+  const parked = program.command('parked').description('inspect, replay or purge parked messages');
+  peekCommand(parked, cli);
+  replayCommand(parked, cli);
+  purgeCommand(parked, cli);
+}

@@ -1,0 +1,58 @@
+/**
+ * Decoding a batch from the native consumer: its events, and each delivery's
+ * metadata and body as a {@link Message}.
+ */
+import { Message } from '../message';
+import type { NativeBatch, NativeEvent, NativeMessageProperties } from '../native';
+
+/** One delivery's entry in a batch's `meta` (see `NativeBatch` in src/binding/consumer.rs). */
+export interface DeliveryMeta {
+  /** Its id, to settle it with. */
+  i: number;
+  /** Exchange. */
+  x: string;
+  /** Routing key. */
+  k: string;
+  /** Redelivered. */
+  r: boolean;
+  /** Earlier failed attempts. */
+  a: number;
+  /** Properties and headers. */
+  p: NativeMessageProperties;
+  /** Offset and length of the body in the batch's shared buffer. */
+  o?: number;
+  n?: number;
+  /** Or the index of its own buffer in `large`. */
+  l?: number;
+}
+
+/** The events of a batch, in order. */
+export function eventsOf(batch: NativeBatch): NativeEvent[] {
+  return batch.events.length > 2 ? (JSON.parse(batch.events) as NativeEvent[]) : [];
+}
+
+/** The deliveries of a batch, in order. */
+export function deliveriesOf(batch: NativeBatch): DeliveryMeta[] {
+  return batch.meta.length > 2 ? (JSON.parse(batch.meta) as DeliveryMeta[]) : [];
+}
+
+/** One delivery of `batch` as the handler gets it, and its message id when it has a string one. */
+export function messageOf(d: DeliveryMeta, batch: NativeBatch): { msg: Message; messageId?: string } {
+  const p = d.p as NativeMessageProperties & { messageId?: string | number; correlationId?: string | number };
+  // Short ids travel beside the JSON (see `NativeBatch.strings`): put them back.
+  if (typeof p.messageId === 'number') p.messageId = batch.strings[p.messageId];
+  if (typeof p.correlationId === 'number') p.correlationId = batch.strings[p.correlationId];
+  const own = d.l === undefined ? undefined : batch.large[d.l];
+  const start = own ? 0 : (d.o ?? 0);
+  const msg = new Message({
+    exchange: d.x,
+    routingKey: d.k,
+    redelivered: d.r,
+    attempt: d.a,
+    properties: d.p,
+    bytes: own ?? batch.bodies,
+    start,
+    end: own ? own.length : start + (d.n ?? 0),
+  });
+  return { msg, messageId: typeof p.messageId === 'string' ? p.messageId : undefined };
+}

@@ -1,0 +1,185 @@
+/**
+ * The public types of a consumer: its handler, the events it emits, and what
+ * `stats()`, `health()` and `close()` return.
+ */
+import type { RabbitRetryError } from '../errors';
+import type { Message } from '../message';
+import type { ParkedAlert, RetryTableAlert } from '../options';
+
+/** A handler: resolve to ack the message, throw to retry or park it. */
+export type Handler = (msg: Message) => unknown;
+
+/** Emitted when a failed message was copied to a retry queue and acked. */
+export interface RetryEvent {
+  /** The work queue. */
+  queue: string;
+  /** The retry queue it waits in. */
+  target: string;
+  /** Its message id, if any. */
+  messageId?: string;
+  /** The `retry-attempt` it carries now. */
+  attempt: number;
+  /** The delay's label, such as `5s`. */
+  delay: string;
+  /** The handler's error message. */
+  error: string;
+}
+
+/** Emitted when a failed message was copied to the parked queue and acked. */
+export interface ParkedEvent {
+  /** The work queue. */
+  queue: string;
+  /** The parked queue. */
+  target: string;
+  /** Its message id, if any. */
+  messageId?: string;
+  /** `exhausted` or `non-retryable`. */
+  reason: string;
+  /** The `retry-attempt` it carries. */
+  attempt: number;
+  /** The handler's error message. */
+  error: string;
+}
+
+/** Emitted when a failed message could not be republished; it stays unacked and nothing is lost. */
+export interface PublishFailedEvent {
+  /** The work queue. */
+  queue: string;
+  /** Where it was meant to go. */
+  target: string;
+  /** Its message id, if any. */
+  messageId?: string;
+  /** Why the publish failed (an {@link UnroutableError}, {@link PublishNackedError}, ...). */
+  error: RabbitRetryError;
+}
+
+/** What a consumer is doing. */
+export type ConsumerState = 'connected' | 'recovering' | 'closing' | 'closed';
+
+/** Emitted when a failed message was stored in the retry table and acked. */
+export interface StoredEvent {
+  /** The work queue. */
+  queue: string;
+  /** The row id. */
+  rowId: number;
+  /** Its message id, if any. */
+  messageId?: string;
+  /** The `retry-attempt` the row carries. */
+  attempt: number;
+  /** What it waits on. */
+  dependency?: string;
+  /** The handler's error message. */
+  error: string;
+}
+
+/** Counts since the consumer started, as {@link Consumer.stats} returns them. */
+export interface ConsumerStats {
+  /** The work queue. */
+  queue: string;
+  /** `connected`, `recovering`, `closing` or `closed`. */
+  state: ConsumerState;
+  /** Handlers running now. */
+  inFlight: number;
+  /** Messages handled successfully and acked. */
+  acked: number;
+  /** Handler failures. */
+  failed: number;
+  /** Failed messages sent to a retry queue. */
+  retried: number;
+  /** `retried`, by delay label. */
+  retriedByDelay: Record<string, number>;
+  /** Failed messages parked. */
+  parked: number;
+  /** `parked`, by reason. */
+  parkedByReason: Record<string, number>;
+  /** Failed messages stored in the retry table. */
+  stored: number;
+  /** Republishes that failed (the message stayed unacked). */
+  publishFailed: number;
+  /** Handler durations in milliseconds. */
+  handlerMs: { count: number; total: number; max: number };
+  /** Handlers running now for longer than `stuckAfterMs`. */
+  stuck: number;
+  /** Milliseconds the longest-running handler has been running; 0 when none runs. */
+  oldestInFlightMs: number;
+}
+
+/** Whether a consumer is consuming and none of its handlers is stuck, as {@link Consumer.health} reports it. */
+export interface ConsumerHealth {
+  /** The work queue. */
+  queue: string;
+  /** `connected`, `recovering`, `closing` or `closed`. */
+  state: ConsumerState;
+  /** True when the consumer is `connected` and no handler is stuck. */
+  healthy: boolean;
+  /** Handlers running now. */
+  inFlight: number;
+  /** Handlers running now for longer than `stuckAfterMs`. */
+  stuck: number;
+  /** Milliseconds the longest-running handler has been running; 0 when none runs. */
+  oldestInFlightMs: number;
+}
+
+/** Emitted once for a delivery whose handler has not settled after `stuckAfterMs`. */
+export interface StuckEvent {
+  /** The work queue. */
+  queue: string;
+  /** Its message id, if any. */
+  messageId?: string;
+  /** Milliseconds since its handler started. */
+  sinceMs: number;
+  /** Earlier failed attempts of the message (its `msg.attempt`). */
+  attempt: number;
+}
+
+/** What {@link Consumer.close} and {@link RabbitRetry.close} report. */
+export interface CloseResult {
+  /**
+   * Handlers still running when the close's bound (`timeoutMs`) passed. Their
+   * messages went back to the broker, unacked, when the channel closed, and
+   * will be delivered again; what those handlers do afterwards is dropped.
+   */
+  unfinished: number;
+}
+
+/** Emitted when the consumer lost its channel or connection and starts recovering. */
+export interface DisconnectedEvent {
+  /** The work queue. */
+  queue: string;
+  /** What happened. */
+  error: Error;
+}
+
+/** Emitted when the consumer consumes again after a loss. */
+export interface RecoveredEvent {
+  /** The work queue. */
+  queue: string;
+  /** Tries it took. */
+  attempts: number;
+  /** Milliseconds since the loss. */
+  afterMs: number;
+}
+
+/** The events a {@link Consumer} emits. */
+export interface ConsumerEvents {
+  /** The channel or connection was lost; the consumer reconnects with backoff. */
+  disconnected: [DisconnectedEvent];
+  /** The consumer consumes again; deliveries whose ack was lost come again (`redelivered`). */
+  recovered: [RecoveredEvent];
+  /** The parked queue rose above `alert.parkedAbove`. */
+  alert: [ParkedAlert];
+  /** The retry table's oldest due row grew older than `alert.oldestDueAboveMs`. */
+  tableAlert: [RetryTableAlert];
+  /** A failed message was stored in the retry table. */
+  stored: [StoredEvent];
+  /** A failed message went to a retry queue. */
+  retry: [RetryEvent];
+  /** A failed message was parked. */
+  parked: [ParkedEvent];
+  /** A republish failed; the message stays unacked until the channel closes. */
+  publishFailed: [PublishFailedEvent];
+  /** A handler has not settled its message after `stuckAfterMs` (once per delivery). */
+  stuck: [StuckEvent];
+  /** The consumer hit an error (a failed ack, a lost channel). */
+  error: [Error];
+}
