@@ -270,7 +270,7 @@ describe('handlers that finish in the same tick as a bad one', () => {
 describe('when the native settle refuses a whole batch', () => {
   /** A native consumer that refuses the first settle call and records the others. */
   function fakeNative(refuse: (call: number) => Error | undefined) {
-    const settled: { acked: number[]; failed: number[]; failures: NativeFailureInfo[] }[] = [];
+    const settled: { acked: number[]; failed: NativeFailureInfo[] }[] = [];
     let onBatch: (b: NativeBatch) => void = () => undefined;
     let calls = 0;
     const inner = {
@@ -279,16 +279,16 @@ describe('when the native settle refuses a whole batch', () => {
       start: (_max: number, f: (b: NativeBatch) => void) => {
         onBatch = f;
       },
-      settle: (acked: number[], failed: number[], failures: NativeFailureInfo[]) => {
+      settle: (acked: number[], failed: NativeFailureInfo[]) => {
         const err = refuse(calls++);
         if (err) throw err;
-        settled.push({ acked, failed, failures });
+        settled.push({ acked, failed });
       },
       stop: async () => {
         setImmediate(() => onBatch({ meta: '[]', bodies: Buffer.alloc(0), large: [], strings: [], events: '[]', closed: true }));
       },
       finish: async () => undefined,
-      takeEvents: () => [],
+      takeEvents: () => '[]',
     };
     const deliver = (ids: number[]) =>
       onBatch({
@@ -312,7 +312,6 @@ describe('when the native settle refuses a whole batch', () => {
       logger,
       metrics: { acked: noop, retried: noop, parked: noop, publishFailed: noop, handlerDuration: noop, stop: noop },
       parkedDepth: async () => undefined,
-      delayCount: 1,
       stuckAfterMs: 300_000,
       onClosed: noop,
     };
@@ -337,9 +336,9 @@ describe('when the native settle refuses a whole batch', () => {
     fake.deliver([1, 2, 3, 4, 5]);
     await waitFor(() => fake.settled.length === 3, 2000, 'three settle calls');
     expect(fake.settled).toEqual([
-      { acked: [1, 3, 5], failed: [], failures: [] },
-      { acked: [], failed: [2], failures: [expect.objectContaining({ message: 'bad m2', retryable: true })] },
-      { acked: [], failed: [4], failures: [expect.objectContaining({ message: 'bad m4', retryable: true })] },
+      { acked: [1, 3, 5], failed: [] },
+      { acked: [], failed: [expect.objectContaining({ id: 2, message: 'bad m2', retryable: true })] },
+      { acked: [], failed: [expect.objectContaining({ id: 4, message: 'bad m4', retryable: true })] },
     ]);
     expect(logger.warnings.join('\n')).toMatch(/at once failed .*one by one/);
     expect(errors).toEqual([]);
@@ -359,9 +358,9 @@ describe('when the native settle refuses a whole batch', () => {
     );
     fake.deliver([1, 2]);
     await waitFor(() => fake.settled.length === 2, 2000, 'two settle calls');
-    expect(fake.settled[0]).toEqual({ acked: [1], failed: [], failures: [] });
-    expect(fake.settled[1]).toMatchObject({ acked: [], failed: [2], failures: [{ name: 'Error', retryable: false }] });
-    expect(typeof fake.settled[1].failures[0].message).toBe('string');
+    expect(fake.settled[0]).toEqual({ acked: [1], failed: [] });
+    expect(fake.settled[1]).toMatchObject({ acked: [], failed: [{ id: 2, name: 'Error', retryable: false }] });
+    expect(typeof fake.settled[1].failed[0].message).toBe('string');
     await consumer.close();
   });
 });

@@ -284,7 +284,6 @@ export class RabbitRetry {
       oldestDueAge,
       alert,
       table: options.onFailure?.table,
-      delayCount: delays.length,
       stuckAfterMs: options.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS,
       onClosed: (c) => this.consumers.delete(c),
     });

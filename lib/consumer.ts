@@ -5,10 +5,10 @@ import { checkCloseOptions } from './check-options';
 import { type RabbitRetryError, fromNative, native } from './errors';
 import type { Message } from './message';
 import type { ConsumerMetrics } from './metrics';
-import type { NativeBatch, NativeConsumer, NativeEvent } from './native';
+import type { NativeBatch, NativeConsumer } from './native';
 import type { AlertOptions, CloseOptions, Logger, TableRouteOptions } from './options';
 import { AlertWatch } from './consumer/alerts';
-import { type DeliveryMeta, deliveriesOf, eventsOf, messageOf } from './consumer/batch';
+import { type DeliveryMeta, type WireEvent, deliveriesOf, eventsOf, messageOf, parseEvents } from './wire';
 import { reasonOf } from './consumer/error-text';
 import type { CloseResult, ConsumerEvents, ConsumerHealth, ConsumerState, ConsumerStats, Handler, StuckEvent } from './consumer/events';
 import { FailureRoute } from './consumer/failure';
@@ -28,8 +28,6 @@ export interface ConsumerContext {
   oldestDueAge?: () => Promise<number>;
   alert?: AlertOptions & { everyMs: number };
   table?: TableRouteOptions;
-  /** How many retry queues come before the table. */
-  delayCount: number;
   /** After this many milliseconds a running handler counts as stuck. */
   stuckAfterMs: number;
   onClosed: (c: Consumer) => void;
@@ -123,7 +121,6 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       // The predicate runs with the consumer as `this`, as the handler does.
       retryable: (err, msg) => ctx.retryable.call(this, err, msg),
       table: ctx.table,
-      delayCount: ctx.delayCount,
       log: this.log,
     });
     this.settlements = new Settlements({
@@ -297,7 +294,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       this.finishing = true;
       this.settlements.flush();
       await native(() => this.inner.finish());
-      for (const e of this.inner.takeEvents()) this.reportSafely(e);
+      for (const e of parseEvents(this.inner.takeEvents())) this.reportSafely(e);
       if (unfinished > 0) {
         this.log(
           'warn',
@@ -328,7 +325,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   };
 
   /** Reports an event; a listener that throws is logged, and consuming goes on. */
-  private reportSafely(e: NativeEvent): void {
+  private reportSafely(e: WireEvent): void {
     try {
       this.report(e);
     } catch (err) {
@@ -362,7 +359,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       r.done = true;
       // The close gave up on this handler and the channel took its message back.
       if (this.abandoned || this.closed) return;
-      if (threw) this.failedWith(d.i, msg, error, r.startedAt);
+      if (threw) this.failedWith(d.i, msg, error, r.startedAt, d.t === 1);
       else this.succeeded(d.i, r.startedAt);
     } catch (internal) {
       // Nothing above should throw; if it did, the delivery still gets settled.
@@ -384,8 +381,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     });
   }
 
-  private failedWith(id: number, msg: Message, err: unknown, started: number): void {
-    this.settlements.fail(id, this.route.failureOf(err, msg));
+  private failedWith(id: number, msg: Message, err: unknown, started: number, tableBound: boolean): void {
+    this.settlements.fail(id, this.route.failureOf(err, msg, tableBound));
     this.counts.failed++;
     this.safely(() => this.timed(started, 'failure'));
   }
@@ -408,38 +405,40 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     }
   }
 
-  private report(e: NativeEvent): void {
-    const messageId = e.messageId ?? undefined;
-    const target = e.target ?? '';
+  private report(e: WireEvent): void {
     switch (e.kind) {
       case 'retry': {
-        const delay = e.delay ?? '';
+        const { delay, target } = e;
+        const messageId = e.messageId ?? undefined;
         this.counts.retried++;
         this.counts.retriedByDelay[delay] = (this.counts.retriedByDelay[delay] ?? 0) + 1;
         this.metrics.retried(delay);
-        this.emit('retry', { queue: this.queue, target, messageId, attempt: e.attempt ?? 0, delay, error: e.error });
+        this.emit('retry', { queue: this.queue, target, messageId, attempt: e.attempt, delay, error: e.error });
         return;
       }
       case 'parked': {
-        const reason = e.reason ?? '';
+        const { reason, target } = e;
+        const messageId = e.messageId ?? undefined;
         this.counts.parked++;
         this.counts.parkedByReason[reason] = (this.counts.parkedByReason[reason] ?? 0) + 1;
         this.metrics.parked(reason);
-        this.emit('parked', { queue: this.queue, target, messageId, reason, attempt: e.attempt ?? 0, error: e.error });
+        this.emit('parked', { queue: this.queue, target, messageId, reason, attempt: e.attempt, error: e.error });
         return;
       }
       case 'stored':
         this.counts.stored++;
         this.emit('stored', {
           queue: this.queue,
-          rowId: e.rowId ?? 0,
-          messageId,
-          attempt: e.attempt ?? 0,
+          rowId: e.rowId,
+          messageId: e.messageId ?? undefined,
+          attempt: e.attempt,
           dependency: e.dependency ?? undefined,
           error: e.error,
         });
         return;
       case 'publish-failed': {
+        const { target } = e;
+        const messageId = e.messageId ?? undefined;
         this.counts.publishFailed++;
         this.metrics.publishFailed();
         const error = fromNative(new Error(e.error)) as RabbitRetryError;
@@ -460,7 +459,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         return;
       }
       case 'recovered':
-        this.emit('recovered', { queue: this.queue, attempts: e.attempt ?? 1, afterMs: e.afterMs ?? 0 });
+        this.emit('recovered', { queue: this.queue, attempts: e.attempts, afterMs: e.afterMs });
         return;
       default:
         this.fail(fromNative(new Error(e.error)));

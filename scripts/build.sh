@@ -10,8 +10,8 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 if [[ ${RELEASE:-0} == 1 ]]; then
-  npx napi build --platform --release
+  npx napi build --platform --js binding.js --dts binding.d.ts --release
 else
-  npx napi build --platform
+  npx napi build --platform --js binding.js --dts binding.d.ts
 fi
 npm run --silent build:ts

@@ -10,13 +10,13 @@
 #   4. checks the result: one optionalDependencies entry per target in
 #      package.json "napi.targets" at the package's version; each npm/<platform>
 #      package's name, version, os/cpu/libc, main, files, engines and repository;
-#      that npm would pack each binary; that the loader (index.js) asks for each
+#      that npm would pack each binary; that the loader (binding.js) asks for each
 #      package; and that the loader, installed beside this machine's platform
 #      package, loads the binary from it.
 #
 # Usage: bash scripts/check-release.sh [DIR ...]
 #   Binaries named rabbit-retry.<platform>.node are taken from the DIRs (default:
-#   the repository root, where `napi build --platform --release` leaves them).
+#   the repository root, where `napi build --platform --js binding.js --dts binding.d.ts --release` leaves them).
 #   A target with no binary gets a small placeholder file, reported as such, so
 #   that the commands can run; RR_ALL_TARGETS=1 makes a missing one an error.
 #   KEEP=1 keeps the temporary copy.
@@ -39,7 +39,7 @@ trap cleanup EXIT
 
 pkg=$work/package
 mkdir -p "$pkg"
-cp package.json index.js index.d.ts LICENSE README.md "$pkg"/
+cp package.json binding.js binding.d.ts LICENSE README.md "$pkg"/
 cp -R npm "$pkg"/npm
 rm -f "$pkg"/npm/*/*.node
 ln -s "$root/node_modules" "$pkg/node_modules"
@@ -120,7 +120,7 @@ SOURCES=$work/sources node --input-type=module -e '
   const root = json("package.json");
   const sources = new Map(readFileSync(process.env.SOURCES, "utf8").trim().split("\n")
     .map((l) => l.split(" ")).map(([abi, kind, path]) => [abi, { kind, path }]));
-  const loader = readFileSync("index.js", "utf8");
+  const loader = readFileSync("binding.js", "utf8");
   const repo = root.repository?.url;
 
   const optional = root.optionalDependencies ?? {};
@@ -147,8 +147,8 @@ SOURCES=$work/sources node --input-type=module -e '
     check(p.engines?.node === root.engines?.node, `${dir}: engines.node ${p.engines?.node}, not ${root.engines?.node} as package.json`);
     check(typeof p.repository?.url === "string" && p.repository.url.length > 0, `${dir}: no repository.url (npm provenance needs it)`);
     if (repo) check(p.repository?.url === repo, `${dir}: repository.url ${p.repository?.url}, package.json has ${repo}`);
-    check(loader.includes(`require(\x27${name}\x27)`), `index.js never requires ${name}`);
-    check(loader.includes(`require(\x27${name}/package.json\x27).version`), `index.js never reads ${name}/package.json`);
+    check(loader.includes(`require(\x27${name}\x27)`), `binding.js never requires ${name}`);
+    check(loader.includes(`require(\x27${name}/package.json\x27).version`), `binding.js never reads ${name}/package.json`);
 
     const packed = JSON.parse(execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], { cwd: dir, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }))[0];
     const packedFiles = packed.files.map((f) => f.path).sort();
@@ -163,7 +163,7 @@ SOURCES=$work/sources node --input-type=module -e '
     console.log(`    "${name}": "${optional[name]}"  os=${p.os} cpu=${p.cpu}${p.libc ? ` libc=${p.libc}` : ""} engines=${p.engines?.node}  packs ${packed.entryCount} files, ${packed.size} bytes  [${binary}]`);
   }
   if (!repo) console.log("  note: package.json has no repository field; the release workflow sets it from the repository it runs in (npm provenance needs it)");
-  check(loader.includes(`expected ${root.version} but got`), `index.js was generated for another version than ${root.version}`);
+  check(loader.includes(`expected ${root.version} but got`), `binding.js was generated for another version than ${root.version}`);
 
   // The root tarball as the workflow publishes it (dist/ is built there, not here).
   const rootPacked = JSON.parse(execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }))[0];
@@ -178,11 +178,11 @@ SOURCES=$work/sources node --input-type=module -e '
     const app = join(process.cwd(), "..", "app");
     const modules = join(app, "node_modules");
     mkdirSync(join(modules, packageName), { recursive: true });
-    cpSync("index.js", join(modules, packageName, "index.js"));
+    cpSync("binding.js", join(modules, packageName, "binding.js"));
     cpSync("package.json", join(modules, packageName, "package.json"));
     cpSync(join("npm", host.platformArchABI), join(modules, `${packageName}-${host.platformArchABI}`), { recursive: true });
     const req = createRequire(join(app, "main.js"));
-    const binding = req(join(modules, packageName, "index.js"));
+    const binding = req(join(modules, packageName, "binding.js"));
     const loaded = Object.keys(req.cache).filter((f) => f.endsWith(".node"));
     check(typeof binding.connect === "function", "the installed loader gave no connect()");
     check(loaded.length === 1 && loaded[0].includes(join("node_modules", `${packageName}-${host.platformArchABI}`)), `the installed loader loaded ${JSON.stringify(loaded)}`);

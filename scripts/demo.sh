@@ -43,7 +43,7 @@ build_addon() {
     echo "the native addon needs Rust (cargo); install it from https://rustup.rs"
     return 1
   fi
-  npx napi build --platform
+  npx napi build --platform --js binding.js --dts binding.d.ts
 }
 
 # Copies the build's output to the log; the first sign of work starts the progress line.

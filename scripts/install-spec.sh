@@ -88,7 +88,7 @@ else
 fi
 contents=$(tar -tzf "$tarball")
 for f in package/dist/index.js package/dist/index.d.ts package/dist/nestjs/index.js package/dist/nestjs/index.d.ts \
-  package/dist/testing/index.js package/dist/testing/index.d.ts package/index.js package/index.d.ts; do
+  package/dist/testing/index.js package/dist/testing/index.d.ts package/binding.js package/binding.d.ts; do
   grep -qx "$f" <<<"$contents" || { echo "the tarball lacks $f" >&2; exit 1; }
 done
 grep -q '^package/.*\.node$' <<<"$contents" || { echo 'the tarball carries no native binary (*.node)' >&2; exit 1; }

@@ -1,4 +1,4 @@
-// Loads the package's native binding through the loader (index.js) and checks
+// Loads the package's native binding through the loader (binding.js) and checks
 // that it works, without a broker:
 //   node .github/scripts/smoke.cjs [platform-arch-abi]
 // With an argument (e.g. linux-x64-musl), the binary that loaded must be that
@@ -27,7 +27,7 @@ async function closedPort() {
 }
 
 async function main() {
-  const binding = require(path.join(root, 'index.js'));
+  const binding = require(path.join(root, 'binding.js'));
   const loaded = Object.keys(require.cache).filter((file) => file.endsWith('.node'));
   if (loaded.length !== 1) fail(`expected one native binary to load, got ${JSON.stringify(loaded)}`);
   const file = path.basename(loaded[0]);

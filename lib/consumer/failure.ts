@@ -4,10 +4,13 @@
  */
 import { NonRetryableError } from '../errors';
 import type { Message } from '../message';
-import type { NativeFailureInfo as FailureInfo } from '../native';
+import type { NativeFailureInfo } from '../native';
 import type { TableRouteOptions } from '../options';
 import { errorInfo, reasonOf } from './error-text';
 import type { Log } from './log';
+
+/** A handler's failure as the native side takes it, without the delivery's id. */
+export type FailureInfo = Omit<NativeFailureInfo, 'id'>;
 
 /** What a `retryable` predicate returned, in words, for a warning. */
 function resultKind(v: unknown): string {
@@ -53,8 +56,6 @@ export interface FailureRouteOptions {
   queue: string;
   retryable: (err: unknown, msg: Message) => boolean;
   table?: TableRouteOptions;
-  /** How many retry queues come before the table. */
-  delayCount: number;
   log: Log;
 }
 
@@ -65,11 +66,15 @@ export class FailureRoute {
 
   constructor(private readonly o: FailureRouteOptions) {}
 
-  /** The failure to settle message `msg` with, after its handler threw `err`. Never throws. */
-  failureOf(err: unknown, msg: Message): FailureInfo {
+  /**
+   * The failure to settle message `msg` with, after its handler threw `err`;
+   * `tableBound` says whether the native side routes a retryable failure of
+   * this attempt to the retry table. Never throws.
+   */
+  failureOf(err: unknown, msg: Message, tableBound: boolean): FailureInfo {
     try {
       const retryable = this.isRetryable(err, msg);
-      const table = retryable ? this.tableInfo(err, msg) : undefined;
+      const table = retryable && tableBound ? this.tableInfo(err, msg) : undefined;
       return { ...errorInfo(err), retryable, table };
     } catch (internal) {
       const failure = { ...errorInfo(err), retryable: false };
@@ -112,12 +117,10 @@ export class FailureRoute {
     return false;
   }
 
-  /** Where the row goes if the route is the retry table; callbacks that throw fall back to defaults. */
+  /** Where the row goes, the route being the retry table; callbacks that throw fall back to defaults. */
   private tableInfo(err: unknown, msg: Message): { dependency?: string; tenant?: string; nextAttemptAtMs?: number } | undefined {
     const t = this.o.table;
-    const delayCount = this.o.delayCount;
-    // Only a failure past the delays and within the table's attempts becomes a row.
-    if (!t || msg.attempt < delayCount || msg.attempt >= delayCount + (t.maxAttempts ?? 10)) return undefined;
+    if (!t) return undefined;
     const call = <T>(name: string, f: () => T, fallback: T): T => {
       try {
         return f();

@@ -4,8 +4,9 @@
  * delivery when the call for the whole batch is refused.
  */
 import { ClosedError, fromNativeCall } from '../errors';
-import type { NativeConsumer, NativeFailureInfo as FailureInfo } from '../native';
+import type { NativeConsumer, NativeFailureInfo } from '../native';
 import { reasonOf } from './error-text';
+import type { FailureInfo } from './failure';
 import type { Log } from './log';
 
 /** The failure passed to the native side when nothing better can be. */
@@ -17,17 +18,18 @@ export const UNREADABLE_FAILURE: FailureInfo = {
 };
 
 /** A failure every field of which the native side takes. */
-function sanitized(f: FailureInfo): FailureInfo {
+function sanitized(f: NativeFailureInfo): NativeFailureInfo {
   try {
     const str = (v: unknown, fallback: string) => (typeof v === 'string' ? v : fallback);
     return {
+      id: f.id,
       name: str(f.name, 'Error'),
       message: str(f.message, UNREADABLE_FAILURE.message),
       stack: str(f.stack, ''),
       retryable: f.retryable === true,
     };
   } catch {
-    return UNREADABLE_FAILURE;
+    return { id: f.id, ...UNREADABLE_FAILURE };
   }
 }
 
@@ -52,8 +54,7 @@ export interface SettlementHost {
 /** The deliveries settled since the last flush. */
 export class Settlements {
   private acked: number[] = [];
-  private failed: number[] = [];
-  private failures: FailureInfo[] = [];
+  private failed: NativeFailureInfo[] = [];
   private reportedClosed = false;
 
   constructor(private readonly host: SettlementHost) {}
@@ -66,8 +67,7 @@ export class Settlements {
 
   /** Delivery `id`'s handler threw `failure`. */
   fail(id: number, failure: FailureInfo): void {
-    this.failed.push(id);
-    this.failures.push(failure);
+    this.failed.push({ ...failure, id });
     this.queueFlush();
   }
 
@@ -88,15 +88,14 @@ export class Settlements {
    */
   readonly flush = (): void => {
     if (this.acked.length + this.failed.length === 0) return;
-    const { acked, failed, failures } = this;
+    const { acked, failed } = this;
     this.acked = [];
     this.failed = [];
-    this.failures = [];
     const { host } = this;
     if (host.closed()) return;
     let batchErr: unknown;
     try {
-      host.inner.settle(acked, failed, failures);
+      host.inner.settle(acked, failed);
       return;
     } catch (err) {
       batchErr = fromNativeCall(err);
@@ -111,17 +110,17 @@ export class Settlements {
     );
     if (acked.length > 0) {
       try {
-        host.inner.settle(acked, [], []);
+        host.inner.settle(acked, []);
       } catch (err) {
         this.refused(fromNativeCall(err));
       }
     }
-    for (const [i, id] of failed.entries()) {
+    for (const f of failed) {
       try {
-        host.inner.settle([], [id], [sanitized(failures[i])]);
+        host.inner.settle([], [sanitized(f)]);
       } catch {
         try {
-          host.inner.settle([], [id], [UNREADABLE_FAILURE]);
+          host.inner.settle([], [{ id: f.id, ...UNREADABLE_FAILURE }]);
         } catch (err) {
           this.refused(fromNativeCall(err));
         }

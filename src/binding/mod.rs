@@ -9,6 +9,7 @@ mod consumer;
 mod convert;
 mod parked;
 mod table;
+mod wire;
 
 /// The runtime behind every async call and consumer task: one worker thread.
 /// A consumer's work is a chain of short steps handed between lapin's I/O

@@ -160,6 +160,9 @@ pub(crate) struct DeliveryData {
     pub redelivered: bool,
     /// Earlier failed attempts.
     pub attempt: u32,
+    /// Whether a retryable failure of this attempt goes to the retry table,
+    /// so JavaScript knows to ask `onFailure.table` where the row waits.
+    pub table_bound: bool,
     /// Its properties and headers.
     pub properties: BasicProperties,
 }

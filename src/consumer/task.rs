@@ -370,6 +370,11 @@ impl ConsumerTask {
             );
             return;
         }
+        let table_attempts = self.config.table.as_ref().map(|t| t.max_attempts);
+        let table_bound = matches!(
+            route_failure_with_table(attempt, &self.config.topology.delays, true, table_attempts),
+            Route::Table { .. }
+        );
         let data = DeliveryData {
             id,
             body: d.data.clone(),
@@ -377,6 +382,7 @@ impl ConsumerTask {
             routing_key: d.routing_key.as_str().to_owned(),
             redelivered: d.redelivered,
             attempt,
+            table_bound,
             properties: d.properties.clone(),
         };
         self.pending.insert(

@@ -62,16 +62,17 @@ export declare class NativeConsumer {
    */
   start(max: number, onBatch: (batch: NativeBatch) => void): void
   /**
-   * Settles the deliveries whose handlers finished: `acked` resolved, and
-   * `failed[i]` threw `failures[i]` (retry or park it). One call for many.
+   * Settles the deliveries whose handlers finished: the ids in `acked`
+   * resolved (ack them), each of `failed` threw (retry or park it). One
+   * call for many.
    */
-  settle(acked: Array<number>, failed: Array<number>, failures: Array<FailureInfo>): void
+  settle(acked: Array<number>, failed: Array<FailureInfo>): void
   /** Stops deliveries; unstarted ones go back to the queue. */
   stop(): Promise<void>
   /** Waits for republishes in flight and closes the consumer's channel. */
   finish(): Promise<void>
-  /** Events not pulled yet. */
-  takeEvents(): Array<NativeEvent>
+  /** Events not pulled yet, as a JSON array of wire events (see `NativeBatch.events`). */
+  takeEvents(): string
 }
 
 /** A session on one parked queue. */
@@ -168,8 +169,13 @@ export interface DelayInfo {
  */
 export declare function errorCodes(): Array<string>
 
-/** A handler's error, passed as data so its stack survives. */
+/**
+ * A delivery whose handler threw, and its error, passed as data so its
+ * stack survives.
+ */
 export interface FailureInfo {
+  /** The delivery's id. */
+  id: number
   /** The error's name or class. */
   name: string
   /** Its message. */
@@ -230,7 +236,7 @@ export interface NativeBatch {
   large: Array<Buffer>
   /** Short message and correlation ids: where a delivery's `p` has a number for one, it indexes this list. */
   strings: Array<string>
-  /** Events to report: a JSON array of objects with [`NativeEvent`]'s fields (absent ones left out). */
+  /** Events to report: a JSON array of [`WireEvent`]s. */
   events: string
   /** True when the consumer is closed and drained. */
   closed: boolean
@@ -260,32 +266,6 @@ export interface NativeDependencyCount {
   dependency?: string
   /** Rows. */
   rows: number
-}
-
-/** Something that happened to a failed message or to the consumer. */
-export interface NativeEvent {
-  /** `retry`, `stored`, `parked`, `publish-failed`, `disconnected`, `recovered` or `error`. */
-  kind: string
-  /** The delivery concerned, if any. */
-  id?: number
-  /** Its message id. */
-  messageId?: string
-  /** The queue it was sent to, or meant for. */
-  target?: string
-  /** For `parked`: `exhausted` or `non-retryable`. */
-  reason?: string
-  /** The `retry-attempt` written. */
-  attempt?: number
-  /** For `retry`: the delay's label. */
-  delay?: string
-  /** For `recovered`: milliseconds since the loss. */
-  afterMs?: number
-  /** For `stored`: the row id. */
-  rowId?: number
-  /** For `stored`: what it waits on. */
-  dependency?: string
-  /** The handler's error message, or the consumer's error as `[CODE] message`. */
-  error: string
 }
 
 /** A message held by a session, and how many are left behind it. */

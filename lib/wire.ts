@@ -1,11 +1,31 @@
 /**
- * Decoding a batch from the native consumer: its events, and each delivery's
- * metadata and body as a {@link Message}.
+ * What crosses from the native consumer, read in one place: a batch's events,
+ * each one object tagged by `kind` (`WireEvent` in src/binding/wire.rs), and
+ * each delivery's metadata and body as a {@link Message}.
+ * @internal
  */
-import { Message } from '../message';
-import type { NativeBatch, NativeEvent, NativeMessageProperties } from '../native';
+import { Message } from './message';
+import type { NativeBatch, NativeMessageProperties } from './native';
 
-/** One delivery's entry in a batch's `meta` (see `NativeBatch` in src/binding/consumer.rs). */
+/** An event of the native consumer; each kind has exactly its own fields. */
+export type WireEvent =
+  | { kind: 'retry'; id: number; messageId: string | null; target: string; attempt: number; delay: string; error: string }
+  | { kind: 'parked'; id: number; messageId: string | null; target: string; reason: string; attempt: number; error: string }
+  | { kind: 'stored'; id: number; messageId: string | null; rowId: number; attempt: number; dependency: string | null; error: string }
+  /** `error` is `[CODE] message`. */
+  | { kind: 'publish-failed'; id: number; messageId: string | null; target: string; error: string }
+  /** `error` is `[CODE] message`. */
+  | { kind: 'disconnected'; error: string }
+  | { kind: 'recovered'; attempts: number; afterMs: number }
+  /** `error` is `[CODE] message`. */
+  | { kind: 'error'; error: string };
+
+/** Events as the native side writes them: a JSON array of {@link WireEvent}s. */
+export function parseEvents(json: string): WireEvent[] {
+  return json.length > 2 ? (JSON.parse(json) as WireEvent[]) : [];
+}
+
+/** One delivery's entry in a batch's `meta` (see `NativeBatch` in src/binding/wire.rs). */
 export interface DeliveryMeta {
   /** Its id, to settle it with. */
   i: number;
@@ -24,11 +44,13 @@ export interface DeliveryMeta {
   n?: number;
   /** Or the index of its own buffer in `large`. */
   l?: number;
+  /** 1 when a retryable failure of this attempt goes to the retry table. */
+  t?: 1;
 }
 
 /** The events of a batch, in order. */
-export function eventsOf(batch: NativeBatch): NativeEvent[] {
-  return batch.events.length > 2 ? (JSON.parse(batch.events) as NativeEvent[]) : [];
+export function eventsOf(batch: NativeBatch): WireEvent[] {
+  return parseEvents(batch.events);
 }
 
 /** The deliveries of a batch, in order. */

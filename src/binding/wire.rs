@@ -1,0 +1,364 @@
+//! What crosses between the consumer and JavaScript, in one place: a batch of
+//! deliveries (metadata as JSON, bodies in buffers) and events, each event one
+//! JSON object tagged by `kind`, the shape `lib/wire.ts` reads.
+
+use napi::bindgen_prelude::Buffer;
+use napi_derive::napi;
+use serde::Serialize;
+
+use super::convert::{json_str, write_properties_json};
+use crate::consumer::{DeliveryData, Event, Item};
+
+/// An event as JavaScript receives it: `kind` says which, and each kind has
+/// exactly its own fields (`lib/wire.ts` has the same union).
+#[derive(Debug, Serialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "kebab-case",
+    rename_all_fields = "camelCase"
+)]
+pub(crate) enum WireEvent<'a> {
+    /// Sent to a retry queue and acked.
+    Retry {
+        id: u64,
+        message_id: Option<&'a str>,
+        target: &'a str,
+        attempt: u32,
+        delay: &'a str,
+        error: &'a str,
+    },
+    /// Sent to the parked queue and acked.
+    Parked {
+        id: u64,
+        message_id: Option<&'a str>,
+        target: &'a str,
+        reason: &'a str,
+        attempt: u32,
+        error: &'a str,
+    },
+    /// Stored in the retry table and acked.
+    Stored {
+        id: u64,
+        message_id: Option<&'a str>,
+        row_id: i64,
+        attempt: u32,
+        dependency: Option<&'a str>,
+        error: &'a str,
+    },
+    /// The republish failed; the delivery stays unacked. `error` is `[CODE] message`.
+    PublishFailed {
+        id: u64,
+        message_id: Option<&'a str>,
+        target: &'a str,
+        error: String,
+    },
+    /// The channel or connection was lost; `error` is `[CODE] message`.
+    Disconnected { error: String },
+    /// Consuming again after `attempts` tries, `after_ms` after the loss.
+    Recovered { attempts: u32, after_ms: u64 },
+    /// The consumer itself failed; `error` is `[CODE] message`.
+    Error { error: String },
+}
+
+impl<'a> From<&'a Event> for WireEvent<'a> {
+    fn from(e: &'a Event) -> Self {
+        match e {
+            Event::Retried {
+                id,
+                message_id,
+                target,
+                attempt,
+                delay,
+                error,
+            } => WireEvent::Retry {
+                id: *id,
+                message_id: message_id.as_deref(),
+                target,
+                attempt: *attempt,
+                delay,
+                error,
+            },
+            Event::Parked {
+                id,
+                message_id,
+                target,
+                reason,
+                attempt,
+                error,
+            } => WireEvent::Parked {
+                id: *id,
+                message_id: message_id.as_deref(),
+                target,
+                reason,
+                attempt: *attempt,
+                error,
+            },
+            Event::Stored {
+                id,
+                message_id,
+                row_id,
+                attempt,
+                dependency,
+                error,
+            } => WireEvent::Stored {
+                id: *id,
+                message_id: message_id.as_deref(),
+                row_id: *row_id,
+                attempt: *attempt,
+                dependency: dependency.as_deref(),
+                error,
+            },
+            Event::PublishFailed {
+                id,
+                message_id,
+                target,
+                error,
+            } => WireEvent::PublishFailed {
+                id: *id,
+                message_id: message_id.as_deref(),
+                target,
+                error: error.coded_message(),
+            },
+            Event::Disconnected { error } => WireEvent::Disconnected {
+                error: error.coded_message(),
+            },
+            Event::Recovered { attempts, after_ms } => WireEvent::Recovered {
+                attempts: *attempts,
+                after_ms: *after_ms,
+            },
+            Event::ConsumerError { error } => WireEvent::Error {
+                error: error.coded_message(),
+            },
+        }
+    }
+}
+
+/// `events` as a JSON array of [`WireEvent`]s.
+pub(crate) fn events_json(events: &[Event]) -> String {
+    if events.is_empty() {
+        return "[]".into();
+    }
+    let wire: Vec<WireEvent<'_>> = events.iter().map(WireEvent::from).collect();
+    // Serialising plain strings and numbers cannot fail.
+    serde_json::to_string(&wire).unwrap_or_else(|_| "[]".into())
+}
+
+/// One pull: deliveries to handle, events to report, and whether the consumer
+/// has closed (then no more deliveries come).
+///
+/// Deliveries cross in a form that costs JavaScript a few calls per batch
+/// rather than dozens per message: their metadata as one JSON array (see
+/// [`delivery_meta`]), the small bodies back to back in one buffer, and each
+/// large body in a buffer of its own.
+#[napi(object)]
+pub struct NativeBatch {
+    /// The deliveries' metadata, a JSON array with one object per delivery.
+    pub meta: String,
+    /// The small bodies, back to back; each delivery's `o` and `n` locate its own.
+    pub bodies: Buffer,
+    /// The large bodies; a delivery's `l` indexes its own.
+    pub large: Vec<Buffer>,
+    /// Short message and correlation ids: where a delivery's `p` has a number for one, it indexes this list.
+    pub strings: Vec<String>,
+    /// Events to report: a JSON array of [`WireEvent`]s.
+    pub events: String,
+    /// True when the consumer is closed and drained.
+    pub closed: bool,
+}
+
+/// Bodies up to this size share the batch's buffer; larger ones get their own
+/// (no copy, and a kept message does not hold other messages' bodies).
+const SHARED_BODY_MAX: usize = 16 * 1024;
+
+/// One delivery's metadata, appended to `out` as a JSON object:
+/// `i` id, `x` exchange, `k` routing key, `r` redelivered, `a` attempt,
+/// `p` properties (as [`MessageProperties`](super::convert::MessageProperties) names them, headers included),
+/// either `o`/`n` (offset and length in the shared buffer) or `l` (index
+/// of its own buffer), and `t: 1` when a retryable failure of this attempt
+/// goes to the retry table.
+fn delivery_meta(out: &mut Vec<u8>, d: &DeliveryData, body: BodyAt, strings: &mut Vec<String>) {
+    use std::io::Write;
+    // Written by hand: the keys are fixed, and a map per delivery would cost
+    // an allocation per key. Strings go through serde_json for escaping.
+    let _ = write!(out, "{{\"i\":{},\"x\":", d.id);
+    json_str(out, &d.exchange);
+    out.extend_from_slice(b",\"k\":");
+    json_str(out, &d.routing_key);
+    let _ = write!(out, ",\"r\":{},\"a\":{},", d.redelivered, d.attempt);
+    if d.table_bound {
+        out.extend_from_slice(b"\"t\":1,");
+    }
+    let _ = match body {
+        BodyAt::Shared { offset, len } => write!(out, "\"o\":{offset},\"n\":{len}"),
+        BodyAt::Own(index) => write!(out, "\"l\":{index}"),
+    };
+    out.extend_from_slice(b",\"p\":");
+    write_properties_json(out, &d.properties, strings);
+    out.push(b'}');
+}
+
+#[derive(Clone, Copy)]
+enum BodyAt {
+    Shared { offset: usize, len: usize },
+    Own(usize),
+}
+
+/// Deliveries and events as JavaScript receives them; no items means closed.
+pub(super) fn to_batch(items: Vec<Item>) -> NativeBatch {
+    let closed = items.is_empty();
+    let shared_len: usize = items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Delivery(d) if d.body.len() <= SHARED_BODY_MAX => Some(d.body.len()),
+            _ => None,
+        })
+        .sum();
+    let mut meta = Vec::with_capacity(items.len() * 256 + 2);
+    let mut bodies = Vec::with_capacity(shared_len);
+    let mut large = Vec::new();
+    let mut strings = Vec::new();
+    let mut events = Vec::new();
+    meta.push(b'[');
+    for item in items {
+        match item {
+            Item::Delivery(d) => {
+                if meta.len() > 1 {
+                    meta.push(b',');
+                }
+                let at = if d.body.len() <= SHARED_BODY_MAX {
+                    let offset = bodies.len();
+                    bodies.extend_from_slice(&d.body);
+                    BodyAt::Shared {
+                        offset,
+                        len: d.body.len(),
+                    }
+                } else {
+                    BodyAt::Own(large.len())
+                };
+                delivery_meta(&mut meta, &d, at, &mut strings);
+                if let BodyAt::Own(_) = at {
+                    large.push(Buffer::from(d.body));
+                }
+            }
+            Item::Event(e) => events.push(e),
+        }
+    }
+    meta.push(b']');
+    NativeBatch {
+        // serde_json writes UTF-8.
+        meta: String::from_utf8(meta).unwrap_or_else(|_| "[]".into()),
+        bodies: bodies.into(),
+        large,
+        strings,
+        events: events_json(&events),
+        closed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lapin::BasicProperties;
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::error::{Error, ErrorKind};
+
+    fn delivery(id: u64, body: Vec<u8>) -> Item {
+        Item::Delivery(Box::new(DeliveryData {
+            id,
+            body,
+            exchange: "shipments".into(),
+            routing_key: "shipment.requested".into(),
+            redelivered: id == 2,
+            attempt: 1,
+            table_bound: id == 3,
+            properties: BasicProperties::default().with_message_id("order-48213".into()),
+        }))
+    }
+
+    #[test]
+    fn every_event_crosses_tagged_with_only_its_fields() {
+        let events = vec![
+            Event::Retried {
+                id: 1,
+                message_id: Some("m1".into()),
+                target: "q.retry.5s".into(),
+                attempt: 1,
+                delay: "5s".into(),
+                error: "503".into(),
+            },
+            Event::Stored {
+                id: 2,
+                message_id: None,
+                row_id: 7,
+                attempt: 4,
+                dependency: Some("carrier".into()),
+                error: "down".into(),
+            },
+            Event::PublishFailed {
+                id: 3,
+                message_id: None,
+                target: "q.parked".into(),
+                error: Error::new(ErrorKind::Unroutable, "gone"),
+            },
+            Event::Recovered {
+                attempts: 2,
+                after_ms: 350,
+            },
+        ];
+        let wire: Value = serde_json::from_str(&events_json(&events)).unwrap();
+        assert_eq!(
+            wire,
+            json!([
+                {"kind": "retry", "id": 1, "messageId": "m1", "target": "q.retry.5s", "attempt": 1, "delay": "5s", "error": "503"},
+                {"kind": "stored", "id": 2, "messageId": null, "rowId": 7, "attempt": 4, "dependency": "carrier", "error": "down"},
+                {"kind": "publish-failed", "id": 3, "messageId": null, "target": "q.parked", "error": "[UNROUTABLE] gone"},
+                {"kind": "recovered", "attempts": 2, "afterMs": 350},
+            ])
+        );
+        assert_eq!(events_json(&[]), "[]");
+    }
+
+    #[test]
+    fn a_batch_locates_every_body_and_keeps_the_events_in_order() {
+        let large = vec![b'x'; SHARED_BODY_MAX + 1];
+        let batch = to_batch(vec![
+            delivery(1, b"{\"orderId\":48213}".to_vec()),
+            Item::Event(Event::Disconnected {
+                error: Error::new(ErrorKind::Connection, "lost"),
+            }),
+            delivery(2, large.clone()),
+            delivery(3, b"second".to_vec()),
+        ]);
+        assert!(!batch.closed);
+        let meta: Vec<Value> = serde_json::from_str(&batch.meta).unwrap();
+        assert_eq!(meta.len(), 3);
+        let body = |m: &Value| -> Vec<u8> {
+            match m.get("l") {
+                Some(l) => batch.large[l.as_u64().unwrap() as usize].to_vec(),
+                None => {
+                    let (o, n) = (
+                        m["o"].as_u64().unwrap() as usize,
+                        m["n"].as_u64().unwrap() as usize,
+                    );
+                    batch.bodies[o..o + n].to_vec()
+                }
+            }
+        };
+        assert_eq!(body(&meta[0]), b"{\"orderId\":48213}");
+        assert_eq!(body(&meta[1]), large);
+        assert_eq!(body(&meta[2]), b"second");
+        assert_eq!(meta[1]["i"], 2);
+        assert_eq!(meta[1]["r"], true);
+        assert_eq!(meta[0]["x"], "shipments");
+        assert_eq!(meta[0]["k"], "shipment.requested");
+        assert_eq!(meta[2]["t"], 1);
+        assert!(meta[0].get("t").is_none());
+        let events: Value = serde_json::from_str(&batch.events).unwrap();
+        assert_eq!(
+            events,
+            json!([{"kind": "disconnected", "error": "[CONNECTION] lost"}])
+        );
+        assert!(to_batch(Vec::new()).closed);
+    }
+}
