@@ -13,7 +13,11 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class NativeClient {
   /** The broker URL without its password. */
   get safeUrl(): string
-  /** Declares the topology and starts a consumer. */
+  /**
+   * Checks the options against every rule of `consume` (refusing with
+   * `INVALID_OPTIONS` before anything is declared), then declares the
+   * topology and starts a consumer.
+   */
   consume(options: ConsumeOptions): Promise<NativeConsumer>
   /**
    * Publishes with `mandatory` on the confirm channel and waits for the
@@ -117,33 +121,62 @@ export interface ConnectOptions {
   retryTableScheduler?: boolean
 }
 
-/** What to consume and how to treat failures. */
+/**
+ * The defaults `consume` applies to options left out, for the TypeScript
+ * layer, which writes none of its own.
+ */
+export declare function consumeDefaults(): ConsumeDefaults
+
+/** The defaults `consume` applies to options left out. */
+export interface ConsumeDefaults {
+  /** Handlers in flight at most. */
+  prefetch: number
+  /** Quorum only: deliveries after which a message parks without reaching the handler. */
+  deliveryLimit: number
+  /** Attempts through the retry table before a message parks. */
+  tableMaxAttempts: number
+  /** First wait before reconnecting, in ms. */
+  recoveryInitialDelayMs: number
+  /** Longest wait between reconnect tries, in ms. */
+  recoveryMaxDelayMs: number
+  /** How long one broker round trip of starting, recovering or stopping may take, in ms. */
+  recoveryStepTimeoutMs: number
+}
+
+/**
+ * What to consume and how to treat failures, as the TypeScript layer passes
+ * it: each value of its type, and absent when the user left it out. The
+ * native layer holds every rule of the values and applies the defaults
+ * (`consumeDefaults()`).
+ */
 export interface ConsumeOptions {
   /** The work queue. */
   queue: string
   /** An exchange to declare and bind the queue to. */
   exchange?: string
-  /** The exchange's type. @default "topic" */
+  /** The exchange's type: `topic`, `direct`, `fanout` or `headers`. @default "topic" */
   exchangeType?: string
   /** The binding key. @default the queue name */
   routingKey?: string
-  /** Handlers in flight at most. @default 10 */
+  /** Handlers in flight at most, 1 to 65535. @default `consumeDefaults().prefetch` */
   prefetch?: number
   /** `classic` or `quorum`. @default "classic" */
   queueType?: string
   /** The retry delays, in order. */
   delays: Array<string>
-  /** Quorum only: deliveries after which a message parks without reaching the handler. @default 5 */
+  /** Quorum only: deliveries after which a message parks without reaching the handler. @default `consumeDefaults().deliveryLimit` */
   deliveryLimit?: number
-  /** First wait before reconnecting, in ms. @default 500 */
+  /** First wait before reconnecting, in ms. @default `consumeDefaults().recoveryInitialDelayMs` */
   recoveryInitialDelayMs?: number
-  /** Longest wait between reconnect tries, in ms. @default 30000 */
+  /** Longest wait between reconnect tries, in ms. @default `consumeDefaults().recoveryMaxDelayMs` */
   recoveryMaxDelayMs?: number
-  /** Give up after this many tries; 0 or none never gives up. */
+  /** Give up after this many tries (at least 1); none never gives up. */
   recoveryMaxAttempts?: number
-  /** How long one broker round trip of starting, recovering or stopping may take, in ms. @default 15000 */
+  /** How long one broker round trip of starting, recovering or stopping may take, in ms. @default `consumeDefaults().recoveryStepTimeoutMs` */
   recoveryStepTimeoutMs?: number
-  /** Send failures to the retry table after the delays, for this many more attempts. */
+  /** Whether failures go to the retry table after the delays (`onFailure.table`). @default false */
+  table?: boolean
+  /** With `table`: attempts through the retry table before the message parks. @default `consumeDefaults().tableMaxAttempts` */
   tableMaxAttempts?: number
   /** False: consume the work queue as it exists, checked but never declared. @default true */
   assertQueue?: boolean

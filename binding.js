@@ -839,5 +839,6 @@ module.exports.NativeClient = nativeBinding.NativeClient
 module.exports.NativeConsumer = nativeBinding.NativeConsumer
 module.exports.NativeParkedSession = nativeBinding.NativeParkedSession
 module.exports.connect = nativeBinding.connect
+module.exports.consumeDefaults = nativeBinding.consumeDefaults
 module.exports.errorCodes = nativeBinding.errorCodes
 module.exports.parseDelays = nativeBinding.parseDelays

@@ -4,8 +4,9 @@
  * process, and small statistics. The broker connection, channels, depths and
  * queue names are the tests' own (__test__/broker.ts).
  */
-import { fork, type ChildProcess } from 'node:child_process';
+import { execFileSync, fork, type ChildProcess } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 import type { ConfirmChannel } from 'amqplib';
@@ -205,12 +206,76 @@ export function table(head: string[], rows: string[][]): string {
 export function cleanupOnSignal(): void {
   for (const sig of ['SIGINT', 'SIGTERM'] as const) {
     process.once(sig, () => {
+      unpin?.();
       console.error(`\n${sig}: deleting the benchmark's queues`);
       void withTimeout(deleteCreated(), 10_000, 'queue cleanup')
         .catch(() => undefined)
         .finally(() => process.exit(130));
     });
   }
+}
+
+/** The PIDs of the local RabbitMQ VMs (`beam.smp` running rabbit). */
+function brokerPids(): number[] {
+  const pids: number[] = [];
+  try {
+    for (const pid of readdirSync('/proc')) {
+      if (!/^\d+$/.test(pid)) continue;
+      try {
+        if (procStat(`/proc/${pid}/stat`).comm !== 'beam.smp') continue;
+        if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('rabbit')) pids.push(Number(pid));
+      } catch {
+        // the process went away
+      }
+    }
+  } catch {
+    // no /proc: not Linux
+  }
+  return pids;
+}
+
+/** Puts the pinning back; set while the broker is pinned. */
+let unpin: (() => void) | undefined;
+
+/**
+ * The pinned mode: the local broker's VM (every thread) on core 0 and this
+ * process, with every child it starts, on core 1, so that a client's CPU
+ * cannot take the broker's and the broker's cannot take the client's.
+ * Used when `taskset` exists, the broker is local and the machine has at
+ * least 2 cores, unless BENCH_PIN=0; BENCH_PIN=1 insists. The broker's own
+ * affinity is put back at exit. Returns what was pinned, or why not.
+ */
+export function pinCores(): string {
+  const want = process.env.BENCH_PIN ?? 'auto';
+  if (want === '0') return 'not pinned (BENCH_PIN=0)';
+  const why = (reason: string) => {
+    if (want === '1') throw new Error(`BENCH_PIN=1 but the cores cannot be pinned: ${reason}`);
+    return `not pinned: ${reason}`;
+  };
+  if (os.cpus().length < 2) return why('fewer than 2 cores');
+  const pids = brokerPids();
+  if (pids.length === 0) return why('no local RabbitMQ process');
+  const taskset = (args: string[]) => execFileSync('taskset', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  let saved: { pid: number; mask: string }[];
+  try {
+    saved = pids.map((pid) => ({ pid, mask: /:\s*([0-9a-f]+)\s*$/i.exec(taskset(['-p', String(pid)]))?.[1] ?? '' }));
+    for (const { pid } of saved) taskset(['-a', '-p', '-c', '0', String(pid)]);
+    taskset(['-a', '-p', '-c', '1', String(process.pid)]);
+  } catch (err) {
+    return why(`taskset failed (${(err as Error).message.split('\n')[0]})`);
+  }
+  unpin = () => {
+    unpin = undefined;
+    for (const { pid, mask } of saved) {
+      try {
+        if (mask) taskset(['-a', '-p', mask, String(pid)]);
+      } catch {
+        // the broker went away
+      }
+    }
+  };
+  process.once('exit', () => unpin?.());
+  return `pinned: broker (pid ${pids.join(', ')}) on core 0, clients on core 1`;
 }
 
 /** The broker's product and version, as it announced them. */
@@ -269,25 +334,16 @@ function procStat(file: string): { comm: string; ticks: number } {
  * readings is what a client asked of the broker in between.
  */
 export function brokerCpuS(): number | null {
+  const pids = brokerPids();
   let ticks = 0;
-  let found = false;
-  try {
-    for (const pid of readdirSync('/proc')) {
-      if (!/^\d+$/.test(pid)) continue;
-      try {
-        const stat = procStat(`/proc/${pid}/stat`);
-        if (stat.comm !== 'beam.smp') continue;
-        if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('rabbit')) continue;
-        ticks += stat.ticks;
-        found = true;
-      } catch {
-        // the process went away
-      }
+  for (const pid of pids) {
+    try {
+      ticks += procStat(`/proc/${pid}/stat`).ticks;
+    } catch {
+      // the process went away
     }
-  } catch {
-    return null;
   }
-  return found ? ticks / 100 : null;
+  return pids.length > 0 ? ticks / 100 : null;
 }
 
 /** CPU ticks of each thread of this process, by thread name (Linux; empty elsewhere). */

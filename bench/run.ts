@@ -49,6 +49,7 @@ import {
   cpuTimes,
   busyBetween,
   brokerCpuS,
+  pinCores,
 } from './common';
 
 const N = envInt('BENCH_N', 20_000);
@@ -347,6 +348,8 @@ const met = (ok: boolean) => (ok ? 'met' : 'not met');
 
 async function main(): Promise<void> {
   cleanupOnSignal();
+  const pinning = pinCores();
+  log(`bench: ${pinning}`);
   if (CPU_PROF_DIR) {
     mkdirSync(CPU_PROF_DIR, { recursive: true });
     log(`bench: writing CPU profiles to ${CPU_PROF_DIR} (profiling slows the runs: do not compare these numbers)`);
@@ -445,7 +448,7 @@ async function main(): Promise<void> {
   const out: string[] = [];
   out.push('');
   out.push(
-    `## Throughput: ${N} persistent 1 KiB messages, prefetch ${PREFETCH}, median of ${ROUNDS} alternating rounds (${broker}, ${os.cpus().length} cores, node ${process.version})`,
+    `## Throughput: ${N} persistent 1 KiB messages, prefetch ${PREFETCH}, median of ${ROUNDS} alternating rounds (${broker}, ${os.cpus().length} cores, node ${process.version}; ${pinning})`,
   );
   out.push('');
   out.push(
@@ -539,7 +542,7 @@ async function main(): Promise<void> {
         started: started.toISOString(),
         finished: new Date().toISOString(),
         config: { n: N, rounds: ROUNDS, prefetch: PREFETCH, latencyN: LAT_N, latencyWarmup: LAT_WARMUP, soak: SOAK, soakN: SOAK_N, delay: DELAY, bodyBytes: 1024 },
-        machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, memGb: os.totalmem() / 2 ** 30, node: process.version, broker },
+        machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, memGb: os.totalmem() / 2 ** 30, node: process.version, broker, pinning },
         commit: gitCommit(),
         native: nativeInfo(),
         summary: summaries,

@@ -1,7 +1,11 @@
 /**
  * The checks of options objects: each refuses a bad option with an
  * {@link InvalidOptionsError} that names it, before anything reaches the
- * native layer.
+ * native layer. Of the consume options, these check what only JavaScript can
+ * see (types, unknown keys, functions, `Infinity`, the options handled in
+ * TypeScript); the rules of their values and their defaults are the native
+ * layer's (`ConsumeSpec` in src/binding/consumer.rs), which refuses a bad
+ * value with an {@link InvalidOptionsError} before anything is declared.
  */
 import { InvalidOptionsError } from './errors';
 import {
@@ -185,17 +189,17 @@ export function checkWhole(name: string, v: unknown, min: number, max: number, w
   }
 }
 
-/** One of `allowed` (optional); a string that is none of them is not echoed. */
-function checkOneOf(name: string, v: unknown, allowed: readonly string[]): void {
-  if (v === undefined) return;
-  if (typeof v !== 'string' || !allowed.includes(v)) {
-    const list = allowed.map((a) => `'${a}'`);
-    const choices = `${list.slice(0, -1).join(', ')} or ${list[list.length - 1]}`;
-    throw new InvalidOptionsError(`${name} must be ${choices}, got ${typeof v === 'string' ? 'another string' : kindOf(v)}`);
-  }
-}
-
 const U32 = 0xffffffff;
+
+/**
+ * A whole number the native layer takes as it is (optional): from 0 to
+ * 4294967295, since Node-API would wrap a negative or larger one, and round a
+ * fraction. Whether its value is allowed is the native layer's rule; `what`
+ * is the text both sides refuse it with.
+ */
+function checkNativeWhole(name: string, v: unknown, what: string): void {
+  checkWhole(name, v, 0, U32, what);
+}
 
 /** Checks every option of `RabbitRetry.connect` before anything reaches the native layer. @internal */
 export function checkConnectOptions(o: ConnectOptions): void {
@@ -274,19 +278,14 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
   checkString('queue', o.queue, { optional: false, nonEmpty: true, what: 'a non-empty string: the work queue to consume' });
   checkString('exchange', o.exchange);
   checkString('routingKey', o.routingKey);
-  checkWhole('prefetch', o.prefetch, 1, 65535, 'a whole number from 1 to 65535');
-  checkOneOf('queueType', o.queueType, ['classic', 'quorum']);
-  checkOneOf('exchangeType', o.exchangeType, ['topic', 'direct', 'fanout', 'headers']);
+  checkNativeWhole('prefetch', o.prefetch, 'a whole number from 1 to 65535');
+  checkString('queueType', o.queueType, { what: "'classic' or 'quorum'" });
+  checkString('exchangeType', o.exchangeType, { what: "'topic', 'direct', 'fanout' or 'headers'" });
   checkBoolean('assertQueue', o.assertQueue);
   for (const key of ['queueArguments', 'retryQueueArguments', 'parkedQueueArguments'] as const) {
     checkQueueArguments(key, o[key]);
   }
-  if (o.deliveryLimit !== undefined) {
-    checkWhole('deliveryLimit', o.deliveryLimit, 1, 0xfffffffe, 'a whole number of at least 1');
-    if (o.queueType !== 'quorum') {
-      throw new InvalidOptionsError("deliveryLimit needs queueType 'quorum': classic queues do not count deliveries");
-    }
-  }
+  checkNativeWhole('deliveryLimit', o.deliveryLimit, 'a whole number of at least 1');
   checkWhole('stuckAfterMs', o.stuckAfterMs, 1, 0x7fffffff, 'a whole number of milliseconds from 1 to 2147483647');
   if (o.alert !== undefined) {
     const a = o.alert as unknown;
@@ -305,12 +304,14 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
   if (o.recovery !== undefined) {
     checkObject('recovery', o.recovery);
     checkKeys('recovery', o.recovery, RECOVERY_OPTION_KEYS);
-    checkWhole('recovery.initialDelayMs', o.recovery.initialDelayMs, 1, U32, 'a whole number of milliseconds');
-    checkWhole('recovery.maxDelayMs', o.recovery.maxDelayMs, 1, U32, 'a whole number of milliseconds');
-    checkWhole('recovery.stepTimeoutMs', o.recovery.stepTimeoutMs, 1, U32, 'a whole number of milliseconds');
+    checkNativeWhole('recovery.initialDelayMs', o.recovery.initialDelayMs, 'a whole number of milliseconds');
+    checkNativeWhole('recovery.maxDelayMs', o.recovery.maxDelayMs, 'a whole number of milliseconds');
+    checkNativeWhole('recovery.stepTimeoutMs', o.recovery.stepTimeoutMs, 'a whole number of milliseconds');
+    // Infinity, and a count above what the native layer takes, are JavaScript's:
+    // the consume call passes them as no limit and as the largest count.
     const m = o.recovery.maxAttempts;
     if (m !== undefined && m !== Infinity) {
-      checkWhole('recovery.maxAttempts', m, 1, Number.MAX_SAFE_INTEGER, 'a whole number of at least 1, or Infinity');
+      checkWhole('recovery.maxAttempts', m, 0, Number.MAX_SAFE_INTEGER, 'a whole number of at least 1, or Infinity');
     }
   }
   if (o.onFailure !== undefined) {
@@ -323,7 +324,7 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
     const t = f.table;
     if (t !== undefined) {
       for (const key of ['dependency', 'tenant', 'nextAttemptAt'] as const) checkFunction(`onFailure.table.${key}`, t[key]);
-      checkWhole('onFailure.table.maxAttempts', t.maxAttempts, 1, U32, 'a whole number of at least 1');
+      checkNativeWhole('onFailure.table.maxAttempts', t.maxAttempts, 'a whole number of at least 1');
     }
   }
 }

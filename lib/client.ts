@@ -34,6 +34,9 @@ import {
 /** The default broker URL when neither the options nor `AMQP_URL` give one. */
 export const DEFAULT_URL = 'amqp://guest:guest@127.0.0.1:5672';
 
+/** The defaults the native layer applies to consume options left out. */
+const CONSUME_DEFAULTS = binding.consumeDefaults();
+
 /** Options of {@link RabbitRetry.publish}. */
 export interface PublishOptions extends Omit<MessageProperties, 'timestamp' | 'expiration' | 'deliveryMode'> {
   /** A `Date`, or seconds since the epoch. */
@@ -235,22 +238,33 @@ export class RabbitRetry {
     checkConsumeOptions(options);
     if (typeof handler !== 'function') throw new InvalidOptionsError('handler must be a function (msg) => Promise<void>');
     const delays = delayStrings(options.onFailure?.delays);
-    nativeSync(() => binding.parseDelays(delays));
-    const prefetch = options.prefetch ?? 10;
+    // The alert is TypeScript's own: checked before the native layer declares
+    // anything or starts the consumer.
+    let alert;
+    if (options.alert) {
+      const every = delayStrings([options.alert.every ?? '1m'], 'alert.every');
+      const everyMs = nativeSync(() => binding.parseDelays(every, 'alert.every'))[0].ms;
+      if (options.alert.oldestDueAboveMs !== undefined && !this.#table) {
+        throw new InvalidOptionsError('alert.oldestDueAboveMs needs a retry table: connect with { retryTable: { url } }');
+      }
+      alert = { ...options.alert, everyMs };
+    }
+    // Left-out options go as undefined: the native layer checks every value and applies the defaults.
     const inner = await native(() =>
       this.inner.consume({
         queue: options.queue,
         exchange: options.exchange,
         exchangeType: options.exchangeType,
         routingKey: options.routingKey,
-        prefetch,
+        prefetch: options.prefetch,
         queueType: options.queueType,
         deliveryLimit: options.deliveryLimit,
         assertQueue: options.assertQueue,
         queueArguments: argumentsJson(options.queueArguments),
         retryQueueArguments: argumentsJson(options.retryQueueArguments),
         parkedQueueArguments: argumentsJson(options.parkedQueueArguments),
-        tableMaxAttempts: options.onFailure?.table ? (options.onFailure.table.maxAttempts ?? 10) : undefined,
+        table: options.onFailure?.table !== undefined,
+        tableMaxAttempts: options.onFailure?.table?.maxAttempts,
         delays,
         recoveryInitialDelayMs: options.recovery?.initialDelayMs,
         recoveryMaxDelayMs: options.recovery?.maxDelayMs,
@@ -262,22 +276,13 @@ export class RabbitRetry {
       }),
     );
     const parkedDepth = async () => (await native(() => this.inner.queueInfo(parkedQueueName(options.queue))))?.messages;
-    let alert;
-    if (options.alert) {
-      const every = delayStrings([options.alert.every ?? '1m'], 'alert.every');
-      const everyMs = nativeSync(() => binding.parseDelays(every, 'alert.every'))[0].ms;
-      if (options.alert.oldestDueAboveMs !== undefined && !this.#table) {
-        throw new InvalidOptionsError('alert.oldestDueAboveMs needs a retry table: connect with { retryTable: { url } }');
-      }
-      alert = { ...options.alert, everyMs };
-    }
     const table = this.#table;
     const oldestDueAge = table ? async () => (await table.stats()).oldestDueAgeMs : undefined;
     const consumer = new Consumer({
       inner,
       handler,
       retryable: options.onFailure?.retryable ?? (() => true),
-      batchSize: prefetch,
+      batchSize: options.prefetch ?? CONSUME_DEFAULTS.prefetch,
       logger: this.#options.logger ?? console,
       metrics: consumerMetrics(options.queue, this.#options.meterProvider, parkedDepth),
       parkedDepth,

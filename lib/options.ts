@@ -1,6 +1,8 @@
 /**
  * The options of rabbit-retry's API: their types, the tables of their keys
- * and their defaults (lib/check-options.ts checks them).
+ * and the defaults applied in TypeScript (lib/check-options.ts checks them).
+ * The defaults of the consume options the native layer takes are the native
+ * layer's (`consumeDefaults()`); the `@default`s here describe them.
  */
 import type { Message } from './message';
 import type { MeterProviderLike } from './metrics';

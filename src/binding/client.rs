@@ -4,28 +4,19 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lapin::types::FieldTable;
 use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
 
-use super::consumer::{ConsumeOptions, NativeConsumer};
+use super::consumer::NativeConsumer;
 use super::convert::{invalid, js_error, MessageProperties};
 use super::parked::{NativeParkedSession, NativeQueueInfo};
+use super::spec::{ConsumeOptions, ConsumeSpec};
 use super::table::{NativeListFilter, NativeRow, NativeSelector, NativeTableStats};
 use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions, TlsOptions};
-use crate::amqp::fields::table_from_json;
 use crate::amqp::parked::{delete_exchange, delete_queue, purge, queue_info, ParkedSession};
-use crate::amqp::topology::{ExtraArguments, QueueType, Topology};
-use crate::consumer::{
-    ConsumerConfig, ConsumerHandle, Recovery, TableConfig, DEFAULT_STEP_TIMEOUT,
-};
-use crate::retry::{parse_delays, validate_name, validate_topology_names, Backoff};
+use crate::consumer::ConsumerHandle;
 use crate::table::scheduler::SchedulerHandle;
 use crate::table::store::RetryStore;
-
-/// Deliveries of one message after which a quorum consumer parks it without
-/// calling the handler.
-pub(crate) const DEFAULT_DELIVERY_LIMIT: u32 = 5;
 
 /// How to connect.
 #[napi(object)]
@@ -131,98 +122,12 @@ impl NativeClient {
         self.broker.safe_url().to_owned()
     }
 
-    /// Declares the topology and starts a consumer.
+    /// Checks the options against every rule of `consume` (refusing with
+    /// `INVALID_OPTIONS` before anything is declared), then declares the
+    /// topology and starts a consumer.
     #[napi]
     pub async fn consume(&self, options: ConsumeOptions) -> napi::Result<NativeConsumer> {
-        let delays =
-            parse_delays(&options.delays).map_err(|e| invalid(format!("onFailure.delays: {e}")))?;
-        validate_name("queue name", &options.queue, false)
-            .map_err(|e| invalid(format!("queue: {e}")))?;
-        validate_topology_names(&options.queue, &delays)
-            .map_err(|e| invalid(format!("queue: {e}")))?;
-        if let Some(x) = &options.exchange {
-            validate_name("exchange name", x, false)
-                .map_err(|e| invalid(format!("exchange: {e}")))?;
-        }
-        let routing_key = options
-            .routing_key
-            .clone()
-            .unwrap_or_else(|| options.queue.clone());
-        validate_name("routing key", &routing_key, true)
-            .map_err(|e| invalid(format!("routingKey: {e}")))?;
-        let prefetch = options.prefetch.unwrap_or(10);
-        if prefetch == 0 || prefetch > 65_535 {
-            return Err(invalid(format!(
-                "prefetch must be between 1 and 65535, got {prefetch}"
-            )));
-        }
-        let queue_type = QueueType::parse(options.queue_type.as_deref().unwrap_or("classic"))
-            .map_err(js_error)?;
-        let delivery_limit = match (queue_type, options.delivery_limit) {
-            (QueueType::Quorum, None) => Some(DEFAULT_DELIVERY_LIMIT),
-            (QueueType::Quorum, Some(0)) => {
-                return Err(invalid("deliveryLimit must be at least 1"));
-            }
-            (QueueType::Quorum, Some(n)) => Some(n),
-            (QueueType::Classic, None) => None,
-            (QueueType::Classic, Some(_)) => {
-                return Err(invalid(
-                    "deliveryLimit needs queueType 'quorum': classic queues do not count deliveries",
-                ));
-            }
-        };
-        let exchange_type = options
-            .exchange_type
-            .clone()
-            .unwrap_or_else(|| "topic".into());
-        let config = ConsumerConfig {
-            topology: Topology {
-                queue: options.queue,
-                exchange: options.exchange,
-                exchange_type,
-                routing_key,
-                queue_type,
-                delays,
-                delivery_limit,
-                assert_queue: options.assert_queue.unwrap_or(true),
-                extra: ExtraArguments {
-                    work: arguments("queueArguments", options.queue_arguments.as_deref())?,
-                    retry: arguments("retryQueueArguments", options.retry_queue_arguments.as_deref())?,
-                    parked: arguments("parkedQueueArguments", options.parked_queue_arguments.as_deref())?,
-                },
-            },
-            prefetch: prefetch as u16,
-            table: match (options.table_max_attempts, &self.store) {
-                (None, _) => None,
-                (Some(0), _) => return Err(invalid("onFailure.table.maxAttempts must be at least 1")),
-                (Some(n), Some(store)) => Some(TableConfig {
-                    store: store.clone(),
-                    max_attempts: n,
-                }),
-                (Some(_), None) => {
-                    return Err(invalid(
-                        "onFailure.table needs a retry table: connect with { retryTable: { url: 'postgres://…' } }",
-                    ))
-                }
-            },
-            recovery: Recovery {
-                backoff: Backoff {
-                    initial: Duration::from_millis(u64::from(
-                        options.recovery_initial_delay_ms.unwrap_or(500).max(1),
-                    )),
-                    max: Duration::from_millis(u64::from(
-                        options.recovery_max_delay_ms.unwrap_or(30_000).max(1),
-                    )),
-                },
-                max_attempts: options.recovery_max_attempts.filter(|n| *n > 0),
-                step_timeout: options
-                    .recovery_step_timeout_ms
-                    .map_or(DEFAULT_STEP_TIMEOUT, |ms| {
-                        Duration::from_millis(u64::from(ms.max(1)))
-                    }),
-            },
-        };
-        config.topology.check().map_err(js_error)?;
+        let config = ConsumeSpec::validate(options)?.into_config(self.store.as_ref())?;
         let handle = ConsumerHandle::start(self.broker.clone(), config)
             .await
             .map_err(js_error)?;
@@ -365,30 +270,4 @@ impl NativeClient {
             .await
             .map_err(js_error)
     }
-}
-
-/// Queue arguments from their JSON form: an object of names to strings,
-/// numbers and booleans.
-fn arguments(option: &str, json: Option<&str>) -> napi::Result<FieldTable> {
-    let Some(json) = json else {
-        return Ok(FieldTable::default());
-    };
-    let value: serde_json::Value = serde_json::from_str(json)
-        .map_err(|e| invalid(format!("{option} must be an object: {e}")))?;
-    let Some(map) = value.as_object() else {
-        return Err(invalid(format!(
-            "{option} must be an object of argument names to values"
-        )));
-    };
-    {
-        if let Some((key, _)) = map
-            .iter()
-            .find(|(_, v)| !(v.is_string() || v.is_number() || v.is_boolean()))
-        {
-            return Err(invalid(format!(
-                "{option}['{key}'] must be a string, a number or a boolean"
-            )));
-        }
-    }
-    table_from_json(&value).map_err(|e| invalid(format!("{option}: {e}")))
 }

@@ -1,6 +1,6 @@
-//! `NativeConsumer`: the delivery boundary. JavaScript pulls batches of
-//! deliveries and events with one async call and settles each delivery with a
-//! synchronous one.
+//! `NativeConsumer`, the delivery boundary (the options of `consume` are in
+//! `spec`). JavaScript pulls batches of deliveries and events with
+//! one async call and settles each delivery with a synchronous one.
 
 use std::sync::Arc;
 
@@ -13,45 +13,6 @@ use super::convert::{js_error, MessageProperties};
 use super::table::from_epoch_ms;
 use super::wire::{events_json, to_batch, NativeBatch};
 use crate::consumer::{ConsumerHandle, Failure, TableFailure};
-
-/// What to consume and how to treat failures.
-#[napi(object)]
-pub struct ConsumeOptions {
-    /// The work queue.
-    pub queue: String,
-    /// An exchange to declare and bind the queue to.
-    pub exchange: Option<String>,
-    /// The exchange's type. @default "topic"
-    pub exchange_type: Option<String>,
-    /// The binding key. @default the queue name
-    pub routing_key: Option<String>,
-    /// Handlers in flight at most. @default 10
-    pub prefetch: Option<u32>,
-    /// `classic` or `quorum`. @default "classic"
-    pub queue_type: Option<String>,
-    /// The retry delays, in order.
-    pub delays: Vec<String>,
-    /// Quorum only: deliveries after which a message parks without reaching the handler. @default 5
-    pub delivery_limit: Option<u32>,
-    /// First wait before reconnecting, in ms. @default 500
-    pub recovery_initial_delay_ms: Option<u32>,
-    /// Longest wait between reconnect tries, in ms. @default 30000
-    pub recovery_max_delay_ms: Option<u32>,
-    /// Give up after this many tries; 0 or none never gives up.
-    pub recovery_max_attempts: Option<u32>,
-    /// How long one broker round trip of starting, recovering or stopping may take, in ms. @default 15000
-    pub recovery_step_timeout_ms: Option<u32>,
-    /// Send failures to the retry table after the delays, for this many more attempts.
-    pub table_max_attempts: Option<u32>,
-    /// False: consume the work queue as it exists, checked but never declared. @default true
-    pub assert_queue: Option<bool>,
-    /// Arguments added to the work queue's declaration, as a JSON object.
-    pub queue_arguments: Option<String>,
-    /// Arguments added to every retry queue's declaration, as a JSON object.
-    pub retry_queue_arguments: Option<String>,
-    /// Arguments added to the parked queue's declaration, as a JSON object.
-    pub parked_queue_arguments: Option<String>,
-}
 
 /// A delivery handed to JavaScript.
 #[napi(object)]

@@ -37,6 +37,18 @@ use acks::{AckLedger, AckOp};
 /// take, unless the consumer's options say otherwise.
 pub(crate) const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Deliveries unacknowledged at once (handlers in flight), unless the
+/// consumer's options say otherwise.
+pub(crate) const DEFAULT_PREFETCH: u16 = 10;
+
+/// Deliveries of one message after which a quorum consumer parks it without
+/// calling the handler, unless the consumer's options say otherwise.
+pub(crate) const DEFAULT_DELIVERY_LIMIT: u32 = 5;
+
+/// Attempts through the retry table before a message parks as exhausted,
+/// unless the consumer's options say otherwise.
+pub(crate) const DEFAULT_TABLE_MAX_ATTEMPTS: u32 = 10;
+
 /// How long `stop` waits for the broker to finish a cancel before it goes on.
 const CANCEL_DRAIN: Duration = Duration::from_secs(5);
 

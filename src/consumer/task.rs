@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures_util::{FutureExt, StreamExt};
 use lapin::message::Delivery;
@@ -19,7 +19,7 @@ use super::*;
 use crate::amqp::connection::Broker;
 use crate::amqp::fields::{attempt_of, header, to_field_value, undecodable_field};
 use crate::error::{Error, ErrorKind};
-use crate::retry::{exceeds_delivery_limit, route_failure_with_table, ParkReason, Route};
+use crate::retry::{exceeds_delivery_limit, jitter, route_failure_with_table, ParkReason, Route};
 
 /// Where the task is: consuming, waiting to try recovery again, or done.
 enum Phase {
@@ -46,15 +46,6 @@ pub(super) struct ConsumerTask {
     pub(super) stuck: usize,
     pub(super) last_activity: Instant,
     pub(super) state: Arc<Mutex<ConsumerState>>,
-}
-
-/// A number in [0, 1) for jitter; quality does not matter here.
-fn jitter() -> f64 {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    f64::from(nanos % 1_000_003) / 1_000_003.0
 }
 
 impl ConsumerTask {

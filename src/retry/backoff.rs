@@ -41,6 +41,16 @@ impl Backoff {
     }
 }
 
+/// A number in [0, 1) for jitter, from the clock's nanoseconds; quality does
+/// not matter here.
+pub(crate) fn jitter() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    f64::from(nanos % 1_000_003) / 1_000_003.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ pub(crate) mod route;
 pub(crate) mod time;
 
 pub(crate) use attempt::{attempt_count, FieldValue};
-pub(crate) use backoff::Backoff;
+pub(crate) use backoff::{jitter, Backoff};
 pub(crate) use delay::{parse_delays, Delay, DelayError};
 pub(crate) use headers::{
     failure_headers, is_broker_death_header, is_own_header, FailureInput, HeaderValue, FRAME_MAX,
