@@ -81,8 +81,11 @@ export declare class NativeConsumer {
 
 /** A session on one parked queue. */
 export declare class NativeParkedSession {
-  /** Takes the next message without acking it; `null` when none is left. */
-  get(): Promise<NativeHeld | null>
+  /**
+   * Takes up to `max` messages (at least one) without acking them; an
+   * empty batch when none is left.
+   */
+  get(max: number): Promise<NativeHeld>
   /**
    * Publishes held message `id` to `exchange`/`routingKey` with its attempt
    * count reset, then acks it.
@@ -275,24 +278,6 @@ export interface NativeBatch {
   closed: boolean
 }
 
-/** A delivery handed to JavaScript. */
-export interface NativeDelivery {
-  /** The id to settle it with. */
-  id: number
-  /** The body. */
-  body: Buffer
-  /** The exchange it was published to. */
-  exchange: string
-  /** Its routing key. */
-  routingKey: string
-  /** Whether the broker delivered it before. */
-  redelivered: boolean
-  /** Earlier failed attempts. */
-  attempt: number
-  /** Properties and headers. */
-  properties: MessageProperties
-}
-
 /** Rows of one dependency. */
 export interface NativeDependencyCount {
   /** The dependency; `null` for rows without one. */
@@ -301,11 +286,15 @@ export interface NativeDependencyCount {
   rows: number
 }
 
-/** A message held by a session, and how many are left behind it. */
+/**
+ * Messages held by a session, in the consumer's batch form (see
+ * `NativeBatch`; each delivery's `i` is the id to replay it by), and how
+ * many are left in the queue behind the last.
+ */
 export interface NativeHeld {
-  /** The message. */
-  delivery: NativeDelivery
-  /** Messages left in the queue after it. */
+  /** The messages; none when the queue is empty. */
+  batch: NativeBatch
+  /** Messages left in the queue after the last one taken. */
   remaining: number
 }
 

@@ -1,5 +1,5 @@
 import { NonRetryableError } from './errors';
-import type { NativeDelivery, NativeMessageProperties } from './native';
+import type { NativeMessageProperties } from './native';
 
 /** What a {@link Message} is made of. @internal */
 export interface DeliveryParts {
@@ -12,11 +12,6 @@ export interface DeliveryParts {
   bytes: Buffer;
   start: number;
   end: number;
-}
-
-/** The parts of a delivery that has a buffer of its own. @internal */
-export function partsOf(d: NativeDelivery): DeliveryParts {
-  return { ...d, bytes: d.body, start: 0, end: d.body.length };
 }
 
 /** AMQP properties of a message, as a handler reads them and `publish` writes them. */

@@ -11,7 +11,6 @@ import type * as Native from '../binding';
 export type {
   NativeClient,
   NativeConsumer,
-  NativeDelivery,
   NativeBatch,
   NativeParkedSession,
   FailureInfo as NativeFailureInfo,

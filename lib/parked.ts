@@ -1,5 +1,6 @@
 import { InvalidOptionsError, native } from './errors';
-import { Message, partsOf } from './message';
+import { Message } from './message';
+import { deliveriesOf, partsOf } from './wire';
 import type { NativeClient, NativeParkedSession } from './native';
 import { parkedQueueName } from './names';
 import { checkKeys, checkObject } from './check-options';
@@ -30,6 +31,9 @@ const PARKED_FILTER_KEYS = {
   headers: true,
   where: true,
 } satisfies OptionKeys<ParkedFilter>;
+
+/** Messages a parked session takes from the broker in one call, at most. */
+const TAKE_AT_ONCE = 100;
 
 /** Options of {@link Parked.peek}. */
 export interface PeekOptions {
@@ -204,11 +208,17 @@ export class Parked {
     positiveInt('scanLimit', scanLimit);
     const out: ParkedMessage[] = [];
     await this.withSession(async (s) => {
-      for (let scanned = 0; scanned < scanLimit && out.length < limit; scanned++) {
-        const held = await native(() => s.get());
-        if (!held) break;
-        const m = new ParkedMessage(partsOf(held.delivery));
-        if (selects(options.filter, m)) out.push(m);
+      let scanned = 0;
+      while (scanned < scanLimit && out.length < limit) {
+        const { batch } = await native(() => s.get(Math.min(scanLimit - scanned, TAKE_AT_ONCE)));
+        const held = deliveriesOf(batch);
+        if (held.length === 0) break;
+        for (const d of held) {
+          if (scanned >= scanLimit || out.length >= limit) break;
+          scanned++;
+          const m = new ParkedMessage(partsOf(d, batch));
+          if (selects(options.filter, m)) out.push(m);
+        }
       }
     });
     return out;
@@ -245,28 +255,35 @@ export class Parked {
     await this.withSession(async (s) => {
       // Look at no more than the depth at the start: a replayed message that
       // fails and parks again lands behind them and waits for the next replay.
-      for (let looked = 0; looked < depth && (options.limit === undefined || replayed < options.limit); looked++) {
-        const held = await native(() => s.get());
-        if (!held) break;
-        const m = new ParkedMessage(partsOf(held.delivery));
-        if (!selects(options.filter, m)) {
-          skipped++;
-          continue;
-        }
-        const due = started + replayed * interval;
-        const wait = due - Date.now();
-        if (wait > 0) await sleep(wait);
-        try {
-          await native(() => s.replay(held.delivery.id, to.exchange, to.routingKey));
-        } catch (err) {
-          const e = err as { message?: unknown } | null;
-          if (e && typeof e.message === 'string') {
-            e.message = `replay of '${this.name}' stopped after ${replayed} message(s); the rest stay parked: ${e.message}`;
+      const more = (looked: number) => looked < depth && (options.limit === undefined || replayed < options.limit);
+      let looked = 0;
+      while (more(looked)) {
+        const { batch } = await native(() => s.get(Math.min(depth - looked, TAKE_AT_ONCE)));
+        const held = deliveriesOf(batch);
+        if (held.length === 0) break;
+        for (const d of held) {
+          if (!more(looked)) break;
+          looked++;
+          const m = new ParkedMessage(partsOf(d, batch));
+          if (!selects(options.filter, m)) {
+            skipped++;
+            continue;
           }
-          throw err;
+          const due = started + replayed * interval;
+          const wait = due - Date.now();
+          if (wait > 0) await sleep(wait);
+          try {
+            await native(() => s.replay(d.i, to.exchange, to.routingKey));
+          } catch (err) {
+            const e = err as { message?: unknown } | null;
+            if (e && typeof e.message === 'string') {
+              e.message = `replay of '${this.name}' stopped after ${replayed} message(s); the rest stay parked: ${e.message}`;
+            }
+            throw err;
+          }
+          replayed++;
+          options.onProgress?.({ replayed, skipped, total });
         }
-        replayed++;
-        options.onProgress?.({ replayed, skipped, total });
       }
     });
     return { replayed, skipped, durationMs: Date.now() - started };

@@ -1,10 +1,11 @@
 /**
  * What crosses from the native consumer, read in one place: a batch's events,
  * each one object tagged by `kind` (`WireEvent` in src/binding/wire.rs), and
- * each delivery's metadata and body as a {@link Message}.
+ * each delivery's metadata and body as a {@link Message}. The parked
+ * sessions take their messages in the same form.
  * @internal
  */
-import { Message } from './message';
+import { type DeliveryParts, Message } from './message';
 import type { NativeBatch, NativeMessageProperties } from './native';
 
 /** An event of the native consumer; each kind has exactly its own fields. */
@@ -58,15 +59,15 @@ export function deliveriesOf(batch: NativeBatch): DeliveryMeta[] {
   return batch.meta.length > 2 ? (JSON.parse(batch.meta) as DeliveryMeta[]) : [];
 }
 
-/** One delivery of `batch` as the handler gets it, and its message id when it has a string one. */
-export function messageOf(d: DeliveryMeta, batch: NativeBatch): { msg: Message; messageId?: string } {
+/** Where one delivery of `batch` finds its parts: its metadata, and its body in the shared buffer or its own. */
+export function partsOf(d: DeliveryMeta, batch: NativeBatch): DeliveryParts {
   const p = d.p as NativeMessageProperties & { messageId?: string | number; correlationId?: string | number };
   // Short ids travel beside the JSON (see `NativeBatch.strings`): put them back.
   if (typeof p.messageId === 'number') p.messageId = batch.strings[p.messageId];
   if (typeof p.correlationId === 'number') p.correlationId = batch.strings[p.correlationId];
   const own = d.l === undefined ? undefined : batch.large[d.l];
   const start = own ? 0 : (d.o ?? 0);
-  const msg = new Message({
+  return {
     exchange: d.x,
     routingKey: d.k,
     redelivered: d.r,
@@ -75,6 +76,12 @@ export function messageOf(d: DeliveryMeta, batch: NativeBatch): { msg: Message; 
     bytes: own ?? batch.bodies,
     start,
     end: own ? own.length : start + (d.n ?? 0),
-  });
-  return { msg, messageId: typeof p.messageId === 'string' ? p.messageId : undefined };
+  };
+}
+
+/** One delivery of `batch` as the handler gets it, and its message id when it has a string one. */
+export function messageOf(d: DeliveryMeta, batch: NativeBatch): { msg: Message; messageId?: string } {
+  const parts = partsOf(d, batch);
+  const id = parts.properties.messageId;
+  return { msg: new Message(parts), messageId: typeof id === 'string' ? id : undefined };
 }

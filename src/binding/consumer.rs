@@ -4,34 +4,14 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::Buffer;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
 
-use super::convert::{js_error, MessageProperties};
+use super::convert::js_error;
 use super::table::from_epoch_ms;
 use super::wire::{events_json, to_batch, NativeBatch};
 use crate::consumer::{ConsumerHandle, Failure, TableFailure};
-
-/// A delivery handed to JavaScript.
-#[napi(object)]
-pub struct NativeDelivery {
-    /// The id to settle it with.
-    pub id: i64,
-    /// The body.
-    pub body: Buffer,
-    /// The exchange it was published to.
-    pub exchange: String,
-    /// Its routing key.
-    pub routing_key: String,
-    /// Whether the broker delivered it before.
-    pub redelivered: bool,
-    /// Earlier failed attempts.
-    pub attempt: u32,
-    /// Properties and headers.
-    pub properties: MessageProperties,
-}
 
 /// A delivery whose handler threw, and its error, passed as data so its
 /// stack survives.

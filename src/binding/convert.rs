@@ -109,31 +109,6 @@ impl MessageProperties {
         }
         Ok(p)
     }
-
-    /// Reads AMQP properties.
-    pub fn from_amqp(p: &BasicProperties) -> Self {
-        let s = |v: &Option<ShortString>| v.as_ref().map(|x| x.as_str().to_owned());
-        MessageProperties {
-            message_id: s(p.message_id()),
-            correlation_id: s(p.correlation_id()),
-            content_type: s(p.content_type()),
-            content_encoding: s(p.content_encoding()),
-            kind: s(p.kind()),
-            app_id: s(p.app_id()),
-            timestamp: p.timestamp().map(|t| t as i64),
-            priority: p.priority().map(u32::from),
-            delivery_mode: p.delivery_mode().map(u32::from),
-            reply_to: s(p.reply_to()),
-            expiration: s(p.expiration()),
-            user_id: s(p.user_id()),
-            headers: Some(
-                p.headers()
-                    .as_ref()
-                    .map(table_to_json)
-                    .unwrap_or_else(|| serde_json::Value::Object(Default::default())),
-            ),
-        }
-    }
 }
 
 /// Whether V8's `JSON.parse` would intern `s`: it interns string values of

@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use napi_derive::napi;
 
-use super::consumer::NativeDelivery;
-use super::convert::{js_error, MessageProperties};
+use super::convert::js_error;
+use super::wire::{to_batch, NativeBatch};
 use crate::amqp::connection::Broker;
 use crate::amqp::fields::attempt_of;
 use crate::amqp::parked::{HeldMessage, ParkedSession};
+use crate::consumer::{DeliveryData, Item};
 
 /// Depth and consumers of a queue.
 #[napi(object)]
@@ -20,12 +21,14 @@ pub struct NativeQueueInfo {
     pub consumers: u32,
 }
 
-/// A message held by a session, and how many are left behind it.
+/// Messages held by a session, in the consumer's batch form (see
+/// `NativeBatch`; each delivery's `i` is the id to replay it by), and how
+/// many are left in the queue behind the last.
 #[napi(object)]
 pub struct NativeHeld {
-    /// The message.
-    pub delivery: NativeDelivery,
-    /// Messages left in the queue after it.
+    /// The messages; none when the queue is empty.
+    pub batch: NativeBatch,
+    /// Messages left in the queue after the last one taken.
     pub remaining: u32,
 }
 
@@ -47,30 +50,43 @@ impl NativeParkedSession {
     }
 }
 
-fn held_to_js(m: HeldMessage, work_queue: &str) -> NativeHeld {
-    let headers = m.properties.headers().as_ref();
-    let attempt = attempt_of(headers, work_queue);
-    NativeHeld {
-        delivery: NativeDelivery {
-            id: m.id as i64,
-            body: m.body.into(),
-            exchange: m.exchange,
-            routing_key: m.routing_key,
-            redelivered: m.redelivered,
-            attempt,
-            properties: MessageProperties::from_amqp(&m.properties),
-        },
-        remaining: m.remaining,
+fn held_data(m: HeldMessage, work_queue: &str) -> DeliveryData {
+    let attempt = attempt_of(m.properties.headers().as_ref(), work_queue);
+    DeliveryData {
+        id: m.id,
+        body: m.body,
+        exchange: m.exchange,
+        routing_key: m.routing_key,
+        redelivered: m.redelivered,
+        attempt,
+        table_bound: false,
+        properties: m.properties,
     }
 }
 
 #[napi]
 impl NativeParkedSession {
-    /// Takes the next message without acking it; `null` when none is left.
+    /// Takes up to `max` messages (at least one) without acking them; an
+    /// empty batch when none is left.
     #[napi]
-    pub async fn get(&self) -> napi::Result<Option<NativeHeld>> {
-        let got = self.session.get().await.map_err(js_error)?;
-        Ok(got.map(|m| held_to_js(m, &self.work_queue)))
+    pub async fn get(&self, max: u32) -> napi::Result<NativeHeld> {
+        let mut items = Vec::new();
+        let mut remaining = 0;
+        while items.len() < max.max(1) as usize {
+            let Some(m) = self.session.get().await.map_err(js_error)? else {
+                remaining = 0;
+                break;
+            };
+            remaining = m.remaining;
+            items.push(Item::Delivery(Box::new(held_data(m, &self.work_queue))));
+            if remaining == 0 {
+                break;
+            }
+        }
+        Ok(NativeHeld {
+            batch: to_batch(items),
+            remaining,
+        })
     }
 
     /// Publishes held message `id` to `exchange`/`routingKey` with its attempt
