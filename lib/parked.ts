@@ -32,9 +32,6 @@ const PARKED_FILTER_KEYS = {
   where: true,
 } satisfies OptionKeys<ParkedFilter>;
 
-/** Messages a parked session takes from the broker in one call, at most. */
-const TAKE_AT_ONCE = 100;
-
 /** Options of {@link Parked.peek}. */
 export interface PeekOptions {
   /** Return at most this many messages. @default 20 */
@@ -168,6 +165,28 @@ function checkFilter(method: string, filter: unknown): void {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** Messages a parked session takes from the broker in one call, at most. */
+const TAKE_AT_ONCE = 100;
+
+/**
+ * The messages session `s` takes, one by one, while `room()` (read before
+ * each) is above zero; each call to the broker takes at most `room()` of
+ * them, and at most {@link TAKE_AT_ONCE}. Ends when the queue is empty.
+ */
+async function* taken(s: NativeParkedSession, room: () => number): AsyncGenerator<{ id: number; message: ParkedMessage }> {
+  for (;;) {
+    const want = room();
+    if (want <= 0) return;
+    const { batch } = await native(() => s.get(Math.min(want, TAKE_AT_ONCE)));
+    const held = deliveriesOf(batch);
+    if (held.length === 0) return;
+    for (const d of held) {
+      if (room() <= 0) return;
+      yield { id: d.i, message: new ParkedMessage(partsOf(d, batch)) };
+    }
+  }
+}
+
 /**
  * The parked queue of one work queue (`<queue>.parked`): count, look, replay
  * at a safe rate, purge. Get one with {@link RabbitRetry.parked}.
@@ -209,16 +228,9 @@ export class Parked {
     const out: ParkedMessage[] = [];
     await this.withSession(async (s) => {
       let scanned = 0;
-      while (scanned < scanLimit && out.length < limit) {
-        const { batch } = await native(() => s.get(Math.min(scanLimit - scanned, TAKE_AT_ONCE)));
-        const held = deliveriesOf(batch);
-        if (held.length === 0) break;
-        for (const d of held) {
-          if (scanned >= scanLimit || out.length >= limit) break;
-          scanned++;
-          const m = new ParkedMessage(partsOf(d, batch));
-          if (selects(options.filter, m)) out.push(m);
-        }
+      for await (const { message } of taken(s, () => (out.length < limit ? scanLimit - scanned : 0))) {
+        scanned++;
+        if (selects(options.filter, message)) out.push(message);
       }
     });
     return out;
@@ -255,35 +267,28 @@ export class Parked {
     await this.withSession(async (s) => {
       // Look at no more than the depth at the start: a replayed message that
       // fails and parks again lands behind them and waits for the next replay.
-      const more = (looked: number) => looked < depth && (options.limit === undefined || replayed < options.limit);
       let looked = 0;
-      while (more(looked)) {
-        const { batch } = await native(() => s.get(Math.min(depth - looked, TAKE_AT_ONCE)));
-        const held = deliveriesOf(batch);
-        if (held.length === 0) break;
-        for (const d of held) {
-          if (!more(looked)) break;
-          looked++;
-          const m = new ParkedMessage(partsOf(d, batch));
-          if (!selects(options.filter, m)) {
-            skipped++;
-            continue;
-          }
-          const due = started + replayed * interval;
-          const wait = due - Date.now();
-          if (wait > 0) await sleep(wait);
-          try {
-            await native(() => s.replay(d.i, to.exchange, to.routingKey));
-          } catch (err) {
-            const e = err as { message?: unknown } | null;
-            if (e && typeof e.message === 'string') {
-              e.message = `replay of '${this.name}' stopped after ${replayed} message(s); the rest stay parked: ${e.message}`;
-            }
-            throw err;
-          }
-          replayed++;
-          options.onProgress?.({ replayed, skipped, total });
+      const room = () => (options.limit === undefined || replayed < options.limit ? depth - looked : 0);
+      for await (const { id, message } of taken(s, room)) {
+        looked++;
+        if (!selects(options.filter, message)) {
+          skipped++;
+          continue;
         }
+        const due = started + replayed * interval;
+        const wait = due - Date.now();
+        if (wait > 0) await sleep(wait);
+        try {
+          await native(() => s.replay(id, to.exchange, to.routingKey));
+        } catch (err) {
+          const e = err as { message?: unknown } | null;
+          if (e && typeof e.message === 'string') {
+            e.message = `replay of '${this.name}' stopped after ${replayed} message(s); the rest stay parked: ${e.message}`;
+          }
+          throw err;
+        }
+        replayed++;
+        options.onProgress?.({ replayed, skipped, total });
       }
     });
     return { replayed, skipped, durationMs: Date.now() - started };

@@ -137,15 +137,9 @@ impl Topology {
     /// Refuses extra arguments that the library sets itself, or that would
     /// lose messages waiting in a retry or parked queue.
     pub(crate) fn check(&self) -> Result<()> {
-        // What a retry queue gets, whichever its delay.
-        let retry = self.base_args(&self.extra.retry);
-        let mut retry = retry;
-        if self.queue_type == QueueType::Quorum {
-            at_least_once(&mut retry);
-        }
         for (role, extra, declared) in [
             (Role::Work, &self.extra.work, self.work_args()),
-            (Role::Retry, &self.extra.retry, retry),
+            (Role::Retry, &self.extra.retry, self.retry_shared_args()),
             (Role::Parked, &self.extra.parked, self.parked_args()),
         ] {
             for key in extra.inner().keys() {
@@ -218,13 +212,19 @@ impl Topology {
 
     /// The arguments of the retry queue for `delay`.
     pub(crate) fn retry_args(&self, delay: Delay) -> FieldTable {
-        let mut args = self.base_args(&self.extra.retry);
+        let mut args = self.retry_shared_args();
         args.insert(
             "x-message-ttl".into(),
             AMQPValue::LongLongInt(delay.millis() as i64),
         );
         args.insert("x-dead-letter-exchange".into(), long(""));
         args.insert("x-dead-letter-routing-key".into(), long(&self.queue));
+        args
+    }
+
+    /// The arguments every retry queue gets, whichever its delay.
+    fn retry_shared_args(&self) -> FieldTable {
+        let mut args = self.base_args(&self.extra.retry);
         if self.queue_type == QueueType::Quorum {
             // Quorum dead-lettering is at-most-once unless asked otherwise:
             // the hop back to the work queue must not lose a message.

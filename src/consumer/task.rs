@@ -361,11 +361,7 @@ impl ConsumerTask {
             );
             return;
         }
-        let table_attempts = self.config.table.as_ref().map(|t| t.max_attempts);
-        let table_bound = matches!(
-            route_failure_with_table(attempt, &self.config.topology.delays, true, table_attempts),
-            Route::Table { .. }
-        );
+        let table_bound = matches!(self.route_of(attempt, true), Route::Table { .. });
         let data = DeliveryData {
             id,
             body: d.data.clone(),
@@ -426,16 +422,22 @@ impl ConsumerTask {
             Settlement::Ack => self.acks.done(p.delivery.delivery_tag),
             Settlement::Fail(f) => {
                 self.acks.publishing(p.delivery.delivery_tag);
-                let table_attempts = self.config.table.as_ref().map(|t| t.max_attempts);
-                let route = route_failure_with_table(
-                    p.attempt,
-                    &self.config.topology.delays,
-                    f.retryable,
-                    table_attempts,
-                );
+                let route = self.route_of(p.attempt, f.retryable);
                 self.route(id, p, f, route);
             }
         }
+    }
+
+    /// Where a failure after `attempt` earlier failed attempts goes, with this
+    /// consumer's delays and retry table.
+    fn route_of(&self, attempt: u32, retryable: bool) -> Route {
+        let table_attempts = self.config.table.as_ref().map(|t| t.max_attempts);
+        route_failure_with_table(
+            attempt,
+            &self.config.topology.delays,
+            retryable,
+            table_attempts,
+        )
     }
 
     /// Republishes a failed delivery to where `route` says, on its own task.

@@ -49,47 +49,53 @@ impl Probe<'_> {
         res
     }
 
+    /// Whether queue `name` exists: a passive declare, which the broker
+    /// refuses with 404 (closing the channel) when it does not.
     pub(super) async fn queue_exists(&mut self, name: &str) -> Result<bool> {
-        let options = QueueDeclareOptions {
+        let passive = QueueDeclareOptions {
             passive: true,
             ..Default::default()
         };
-        let name_s = short_name("queue", name)?;
-        let res = self
-            .channel()
-            .await?
-            .queue_declare(name_s, options, FieldTable::default())
-            .await;
-        match self.settle(res.map(|_| ())) {
-            Ok(()) => Ok(true),
-            Err(e) if matches!(amqp_reply(&e), Some((404, _))) => Ok(false),
-            Err(e) => Err(broker_error("queue", name, &e)),
-        }
+        let res = self.queue(name, passive, FieldTable::default()).await?;
+        found("queue", name, res)
     }
 
+    /// Whether exchange `name` exists (a passive declare, as for queues).
     pub(super) async fn exchange_exists(&mut self, name: &str) -> Result<bool> {
-        let options = ExchangeDeclareOptions {
+        let passive = ExchangeDeclareOptions {
             passive: true,
             ..Default::default()
         };
-        let name_s = short_name("exchange", name)?;
-        let res = self
-            .channel()
-            .await?
-            .exchange_declare(name_s, ExchangeKind::Direct, options, FieldTable::default())
-            .await;
-        match self.settle(res) {
-            Ok(()) => Ok(true),
-            Err(e) if matches!(amqp_reply(&e), Some((404, _))) => Ok(false),
-            Err(e) => Err(broker_error("exchange", name, &e)),
-        }
+        let res = self.exchange(name, ExchangeKind::Direct, passive).await?;
+        found("exchange", name, res)
     }
 
     pub(super) async fn declare_queue(&mut self, name: &str, args: FieldTable) -> Result<Refused> {
-        let options = QueueDeclareOptions {
+        let durable = QueueDeclareOptions {
             durable: true,
             ..Default::default()
         };
+        self.queue(name, durable, args).await
+    }
+
+    pub(super) async fn declare_exchange(
+        &mut self,
+        name: &str,
+        kind: ExchangeKind,
+    ) -> Result<Refused> {
+        let durable = ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        self.exchange(name, kind, durable).await
+    }
+
+    async fn queue(
+        &mut self,
+        name: &str,
+        options: QueueDeclareOptions,
+        args: FieldTable,
+    ) -> Result<Refused> {
         let name = short_name("queue", name)?;
         let res = self
             .channel()
@@ -99,15 +105,12 @@ impl Probe<'_> {
         Ok(self.settle(res.map(|_| ())))
     }
 
-    pub(super) async fn declare_exchange(
+    async fn exchange(
         &mut self,
         name: &str,
         kind: ExchangeKind,
+        options: ExchangeDeclareOptions,
     ) -> Result<Refused> {
-        let options = ExchangeDeclareOptions {
-            durable: true,
-            ..Default::default()
-        };
         let name = short_name("exchange", name)?;
         let res = self
             .channel()
@@ -170,5 +173,14 @@ impl Probe<'_> {
                 let _ = ch.close(200, "declared".into()).await;
             }
         }
+    }
+}
+
+/// A passive declare's answer: found, not found (404), or another refusal.
+fn found(what: &str, name: &str, res: Refused) -> Result<bool> {
+    match res {
+        Ok(()) => Ok(true),
+        Err(e) if matches!(amqp_reply(&e), Some((404, _))) => Ok(false),
+        Err(e) => Err(broker_error(what, name, &e)),
     }
 }
