@@ -61,8 +61,8 @@ export declare class NativeConsumer {
   get state(): string
   /**
    * Hands every batch of deliveries and events to `on_batch`, on the
-   * JavaScript thread, as they arrive (at most `max` deliveries and events
-   * a batch); the last batch has `closed` set. Called once per consumer.
+   * JavaScript thread, as they arrive (at most `max` deliveries a batch);
+   * the last batch has `closed` set. Called once per consumer.
    */
   start(max: number, onBatch: (batch: NativeBatch) => void): void
   /**
@@ -73,10 +73,12 @@ export declare class NativeConsumer {
   settle(acked: Array<number>, failed: Array<FailureInfo>): void
   /** Stops deliveries; unstarted ones go back to the queue. */
   stop(): Promise<void>
-  /** Waits for republishes in flight and closes the consumer's channel. */
-  finish(): Promise<void>
-  /** Events not pulled yet, as a JSON array of wire events (see `NativeBatch.events`). */
-  takeEvents(): string
+  /**
+   * Waits for republishes in flight and closes the consumer's channel.
+   * Resolves with the events that came after the last batch, as a JSON
+   * array of wire events (see `NativeBatch.events`).
+   */
+  finish(): Promise<string>
 }
 
 /** A session on one parked queue. */

@@ -287,8 +287,7 @@ describe('when the native settle refuses a whole batch', () => {
       stop: async () => {
         setImmediate(() => onBatch({ meta: '[]', bodies: Buffer.alloc(0), large: [], strings: [], events: '[]', closed: true }));
       },
-      finish: async () => undefined,
-      takeEvents: () => '[]',
+      finish: async () => '[]',
     };
     const deliver = (ids: number[]) =>
       onBatch({

@@ -293,8 +293,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       if (unfinished > 0) this.abandoned = true;
       this.finishing = true;
       this.settlements.flush();
-      await native(() => this.inner.finish());
-      for (const e of parseEvents(this.inner.takeEvents())) this.reportSafely(e);
+      const late = await native(() => this.inner.finish());
+      for (const e of parseEvents(late)) this.reportSafely(e);
       if (unfinished > 0) {
         this.log(
           'warn',

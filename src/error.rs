@@ -1,7 +1,9 @@
-//! Errors of the AMQP layer, each with a stable code that the TypeScript layer
-//! maps to a typed error class.
+//! The crate's errors, each with a stable code that the TypeScript layer maps
+//! to a typed error class, and the error it came from (lapin's, an I/O
+//! error, PostgreSQL's) as its source.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// What went wrong, as a value tests and callers can match on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,13 +54,19 @@ impl ErrorKind {
     }
 }
 
-/// An error of the AMQP layer: a kind and a message that says what to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The error an [`Error`] came from.
+pub(crate) type Source = Arc<dyn std::error::Error + Send + Sync>;
+
+/// An error: a kind, a message that says what to do, and the error it came
+/// from, if another library's.
+#[derive(Debug, Clone)]
 pub(crate) struct Error {
     /// The kind, for matching.
     pub kind: ErrorKind,
     /// A message for people.
     pub message: String,
+    /// The error this one came from.
+    source: Option<Source>,
 }
 
 impl Error {
@@ -67,6 +75,20 @@ impl Error {
         Self {
             kind,
             message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Builds an error of `kind` with `message` that came from `source`.
+    pub(crate) fn with_source(
+        kind: ErrorKind,
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            source: Some(Arc::new(source)),
         }
     }
 
@@ -82,9 +104,24 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
-/// Result of the AMQP layer.
+impl PartialEq for Error {
+    /// Errors are equal when kind and message are: the source is detail.
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.message == other.message
+    }
+}
+
+impl Eq for Error {}
+
+/// Result of the crate's operations.
 pub(crate) type Result<T> = std::result::Result<T, Error>;
 
 /// The broker's reply text and code when `err` is a protocol error (a channel or
@@ -93,5 +130,25 @@ pub(crate) fn amqp_reply(err: &lapin::Error) -> Option<(u16, String)> {
     match err.kind() {
         lapin::ErrorKind::ProtocolError(e) => Some((e.get_id(), e.get_message().to_string())),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn the_source_is_kept_and_the_code_crosses_unchanged() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let e = Error::with_source(ErrorKind::Connection, "could not connect: refused", io);
+        assert_eq!(e.coded_message(), "[CONNECTION] could not connect: refused");
+        let source = e.source().expect("a source");
+        let io = source
+            .downcast_ref::<std::io::Error>()
+            .expect("the io error");
+        assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
+        assert!(Error::new(ErrorKind::Closed, "closed").source().is_none());
     }
 }

@@ -305,21 +305,25 @@ fn open_error(uri: &AMQPUri, safe_url: &str, e: &lapin::Error) -> Error {
     } else {
         text.replace(password.as_str(), "***")
     };
-    if hint.is_empty() {
-        connection_error(safe_url, e)
+    let message = if hint.is_empty() {
+        format!("connection to {safe_url} failed: {detail}")
     } else {
-        Error::new(
-            ErrorKind::Connection,
-            format!("connection to {safe_url} failed: {hint} ({detail})"),
-        )
+        format!("connection to {safe_url} failed: {hint} ({detail})")
+    };
+    // lapin's own error keeps the password it may quote: it is kept only without one.
+    if password.is_empty() || !text.contains(password.as_str()) {
+        Error::with_source(ErrorKind::Connection, message, e.clone())
+    } else {
+        Error::new(ErrorKind::Connection, message)
     }
 }
 
 /// A connection error naming the broker without its password.
 pub(crate) fn connection_error(safe_url: &str, e: &lapin::Error) -> Error {
-    Error::new(
+    Error::with_source(
         ErrorKind::Connection,
         format!("connection to {safe_url} failed: {e}"),
+        e.clone(),
     )
 }
 

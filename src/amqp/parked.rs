@@ -13,7 +13,7 @@ use lapin::options::{
     QueueDeleteOptions, QueuePurgeOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString};
-use lapin::{BasicProperties, Channel};
+use lapin::Channel;
 use tokio::sync::Mutex;
 
 use super::connection::Broker;
@@ -94,9 +94,10 @@ pub(crate) async fn delete_queue(broker: &Broker, queue: &str) -> Result<Option<
         .queue_delete(short_name("queue", queue)?, QueueDeleteOptions::default())
         .await
         .map_err(|e| {
-            Error::new(
+            Error::with_source(
                 ErrorKind::Connection,
                 format!("deleting queue '{queue}' failed: {e}"),
+                e,
             )
         })?;
     let _ = ch.close(200, "done".into()).await;
@@ -112,9 +113,10 @@ pub(crate) async fn delete_exchange(broker: &Broker, exchange: &str) -> Result<(
     )
     .await
     .map_err(|e| {
-        Error::new(
+        Error::with_source(
             ErrorKind::Connection,
             format!("deleting exchange '{exchange}' failed: {e}"),
+            e,
         )
     })?;
     let _ = ch.close(200, "done".into()).await;
@@ -124,18 +126,8 @@ pub(crate) async fn delete_exchange(broker: &Broker, exchange: &str) -> Result<(
 /// A message taken from the queue and held unacked by a session.
 #[derive(Debug, Clone)]
 pub(crate) struct HeldMessage {
-    /// The session's id for it.
-    pub id: u64,
-    /// The body.
-    pub body: Vec<u8>,
-    /// The exchange it was last published to.
-    pub exchange: String,
-    /// Its routing key.
-    pub routing_key: String,
-    /// Whether the broker delivered it before.
-    pub redelivered: bool,
-    /// Its properties and headers.
-    pub properties: BasicProperties,
+    /// The message as delivered; its delivery tag is the session's id for it.
+    pub delivery: Arc<Delivery>,
     /// Messages left in the queue after this one was taken.
     pub remaining: u32,
 }
@@ -174,27 +166,24 @@ impl ParkedSession {
             )
             .await
             .map_err(|e| {
-                Error::new(
+                Error::with_source(
                     ErrorKind::Connection,
                     format!("reading '{}' failed: {e}", self.queue),
+                    e,
                 )
             })?;
         let Some(m) = got else {
             return Ok(None);
         };
-        let d = m.delivery;
-        let id = d.delivery_tag;
-        let held = HeldMessage {
-            id,
-            body: d.data.clone(),
-            exchange: d.exchange.as_str().to_owned(),
-            routing_key: d.routing_key.as_str().to_owned(),
-            redelivered: d.redelivered,
-            properties: d.properties.clone(),
+        let delivery = Arc::new(m.delivery);
+        self.held
+            .lock()
+            .await
+            .insert(delivery.delivery_tag, delivery.clone());
+        Ok(Some(HeldMessage {
+            delivery,
             remaining: m.message_count,
-        };
-        self.held.lock().await.insert(id, Arc::new(d));
-        Ok(Some(held))
+        }))
     }
 
     /// Publishes held message `id` to `exchange` with `routing_key` with its
@@ -237,10 +226,9 @@ impl ParkedSession {
             .ack(BasicAckOptions::default())
             .await
             .map_err(|e| {
-                Error::new(
+                Error::with_source(
                     ErrorKind::Connection,
-                    format!("message {id} was replayed but its ack failed; it stays parked too, so it may run twice: {e}"),
-                )
+                    format!("message {id} was replayed but its ack failed; it stays parked too, so it may run twice: {e}"), e)
             })?;
         self.held.lock().await.remove(&id);
         Ok(())
@@ -254,9 +242,10 @@ impl ParkedSession {
                 .close(200, "session closed".into())
                 .await
                 .map_err(|e| {
-                    Error::new(
+                    Error::with_source(
                         ErrorKind::Connection,
                         format!("closing the session failed: {e}"),
+                        e,
                     )
                 })?;
         }

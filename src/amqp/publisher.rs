@@ -53,9 +53,10 @@ impl Publisher {
         ch.confirm_select(ConfirmSelectOptions::default())
             .await
             .map_err(|e| {
-                Error::new(
+                Error::with_source(
                     ErrorKind::Connection,
                     format!("the broker refused publisher confirms: {e}"),
+                    e,
                 )
             })?;
         *slot = Some(ch.clone());

@@ -11,7 +11,7 @@ use napi_derive::napi;
 use super::convert::js_error;
 use super::table::from_epoch_ms;
 use super::wire::{events_json, to_batch, NativeBatch};
-use crate::consumer::{ConsumerHandle, Failure, TableFailure};
+use crate::consumer::{ConsumerHandle, DeliveryView, Event, Failure, Sink, TableFailure};
 
 /// A delivery whose handler threw, and its error, passed as data so its
 /// stack survives.
@@ -71,26 +71,19 @@ impl NativeConsumer {
     }
 
     /// Hands every batch of deliveries and events to `on_batch`, on the
-    /// JavaScript thread, as they arrive (at most `max` deliveries and events
-    /// a batch); the last batch has `closed` set. Called once per consumer.
+    /// JavaScript thread, as they arrive (at most `max` deliveries a batch);
+    /// the last batch has `closed` set. Called once per consumer.
     #[napi(ts_args_type = "max: number, onBatch: (batch: NativeBatch) => void")]
     pub fn start(
         &self,
         max: u32,
         on_batch: ThreadsafeFunction<NativeBatch, (), NativeBatch, Status, false>,
-    ) {
-        let handle = self.handle.clone();
-        napi::bindgen_prelude::spawn(async move {
-            loop {
-                let batch = to_batch(handle.recv(max as usize).await);
-                let closed = batch.closed;
-                on_batch.call(batch, ThreadsafeFunctionCallMode::NonBlocking);
-                if closed {
-                    // Dropping the function lets the process exit once nothing else keeps it.
-                    return;
-                }
-            }
-        });
+    ) -> napi::Result<()> {
+        let sink = JsSink {
+            max: (max as usize).max(1),
+            on_batch,
+        };
+        self.handle.attach(Box::new(sink)).map_err(js_error)
     }
 
     /// Settles the deliveries whose handlers finished: the ids in `acked`
@@ -128,14 +121,37 @@ impl NativeConsumer {
     }
 
     /// Waits for republishes in flight and closes the consumer's channel.
+    /// Resolves with the events that came after the last batch, as a JSON
+    /// array of wire events (see `NativeBatch.events`).
     #[napi]
-    pub async fn finish(&self) -> napi::Result<()> {
-        self.handle.finish().await.map_err(js_error)
+    pub async fn finish(&self) -> napi::Result<String> {
+        let events = self.handle.finish().await.map_err(js_error)?;
+        Ok(events_json(&events))
     }
+}
 
-    /// Events not pulled yet, as a JSON array of wire events (see `NativeBatch.events`).
-    #[napi]
-    pub fn take_events(&self) -> String {
-        events_json(&self.handle.take_events())
+/// The consumer's sink: each hand-over becomes one or more batches queued
+/// for `onBatch` on the JavaScript thread. Dropping it (after the last batch)
+/// lets the process exit once nothing else keeps it.
+struct JsSink {
+    max: usize,
+    on_batch: ThreadsafeFunction<NativeBatch, (), NativeBatch, Status, false>,
+}
+
+impl Sink for JsSink {
+    fn deliver(&mut self, deliveries: &[DeliveryView<'_>], events: &[Event], closed: bool) {
+        let mut chunks = deliveries.chunks(self.max).peekable();
+        let mut events = events;
+        loop {
+            let chunk = chunks.next().unwrap_or(&[]);
+            let last = chunks.peek().is_none();
+            let batch = to_batch(chunk, events, closed && last);
+            self.on_batch
+                .call(batch, ThreadsafeFunctionCallMode::NonBlocking);
+            events = &[];
+            if last {
+                return;
+            }
+        }
     }
 }

@@ -9,8 +9,8 @@ use super::convert::js_error;
 use super::wire::{to_batch, NativeBatch};
 use crate::amqp::connection::Broker;
 use crate::amqp::fields::attempt_of;
-use crate::amqp::parked::{HeldMessage, ParkedSession};
-use crate::consumer::{DeliveryData, Item};
+use crate::amqp::parked::ParkedSession;
+use crate::consumer::DeliveryView;
 
 /// Depth and consumers of a queue.
 #[napi(object)]
@@ -50,41 +50,36 @@ impl NativeParkedSession {
     }
 }
 
-fn held_data(m: HeldMessage, work_queue: &str) -> DeliveryData {
-    let attempt = attempt_of(m.properties.headers().as_ref(), work_queue);
-    DeliveryData {
-        id: m.id,
-        body: m.body,
-        exchange: m.exchange,
-        routing_key: m.routing_key,
-        redelivered: m.redelivered,
-        attempt,
-        table_bound: false,
-        properties: m.properties,
-    }
-}
-
 #[napi]
 impl NativeParkedSession {
     /// Takes up to `max` messages (at least one) without acking them; an
     /// empty batch when none is left.
     #[napi]
     pub async fn get(&self, max: u32) -> napi::Result<NativeHeld> {
-        let mut items = Vec::new();
+        let mut held = Vec::new();
         let mut remaining = 0;
-        while items.len() < max.max(1) as usize {
+        while held.len() < max.max(1) as usize {
             let Some(m) = self.session.get().await.map_err(js_error)? else {
                 remaining = 0;
                 break;
             };
             remaining = m.remaining;
-            items.push(Item::Delivery(Box::new(held_data(m, &self.work_queue))));
+            held.push(m.delivery);
             if remaining == 0 {
                 break;
             }
         }
+        let views: Vec<DeliveryView<'_>> = held
+            .iter()
+            .map(|d| DeliveryView {
+                id: d.delivery_tag,
+                attempt: attempt_of(d.properties.headers().as_ref(), &self.work_queue),
+                table_bound: false,
+                delivery: d,
+            })
+            .collect();
         Ok(NativeHeld {
-            batch: to_batch(items),
+            batch: to_batch(&views, &[], views.is_empty()),
             remaining,
         })
     }

@@ -7,7 +7,7 @@ use napi_derive::napi;
 use serde::Serialize;
 
 use super::convert::{json_str, write_properties_json};
-use crate::consumer::{DeliveryData, Event, Item};
+use crate::consumer::{DeliveryView, Event};
 
 /// An event as JavaScript receives it: `kind` says which, and each kind has
 /// exactly its own fields (`lib/wire.ts` has the same union).
@@ -176,15 +176,19 @@ const SHARED_BODY_MAX: usize = 16 * 1024;
 /// either `o`/`n` (offset and length in the shared buffer) or `l` (index
 /// of its own buffer), and `t: 1` when a retryable failure of this attempt
 /// goes to the retry table.
-fn delivery_meta(out: &mut Vec<u8>, d: &DeliveryData, body: BodyAt, strings: &mut Vec<String>) {
+fn delivery_meta(out: &mut Vec<u8>, d: &DeliveryView<'_>, body: BodyAt, strings: &mut Vec<String>) {
     use std::io::Write;
     // Written by hand: the keys are fixed, and a map per delivery would cost
     // an allocation per key. Strings go through serde_json for escaping.
     let _ = write!(out, "{{\"i\":{},\"x\":", d.id);
-    json_str(out, &d.exchange);
+    json_str(out, d.delivery.exchange.as_str());
     out.extend_from_slice(b",\"k\":");
-    json_str(out, &d.routing_key);
-    let _ = write!(out, ",\"r\":{},\"a\":{},", d.redelivered, d.attempt);
+    json_str(out, d.delivery.routing_key.as_str());
+    let _ = write!(
+        out,
+        ",\"r\":{},\"a\":{},",
+        d.delivery.redelivered, d.attempt
+    );
     if d.table_bound {
         out.extend_from_slice(b"\"t\":1,");
     }
@@ -193,7 +197,7 @@ fn delivery_meta(out: &mut Vec<u8>, d: &DeliveryData, body: BodyAt, strings: &mu
         BodyAt::Own(index) => write!(out, "\"l\":{index}"),
     };
     out.extend_from_slice(b",\"p\":");
-    write_properties_json(out, &d.properties, strings);
+    write_properties_json(out, &d.delivery.properties, strings);
     out.push(b'}');
 }
 
@@ -203,45 +207,40 @@ enum BodyAt {
     Own(usize),
 }
 
-/// Deliveries and events as JavaScript receives them; no items means closed.
-pub(super) fn to_batch(items: Vec<Item>) -> NativeBatch {
-    let closed = items.is_empty();
-    let shared_len: usize = items
+/// Deliveries and events as JavaScript receives them, each body copied once:
+/// the small ones into the shared buffer, each large one into its own.
+pub(super) fn to_batch(
+    deliveries: &[DeliveryView<'_>],
+    events: &[Event],
+    closed: bool,
+) -> NativeBatch {
+    let shared_len: usize = deliveries
         .iter()
-        .filter_map(|i| match i {
-            Item::Delivery(d) if d.body.len() <= SHARED_BODY_MAX => Some(d.body.len()),
-            _ => None,
-        })
+        .map(|d| d.delivery.data.len())
+        .filter(|n| *n <= SHARED_BODY_MAX)
         .sum();
-    let mut meta = Vec::with_capacity(items.len() * 256 + 2);
+    let mut meta = Vec::with_capacity(deliveries.len() * 256 + 2);
     let mut bodies = Vec::with_capacity(shared_len);
     let mut large = Vec::new();
     let mut strings = Vec::new();
-    let mut events = Vec::new();
     meta.push(b'[');
-    for item in items {
-        match item {
-            Item::Delivery(d) => {
-                if meta.len() > 1 {
-                    meta.push(b',');
-                }
-                let at = if d.body.len() <= SHARED_BODY_MAX {
-                    let offset = bodies.len();
-                    bodies.extend_from_slice(&d.body);
-                    BodyAt::Shared {
-                        offset,
-                        len: d.body.len(),
-                    }
-                } else {
-                    BodyAt::Own(large.len())
-                };
-                delivery_meta(&mut meta, &d, at, &mut strings);
-                if let BodyAt::Own(_) = at {
-                    large.push(Buffer::from(d.body));
-                }
-            }
-            Item::Event(e) => events.push(e),
+    for d in deliveries {
+        if meta.len() > 1 {
+            meta.push(b',');
         }
+        let body = &d.delivery.data;
+        let at = if body.len() <= SHARED_BODY_MAX {
+            let offset = bodies.len();
+            bodies.extend_from_slice(body);
+            BodyAt::Shared {
+                offset,
+                len: body.len(),
+            }
+        } else {
+            large.push(Buffer::from(body.as_slice()));
+            BodyAt::Own(large.len() - 1)
+        };
+        delivery_meta(&mut meta, d, at, &mut strings);
     }
     meta.push(b']');
     NativeBatch {
@@ -250,30 +249,39 @@ pub(super) fn to_batch(items: Vec<Item>) -> NativeBatch {
         bodies: bodies.into(),
         large,
         strings,
-        events: events_json(&events),
+        events: events_json(events),
         closed,
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use lapin::message::Delivery;
     use lapin::BasicProperties;
     use serde_json::{json, Value};
 
     use super::*;
     use crate::error::{Error, ErrorKind};
 
-    fn delivery(id: u64, body: Vec<u8>) -> Item {
-        Item::Delivery(Box::new(DeliveryData {
+    fn delivery(id: u64, body: Vec<u8>) -> Delivery {
+        let mut d = Delivery::mock(
             id,
+            "shipments".into(),
+            "shipment.requested".into(),
+            id == 2,
             body,
-            exchange: "shipments".into(),
-            routing_key: "shipment.requested".into(),
-            redelivered: id == 2,
+        );
+        d.properties = BasicProperties::default().with_message_id("order-48213".into());
+        d
+    }
+
+    fn view(d: &Delivery) -> DeliveryView<'_> {
+        DeliveryView {
+            id: d.delivery_tag,
             attempt: 1,
-            table_bound: id == 3,
-            properties: BasicProperties::default().with_message_id("order-48213".into()),
-        }))
+            table_bound: d.delivery_tag == 3,
+            delivery: d,
+        }
     }
 
     #[test]
@@ -322,14 +330,16 @@ mod tests {
     #[test]
     fn a_batch_locates_every_body_and_keeps_the_events_in_order() {
         let large = vec![b'x'; SHARED_BODY_MAX + 1];
-        let batch = to_batch(vec![
+        let deliveries = [
             delivery(1, b"{\"orderId\":48213}".to_vec()),
-            Item::Event(Event::Disconnected {
-                error: Error::new(ErrorKind::Connection, "lost"),
-            }),
             delivery(2, large.clone()),
             delivery(3, b"second".to_vec()),
-        ]);
+        ];
+        let views: Vec<DeliveryView<'_>> = deliveries.iter().map(view).collect();
+        let events = [Event::Disconnected {
+            error: Error::new(ErrorKind::Connection, "lost"),
+        }];
+        let batch = to_batch(&views, &events, false);
         assert!(!batch.closed);
         let meta: Vec<Value> = serde_json::from_str(&batch.meta).unwrap();
         assert_eq!(meta.len(), 3);
@@ -359,6 +369,6 @@ mod tests {
             events,
             json!([{"kind": "disconnected", "error": "[CONNECTION] lost"}])
         );
-        assert!(to_batch(Vec::new()).closed);
+        assert!(to_batch(&[], &[], true).closed);
     }
 }

@@ -9,7 +9,9 @@
 //! message is the lever.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TagState {

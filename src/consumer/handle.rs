@@ -1,14 +1,10 @@
-//! The consumer as the binding sees it: start, pull, settle, stop.
+//! The consumer as the binding sees it: start, attach a sink, settle, stop, finish.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinSet;
 
-use super::inbox::Inbox;
-use super::steps::subscribe;
+use super::link::{BrokerLink, Link};
 use super::task::ConsumerTask;
 use super::*;
 use crate::amqp::connection::Broker;
@@ -16,7 +12,6 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// A running consumer; cheap to share.
 pub(crate) struct ConsumerHandle {
-    inbox: Arc<Inbox>,
     ctl: mpsc::UnboundedSender<Command>,
     queue: String,
     state: Arc<Mutex<ConsumerState>>,
@@ -24,33 +19,23 @@ pub(crate) struct ConsumerHandle {
 
 impl ConsumerHandle {
     /// Declares the topology, sets the prefetch and starts consuming.
+    /// Deliveries wait in the consumer until a sink is attached.
     pub(crate) async fn start(
         broker: Arc<Broker>,
         config: ConsumerConfig,
     ) -> Result<ConsumerHandle> {
-        let (ch, consumer) = subscribe(&broker, &config).await?;
+        Self::start_on(BrokerLink(broker), config).await
+    }
+
+    /// [`start`](Self::start) on any [`Link`].
+    pub(super) async fn start_on<L: Link>(link: L, config: ConsumerConfig) -> Result<Self> {
+        let sub = link.subscribe(&config).await?;
         let queue = config.topology.queue.clone();
-        let config_prefetch = config.prefetch;
-        let inbox = Arc::new(Inbox::default());
         let state = Arc::new(Mutex::new(ConsumerState::Connected));
         let (tx, rx) = mpsc::unbounded_channel();
-        let task = ConsumerTask {
-            broker,
-            config: Arc::new(config),
-            channel: Some(ch),
-            inbox: inbox.clone(),
-            pending: HashMap::new(),
-            next_id: 0,
-            failures: JoinSet::new(),
-            acks: AckLedger::new(usize::from(config_prefetch / 2).max(1), ACK_MAX_HOLD),
-            arrived: Vec::new(),
-            stuck: 0,
-            last_activity: Instant::now(),
-            state: state.clone(),
-        };
-        tokio::spawn(task.run(consumer, rx));
+        let task = ConsumerTask::new(link, config, state.clone());
+        tokio::spawn(task.run(sub, rx));
         Ok(ConsumerHandle {
-            inbox,
             ctl: tx,
             queue,
             state,
@@ -67,38 +52,23 @@ impl ConsumerHandle {
         *lock(&self.state)
     }
 
-    /// Waits for at least one item and returns up to `max` of them; an empty
-    /// list means the consumer is closed and nothing is left.
-    pub(crate) async fn recv(&self, max: usize) -> Vec<Item> {
-        loop {
-            let notified = self.inbox.notify.notified();
-            {
-                let mut st = lock(&self.inbox.state);
-                if !st.items.is_empty() {
-                    let n = st.items.len().min(max.max(1));
-                    return st.items.drain(..n).collect();
-                }
-                if st.closed {
-                    return Vec::new();
-                }
-            }
-            notified.await;
-        }
+    /// Hands every delivery and event to `sink` from now on, starting with
+    /// those that arrived before. The last call of `sink` has `closed` set.
+    pub(crate) fn attach(&self, sink: Box<dyn Sink>) -> Result<()> {
+        self.send(Command::Attach(sink))
     }
 
     /// Settles many deliveries with one message to the task: `acked` are
     /// acked, `failed` retried or parked.
     pub(crate) fn settle_many(&self, acked: Vec<u64>, failed: Vec<(u64, Failure)>) -> Result<()> {
-        self.ctl
-            .send(Command::SettleMany(acked, failed))
-            .map_err(|_| Error::new(ErrorKind::Closed, "the consumer is closed"))
+        self.send(Command::SettleMany(acked, failed))
     }
 
-    /// Stops deliveries: cancels the consumer and puts every delivery that
-    /// JavaScript has not taken yet back in the queue.
+    /// Stops deliveries: cancels the consumer and puts every delivery not
+    /// handed to the sink back in the queue; the sink gets its last call.
     pub(crate) async fn stop(&self) -> Result<()> {
         let (tx, rx) = oneshot::channel();
-        if self.ctl.send(Command::Stop(tx)).is_err() {
+        if self.send(Command::Stop(tx)).is_err() {
             return Ok(());
         }
         let _ = rx.await;
@@ -106,27 +76,19 @@ impl ConsumerHandle {
     }
 
     /// Waits for every republish in flight, then closes the consumer's
-    /// channel (the broker takes back any delivery still unacked).
-    pub(crate) async fn finish(&self) -> Result<()> {
+    /// channel (the broker takes back any delivery still unacked). Returns
+    /// the events that came after the sink's last call.
+    pub(crate) async fn finish(&self) -> Result<Vec<Event>> {
         let (tx, rx) = oneshot::channel();
-        if self.ctl.send(Command::Finish(tx)).is_err() {
-            return Ok(());
+        if self.send(Command::Finish(tx)).is_err() {
+            return Ok(Vec::new());
         }
-        let _ = rx.await;
-        Ok(())
+        Ok(rx.await.unwrap_or_default())
     }
 
-    /// Takes the events JavaScript has not pulled yet.
-    pub(crate) fn take_events(&self) -> Vec<Event> {
-        let mut st = lock(&self.inbox.state);
-        let items = std::mem::take(&mut st.items);
-        let mut events = Vec::new();
-        for item in items {
-            match item {
-                Item::Event(e) => events.push(e),
-                other => st.items.push_back(other),
-            }
-        }
-        events
+    fn send(&self, cmd: Command) -> Result<()> {
+        self.ctl
+            .send(cmd)
+            .map_err(|_| Error::new(ErrorKind::Closed, "the consumer is closed"))
     }
 }

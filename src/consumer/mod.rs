@@ -1,29 +1,33 @@
-//! A consumer of one work queue. Deliveries are handed to JavaScript in
-//! batches through an inbox; JavaScript settles each one with a cheap
-//! synchronous call, and a single task per consumer acks successes and routes
-//! failures (confirmed republish to a retry or parked queue, then ack; acks
-//! go out as one `multiple` frame for each settled prefix of delivery tags).
+//! A consumer of one work queue. A single task per consumer takes the
+//! deliveries, hands them to JavaScript in batches through a [`Sink`],
+//! acks the ones JavaScript settled as handled and routes the failures
+//! (confirmed republish to a retry or parked queue, then ack; acks go out as
+//! one `multiple` frame for each settled prefix of delivery tags).
 //!
-//! `handle` is the API the binding calls, `steps` the bounded broker round
-//! trips of starting, recovering and stopping, `inbox` hands deliveries and events
-//! to JavaScript, `task` is the state machine that owns the channel (consume,
+//! `handle` is the API the binding calls, `admit` parks what must not reach
+//! a handler, `link` what the task needs from the
+//! broker (lapin, or a scripted broker in tests), `steps` the bounded broker
+//! round trips of starting, recovering and stopping, `sink` where deliveries
+//! and events go, `task` the state machine that owns the channel (consume,
 //! settle, recover, stop), `failure` republishes a failed delivery (or stores
 //! it in the retry table), and `acks` orders the acks.
 
 mod acks;
+mod admit;
 mod failure;
 mod handle;
-mod inbox;
+mod link;
+mod sink;
 mod steps;
 mod task;
 
 pub(crate) use handle::ConsumerHandle;
+pub(crate) use sink::{DeliveryView, Sink};
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use lapin::message::Delivery;
-use lapin::BasicProperties;
 use tokio::sync::oneshot;
 
 use crate::amqp::topology::Topology;
@@ -157,28 +161,6 @@ enum Settlement {
     Fail(Failure),
 }
 
-/// A delivery as JavaScript sees it.
-#[derive(Debug, Clone)]
-pub(crate) struct DeliveryData {
-    /// The consumer's own id for the delivery, used to settle it.
-    pub id: u64,
-    /// The body.
-    pub body: Vec<u8>,
-    /// The exchange it was published to.
-    pub exchange: String,
-    /// Its routing key.
-    pub routing_key: String,
-    /// Whether the broker delivered it before.
-    pub redelivered: bool,
-    /// Earlier failed attempts.
-    pub attempt: u32,
-    /// Whether a retryable failure of this attempt goes to the retry table,
-    /// so JavaScript knows to ask `onFailure.table` where the row waits.
-    pub table_bound: bool,
-    /// Its properties and headers.
-    pub properties: BasicProperties,
-}
-
 /// What happened to a failed delivery, or to the consumer.
 #[derive(Debug, Clone)]
 pub(crate) enum Event {
@@ -258,19 +240,13 @@ pub(crate) enum Event {
     },
 }
 
-/// One thing for JavaScript: a delivery to handle or an event to report.
-#[derive(Debug)]
-pub(crate) enum Item {
-    /// A delivery to handle.
-    Delivery(Box<DeliveryData>),
-    /// An event to report.
-    Event(Event),
-}
-
 enum Command {
+    /// Where deliveries and events go from now on.
+    Attach(Box<dyn Sink>),
     SettleMany(Vec<u64>, Vec<(u64, Failure)>),
     Stop(oneshot::Sender<()>),
-    Finish(oneshot::Sender<()>),
+    /// Replies with the events not handed to the sink.
+    Finish(oneshot::Sender<Vec<Event>>),
 }
 
 /// What a consumer is doing.
@@ -295,9 +271,11 @@ impl ConsumerState {
     }
 }
 
-struct Pending {
+pub(super) struct Pending {
     delivery: Delivery,
     attempt: u32,
+    /// Whether a retryable failure of this attempt goes to the retry table.
+    table_bound: bool,
 }
 
 /// Locks `m`, also after a panic elsewhere poisoned it: the state behind these

@@ -25,7 +25,9 @@ pub(super) async fn subscribe(
     bounded("basic.qos", step, async {
         ch.basic_qos(config.prefetch, BasicQosOptions::default())
             .await
-            .map_err(|e| Error::new(ErrorKind::Connection, format!("basic.qos failed: {e}")))
+            .map_err(|e| {
+                Error::with_source(ErrorKind::Connection, format!("basic.qos failed: {e}"), e)
+            })
     })
     .await?;
     let consumer = bounded("basic.consume", step, async {
@@ -37,9 +39,10 @@ pub(super) async fn subscribe(
         )
         .await
         .map_err(|e| {
-            Error::new(
+            Error::with_source(
                 ErrorKind::Connection,
                 format!("could not consume from '{queue}': {e}"),
+                e,
             )
         })
     })

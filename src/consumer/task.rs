@@ -1,29 +1,30 @@
-//! The task that owns a consumer's channel: takes deliveries, acks what
-//! JavaScript settled, routes failures, recovers and stops.
+//! The task that owns a consumer's channel: takes deliveries, hands them to
+//! JavaScript, acks what JavaScript settled, routes failures, recovers and stops.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::{FutureExt, StreamExt};
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicCancelOptions, BasicNackOptions};
-use lapin::Channel;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
-use super::failure::handle_failure;
-use super::inbox::Inbox;
-use super::steps::{close_channel, subscribe};
+use super::admit::refused;
+use super::link::{Deliveries, Link, LinkChannel, Subscription};
+use super::sink::Outbox;
 use super::*;
-use crate::amqp::connection::Broker;
-use crate::amqp::fields::{attempt_of, header, to_field_value, undecodable_field};
+use crate::amqp::fields::attempt_of;
 use crate::error::{Error, ErrorKind};
-use crate::retry::{exceeds_delivery_limit, jitter, route_failure_with_table, ParkReason, Route};
+use crate::retry::{jitter, route_failure_with_table, Route};
 
 /// Where the task is: consuming, waiting to try recovery again, or done.
 enum Phase {
-    Consuming(lapin::Consumer),
+    Consuming {
+        deliveries: Deliveries,
+        consumer_tag: String,
+    },
     Recovering {
         attempt: u32,
         next_try: Instant,
@@ -32,30 +33,48 @@ enum Phase {
     Stopped,
 }
 
-pub(super) struct ConsumerTask {
-    pub(super) broker: Arc<Broker>,
-    pub(super) config: Arc<ConsumerConfig>,
-    pub(super) channel: Option<Channel>,
-    pub(super) inbox: Arc<Inbox>,
-    pub(super) pending: HashMap<u64, Pending>,
-    pub(super) next_id: u64,
-    pub(super) failures: JoinSet<(u64, Event)>,
-    pub(super) acks: AckLedger,
-    /// Deliveries accepted since JavaScript was last woken.
-    pub(super) arrived: Vec<Item>,
-    pub(super) stuck: usize,
-    pub(super) last_activity: Instant,
-    pub(super) state: Arc<Mutex<ConsumerState>>,
+pub(super) struct ConsumerTask<L: Link> {
+    link: L,
+    config: Arc<ConsumerConfig>,
+    channel: Option<L::Channel>,
+    /// What goes to JavaScript.
+    out: Outbox,
+    pending: HashMap<u64, Pending>,
+    next_id: u64,
+    failures: JoinSet<(u64, Event)>,
+    acks: AckLedger,
+    stuck: usize,
+    last_activity: Instant,
+    state: Arc<Mutex<ConsumerState>>,
 }
 
-impl ConsumerTask {
+impl<L: Link> ConsumerTask<L> {
+    /// A task for a consumer of `config`, reporting its state in `state`.
+    pub(super) fn new(link: L, config: ConsumerConfig, state: Arc<Mutex<ConsumerState>>) -> Self {
+        let spill = usize::from(config.prefetch / 2).max(1);
+        ConsumerTask {
+            link,
+            config: Arc::new(config),
+            channel: None,
+            out: Outbox::default(),
+            pending: HashMap::new(),
+            next_id: 0,
+            failures: JoinSet::new(),
+            acks: AckLedger::new(spill, ACK_MAX_HOLD),
+            stuck: 0,
+            last_activity: Instant::now(),
+            state,
+        }
+    }
+
+    /// Consumes `sub` and obeys `rx` until finished (or the handle is dropped).
     pub(super) async fn run(
         mut self,
-        consumer: lapin::Consumer,
+        sub: Subscription<L::Channel>,
         mut rx: mpsc::UnboundedReceiver<Command>,
     ) {
-        let mut phase = Phase::Consuming(consumer);
-        let mut finish: Option<oneshot::Sender<()>> = None;
+        let mut phase = self.consuming(sub);
+        let mut finish: Option<oneshot::Sender<Vec<Event>>> = None;
         // Republishes still running this long after `finish` are given up:
         // their deliveries stay unacked and go back to the queue with the channel.
         let mut finish_by: Option<Instant> = None;
@@ -67,11 +86,11 @@ impl ConsumerTask {
                 if self.failures.is_empty() {
                     self.flush_acks(true).await;
                     if let Some(ch) = self.channel.take() {
-                        close_channel(&ch, "consumer closed", self.step()).await;
+                        ch.close("consumer closed", self.step()).await;
                     }
                     self.set_state(ConsumerState::Closed);
-                    self.inbox.close();
-                    let _ = reply.send(());
+                    self.drop_arrived().await;
+                    let _ = reply.send(self.out.finish());
                     return;
                 }
                 finish = Some(reply);
@@ -85,7 +104,7 @@ impl ConsumerTask {
             let release_at = (self.stuck > 0
                 && self.pending.is_empty()
                 && self.failures.is_empty()
-                && matches!(phase, Phase::Consuming(_)))
+                && matches!(phase, Phase::Consuming { .. }))
             .then(|| {
                 if self.stuck >= usize::from(self.config.prefetch) {
                     Instant::now()
@@ -109,12 +128,12 @@ impl ConsumerTask {
                         match item {
                             Some(Ok(d)) => {
                                 self.accept(d);
-                                if self.arrived.len() < MAX_DRAIN {
+                                if self.out.arrived.len() < MAX_DRAIN {
                                     next = next_delivery(&mut phase).now_or_never();
                                 }
                             }
                             Some(Err(e)) => {
-                                phase = self.lost(format!("consuming from '{}' stopped: {e}", self.config.topology.queue));
+                                phase = self.lost(e.message);
                             }
                             None => {
                                 // Only the broker ends the stream while we still consume:
@@ -123,7 +142,6 @@ impl ConsumerTask {
                             }
                         }
                     }
-                    self.inbox.push_all(&mut self.arrived);
                 },
                 _ = sleep_until(retry_at) => {
                     if let Phase::Recovering { attempt, since, .. } = phase {
@@ -150,12 +168,22 @@ impl ConsumerTask {
                 },
                 _ = sleep_until(release_at) => {
                     if let Some(ch) = self.channel.take() {
-                        close_channel(&ch, "redeliver messages whose republish failed", self.step()).await;
+                        ch.close("redeliver messages whose republish failed", self.step()).await;
                     }
                     phase = self.lost(format!("{} delivery(ies) of '{}' held by a failed republish went back to the broker (channel reopened)", self.stuck, self.config.topology.queue));
                 },
             }
             self.flush_acks(false).await;
+            // Whatever happened in this turn reaches JavaScript in one batch.
+            self.out.hand_over(&self.pending, finish.is_some());
+        }
+    }
+
+    fn consuming(&mut self, sub: Subscription<L::Channel>) -> Phase {
+        self.channel = Some(sub.channel);
+        Phase::Consuming {
+            deliveries: sub.deliveries,
+            consumer_tag: sub.consumer_tag,
         }
     }
 
@@ -163,9 +191,12 @@ impl ConsumerTask {
         &mut self,
         cmd: Command,
         phase: &mut Phase,
-        finish: &mut Option<oneshot::Sender<()>>,
+        finish: &mut Option<oneshot::Sender<Vec<Event>>>,
     ) {
         match cmd {
+            Command::Attach(sink) => {
+                self.out.attach(sink);
+            }
             Command::SettleMany(acked, failed) => {
                 for id in acked {
                     self.settle(id, Settlement::Ack);
@@ -175,10 +206,18 @@ impl ConsumerTask {
                 }
             }
             Command::Stop(reply) => {
-                if let Phase::Consuming(mut consumer) = std::mem::replace(phase, Phase::Stopped) {
-                    self.stop(&mut consumer).await;
+                if let Phase::Consuming {
+                    mut deliveries,
+                    consumer_tag,
+                } = std::mem::replace(phase, Phase::Stopped)
+                {
+                    self.stop(&mut deliveries, &consumer_tag).await;
                 }
-                self.close_inbox_deliveries().await;
+                self.drop_arrived().await;
+                if *lock(&self.state) == ConsumerState::Recovering {
+                    self.set_state(ConsumerState::Closed);
+                }
+                self.out.close();
                 let _ = reply.send(());
             }
             Command::Finish(reply) => *finish = Some(reply),
@@ -194,7 +233,7 @@ impl ConsumerTask {
         } else {
             self.acks.done(tag);
         }
-        self.inbox.push(Item::Event(event));
+        self.out.events.push(event);
     }
 
     /// Sends the acks the ledger says are due.
@@ -213,7 +252,7 @@ impl ConsumerTask {
                 AckOp::Upto(t) => (t, true),
                 AckOp::One(t) => (t, false),
             };
-            ch.basic_ack(tag, BasicAckOptions { multiple })
+            ch.ack(tag, multiple)
         });
         let failed =
             match tokio::time::timeout(self.step(), futures_util::future::join_all(sends)).await {
@@ -223,12 +262,12 @@ impl ConsumerTask {
                 Err(_) => Some(format!("no answer within {} ms", self.step().as_millis())),
             };
         if let Some(e) = failed {
-            self.inbox.push(Item::Event(Event::ConsumerError {
+            self.out.events.push(Event::ConsumerError {
                 error: Error::new(
                     ErrorKind::Connection,
                     format!("ack failed; the broker will redeliver the message(s), so they may be handled twice: {e}"),
                 ),
-            }));
+            });
         }
     }
 
@@ -247,17 +286,13 @@ impl ConsumerTask {
     fn lost(&mut self, reason: String) -> Phase {
         self.pending.clear();
         self.acks.clear();
-        self.arrived.clear();
+        self.out.arrived.clear();
         self.stuck = 0;
         self.channel = None;
-        {
-            let mut st = lock(&self.inbox.state);
-            st.items.retain(|i| matches!(i, Item::Event(_)));
-        }
         self.set_state(ConsumerState::Recovering);
-        self.inbox.push(Item::Event(Event::Disconnected {
+        self.out.events.push(Event::Disconnected {
             error: Error::new(ErrorKind::Connection, reason),
-        }));
+        });
         let now = Instant::now();
         Phase::Recovering {
             attempt: 1,
@@ -269,21 +304,20 @@ impl ConsumerTask {
     /// One recovery try: a live connection, the topology declared again, a
     /// new channel and consumer.
     async fn recover(&mut self, attempt: u32, since: Instant) -> Phase {
-        if self.broker.is_closed() {
+        if self.link.is_closed() {
             return self.give_up(Error::new(
                 ErrorKind::Closed,
                 "the client was closed while the consumer was recovering",
             ));
         }
-        match subscribe(&self.broker, &self.config).await {
-            Ok((ch, consumer)) => {
-                self.channel = Some(ch);
+        match self.link.subscribe(&self.config).await {
+            Ok(sub) => {
                 self.set_state(ConsumerState::Connected);
-                self.inbox.push(Item::Event(Event::Recovered {
+                self.out.events.push(Event::Recovered {
                     attempts: attempt,
                     after_ms: since.elapsed().as_millis() as u64,
-                }));
-                Phase::Consuming(consumer)
+                });
+                self.consuming(sub)
             }
             Err(e)
                 if e.kind == ErrorKind::TopologyMismatch || e.kind == ErrorKind::InvalidOptions =>
@@ -307,37 +341,24 @@ impl ConsumerTask {
 
     fn give_up(&mut self, error: Error) -> Phase {
         self.set_state(ConsumerState::Closed);
-        self.inbox.push(Item::Event(Event::ConsumerError { error }));
-        self.inbox.close();
+        self.out.events.push(Event::ConsumerError { error });
+        self.out.close();
         Phase::Stopped
     }
 
-    /// Puts every delivery JavaScript has not taken back in the queue and
-    /// closes the inbox to new deliveries.
-    async fn close_inbox_deliveries(&mut self) {
-        let unstarted: Vec<u64> = {
-            let mut st = lock(&self.inbox.state);
-            let items = std::mem::take(&mut st.items);
-            let mut ids = Vec::new();
-            for item in items {
-                match item {
-                    Item::Delivery(d) => ids.push(d.id),
-                    other => st.items.push_back(other),
-                }
-            }
-            st.closed = true;
-            ids
+    /// Puts every delivery not handed to JavaScript back in the queue.
+    async fn drop_arrived(&mut self) {
+        let Some(ch) = self.channel.clone() else {
+            self.out.arrived.clear();
+            return;
         };
-        for id in unstarted {
+        for id in std::mem::take(&mut self.out.arrived) {
             if let Some(p) = self.pending.remove(&id) {
                 self.acks.forget(p.delivery.delivery_tag);
-                let _ = tokio::time::timeout(self.step(), p.delivery.acker.nack(requeue())).await;
+                let _ =
+                    tokio::time::timeout(self.step(), ch.requeue(p.delivery.delivery_tag)).await;
             }
         }
-        if *lock(&self.state) == ConsumerState::Recovering {
-            self.set_state(ConsumerState::Closed);
-        }
-        self.inbox.notify.notify_one();
     }
 
     fn accept(&mut self, d: Delivery) {
@@ -347,70 +368,20 @@ impl ConsumerTask {
         let id = self.next_id;
         let headers = d.properties.headers().as_ref();
         let attempt = attempt_of(headers, &self.config.topology.queue);
-        if let Some((failure, reason)) = self.refused(&d) {
-            let route = Route::Park { reason, attempt };
-            self.acks.publishing(d.delivery_tag);
-            self.route(
-                id,
-                Pending {
-                    delivery: d,
-                    attempt,
-                },
-                failure,
-                route,
-            );
-            return;
-        }
+        let refused = refused(&d, self.config.topology.delivery_limit);
         let table_bound = matches!(self.route_of(attempt, true), Route::Table { .. });
-        let data = DeliveryData {
-            id,
-            body: d.data.clone(),
-            exchange: d.exchange.as_str().to_owned(),
-            routing_key: d.routing_key.as_str().to_owned(),
-            redelivered: d.redelivered,
+        let p = Pending {
+            delivery: d,
             attempt,
             table_bound,
-            properties: d.properties.clone(),
         };
-        self.pending.insert(
-            id,
-            Pending {
-                delivery: d,
-                attempt,
-            },
-        );
-        self.arrived.push(Item::Delivery(Box::new(data)));
-    }
-
-    /// Why a delivery must be parked without reaching the handler, if it must:
-    /// a short string that is not UTF-8, or (quorum queues) too many deliveries.
-    fn refused(&self, d: &Delivery) -> Option<(Failure, ParkReason)> {
-        let failure = |name: &str, message: String| Failure {
-            name: name.into(),
-            message,
-            stack: String::new(),
-            retryable: false,
-            table: None,
-        };
-        if let Some(why) = undecodable_field(&d.exchange, &d.routing_key, &d.properties) {
-            return Some((failure("UndecodableMessage", why), ParkReason::Undecodable));
+        if let Some((failure, reason)) = refused {
+            self.acks.publishing(p.delivery.delivery_tag);
+            self.route(id, p, failure, Route::Park { reason, attempt });
+            return;
         }
-        let limit = self.config.topology.delivery_limit?;
-        let count = header(d.properties.headers().as_ref(), "x-delivery-count")
-            .map(to_field_value)
-            .and_then(|v| v.as_count());
-        exceeds_delivery_limit(count, limit).then(|| {
-            let deliveries = count.unwrap_or(0) + 1;
-            (
-                failure(
-                    "DeliveryLimitExceeded",
-                    format!(
-                        "delivered {deliveries} times without being acked or rejected (limit {limit}): the consumer most likely crashes on this message, so it was parked without calling the handler again"
-                    ),
-                ),
-                ParkReason::DeliveryLimit,
-            )
-        })
+        self.pending.insert(id, p);
+        self.out.arrived.push(id);
     }
 
     fn settle(&mut self, id: u64, s: Settlement) {
@@ -442,30 +413,25 @@ impl ConsumerTask {
 
     /// Republishes a failed delivery to where `route` says, on its own task.
     fn route(&mut self, id: u64, p: Pending, f: Failure, route: Route) {
-        let broker = self.broker.clone();
-        let config = self.config.clone();
         let tag = p.delivery.delivery_tag;
-        self.failures.spawn(async move {
-            let event = handle_failure(&broker, &config, id, p, f, route).await;
-            (tag, event)
-        });
+        let routed = self
+            .link
+            .route_failure(self.config.clone(), id, p, f, route);
+        self.failures.spawn(async move { (tag, routed.await) });
     }
 
-    async fn stop(&mut self, consumer: &mut lapin::Consumer) {
-        let tag = consumer.tag();
+    /// Cancels the consumer and puts the deliveries still on their way back
+    /// in the queue.
+    async fn stop(&mut self, deliveries: &mut Deliveries, consumer_tag: &str) {
         let Some(ch) = self.channel.clone() else {
             return;
         };
-        if ch.status().connected() {
-            let _ = tokio::time::timeout(
-                self.step(),
-                ch.basic_cancel(tag, BasicCancelOptions::default()),
-            )
-            .await;
+        if ch.connected() {
+            let _ = tokio::time::timeout(self.step(), ch.cancel(consumer_tag)).await;
             // Deliveries already on their way end the stream after the cancel.
             let _ = tokio::time::timeout(CANCEL_DRAIN.min(self.step()), async {
-                while let Some(Ok(d)) = consumer.next().await {
-                    let _ = d.acker.nack(requeue()).await;
+                while let Some(Ok(d)) = deliveries.next().await {
+                    let _ = ch.requeue(d.delivery_tag).await;
                 }
             })
             .await;
@@ -474,9 +440,9 @@ impl ConsumerTask {
 }
 
 /// The next delivery while consuming; never resolves otherwise.
-async fn next_delivery(phase: &mut Phase) -> Option<lapin::Result<Delivery>> {
+async fn next_delivery(phase: &mut Phase) -> Option<crate::error::Result<Delivery>> {
     match phase {
-        Phase::Consuming(c) => c.next().await,
+        Phase::Consuming { deliveries, .. } => deliveries.next().await,
         _ => std::future::pending().await,
     }
 }
@@ -484,14 +450,12 @@ async fn next_delivery(phase: &mut Phase) -> Option<lapin::Result<Delivery>> {
 /// Sleeps until `at`; never resolves without one.
 async fn sleep_until(at: Option<Instant>) {
     match at {
-        Some(t) => tokio::time::sleep_until(t.into()).await,
+        Some(t) => tokio::time::sleep_until(t).await,
         None => std::future::pending().await,
     }
 }
 
-fn requeue() -> BasicNackOptions {
-    BasicNackOptions {
-        multiple: false,
-        requeue: true,
-    }
-}
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod tests;

@@ -130,18 +130,19 @@ pub(crate) struct RetryStore {
 pub(crate) fn column<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> Result<T> {
     row.try_get(i).map_err(|e| {
         let name = row.columns().get(i).map_or("?", |c| c.name());
-        Error::new(
+        Error::with_source(
             ErrorKind::RetryTable,
             format!(
                 "column '{name}' of the retry table does not read as {}: {e}",
                 std::any::type_name::<T>()
             ),
+            e,
         )
     })
 }
 
-pub(super) fn table_error(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::new(ErrorKind::RetryTable, format!("{what}: {e}"))
+pub(super) fn table_error(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::with_source(ErrorKind::RetryTable, format!("{what}: {e}"), e)
 }
 
 impl RetryStore {

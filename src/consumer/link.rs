@@ -1,0 +1,153 @@
+//! What the consumer task needs from the broker, as two small traits, so the
+//! task's ordering (settle, ack, recover, hold, stop, finish) runs the same
+//! against lapin and against the scripted broker of its tests.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use futures_util::stream::{BoxStream, StreamExt};
+use lapin::message::Delivery;
+use lapin::options::{BasicAckOptions, BasicCancelOptions, BasicNackOptions};
+use lapin::Channel;
+
+use super::failure::handle_failure;
+use super::steps::{close_channel, subscribe};
+use super::*;
+use crate::amqp::connection::Broker;
+use crate::error::{Error, ErrorKind, Result};
+use crate::retry::Route;
+
+/// Deliveries of one subscription; the stream ends when the broker cancels
+/// the consumer, and yields an error when the channel is lost.
+pub(super) type Deliveries = BoxStream<'static, Result<Delivery>>;
+
+/// A subscription: the channel that acks, the consumer's tag and its deliveries.
+pub(super) struct Subscription<C> {
+    pub(super) channel: C,
+    pub(super) consumer_tag: String,
+    pub(super) deliveries: Deliveries,
+}
+
+/// The broker as the consumer task sees it.
+pub(super) trait Link: Send + Sync + 'static {
+    /// The channel a subscription consumes on.
+    type Channel: LinkChannel;
+
+    /// Declares the topology, opens a channel with the prefetch and consumes.
+    fn subscribe(
+        &self,
+        config: &ConsumerConfig,
+    ) -> impl Future<Output = Result<Subscription<Self::Channel>>> + Send;
+
+    /// Whether the client was closed (then recovery stops).
+    fn is_closed(&self) -> bool;
+
+    /// Routes a failed delivery (confirmed republish or a row of the retry
+    /// table) and says what happened; runs on a task of its own.
+    fn route_failure(
+        &self,
+        config: Arc<ConsumerConfig>,
+        id: u64,
+        pending: Pending,
+        failure: Failure,
+        route: Route,
+    ) -> BoxFuture<'static, Event>;
+}
+
+/// A consumer's channel: acks, requeues, cancel and close.
+pub(super) trait LinkChannel: Clone + Send + Sync + 'static {
+    /// Whether the channel is still open.
+    fn connected(&self) -> bool;
+
+    /// `basic.ack` of `tag`, and of every tag below it when `multiple`.
+    fn ack(&self, tag: u64, multiple: bool) -> impl Future<Output = Result<()>> + Send;
+
+    /// `basic.nack` of `tag` with requeue: the broker delivers it again.
+    fn requeue(&self, tag: u64) -> impl Future<Output = Result<()>> + Send;
+
+    /// `basic.cancel` of the consumer `consumer_tag`.
+    fn cancel(&self, consumer_tag: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// Closes the channel, waiting at most `limit`; the broker takes back
+    /// every delivery still unacked.
+    fn close(&self, reason: &str, limit: Duration) -> impl Future<Output = ()> + Send;
+}
+
+/// The real broker.
+#[derive(Clone)]
+pub(super) struct BrokerLink(pub(super) Arc<Broker>);
+
+impl Link for BrokerLink {
+    type Channel = Channel;
+
+    async fn subscribe(&self, config: &ConsumerConfig) -> Result<Subscription<Channel>> {
+        let (channel, consumer) = subscribe(&self.0, config).await?;
+        let consumer_tag = consumer.tag().as_str().to_owned();
+        let queue = config.topology.queue.clone();
+        let deliveries = consumer
+            .map(move |d| {
+                d.map_err(|e| {
+                    Error::with_source(
+                        ErrorKind::Connection,
+                        format!("consuming from '{queue}' stopped: {e}"),
+                        e,
+                    )
+                })
+            })
+            .boxed();
+        Ok(Subscription {
+            channel,
+            consumer_tag,
+            deliveries,
+        })
+    }
+
+    fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+
+    fn route_failure(
+        &self,
+        config: Arc<ConsumerConfig>,
+        id: u64,
+        pending: Pending,
+        failure: Failure,
+        route: Route,
+    ) -> BoxFuture<'static, Event> {
+        let broker = self.0.clone();
+        Box::pin(async move { handle_failure(&broker, &config, id, pending, failure, route).await })
+    }
+}
+
+impl LinkChannel for Channel {
+    fn connected(&self) -> bool {
+        self.status().connected()
+    }
+
+    async fn ack(&self, tag: u64, multiple: bool) -> Result<()> {
+        self.basic_ack(tag, BasicAckOptions { multiple })
+            .await
+            .map_err(|e| Error::with_source(ErrorKind::Connection, e.to_string(), e))
+    }
+
+    async fn requeue(&self, tag: u64) -> Result<()> {
+        let requeue = BasicNackOptions {
+            multiple: false,
+            requeue: true,
+        };
+        self.basic_nack(tag, requeue)
+            .await
+            .map_err(|e| Error::with_source(ErrorKind::Connection, e.to_string(), e))
+    }
+
+    async fn cancel(&self, consumer_tag: &str) -> Result<()> {
+        self.basic_cancel(consumer_tag.into(), BasicCancelOptions::default())
+            .await
+            .map_err(|e| Error::with_source(ErrorKind::Connection, e.to_string(), e))
+    }
+
+    async fn close(&self, reason: &str, limit: Duration) {
+        close_channel(self, reason, limit).await;
+    }
+}

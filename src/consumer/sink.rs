@@ -1,0 +1,98 @@
+//! Where deliveries and events go: JavaScript, through the binding's
+//! [`Sink`]. The task hands them over itself, as they arrive.
+
+use std::collections::HashMap;
+
+use lapin::message::Delivery;
+
+use super::{Event, Pending};
+
+/// A delivery as JavaScript receives it, borrowed from the task: the body is
+/// copied once, into what crosses to JavaScript.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeliveryView<'a> {
+    /// The consumer's own id for the delivery, used to settle it.
+    pub id: u64,
+    /// Earlier failed attempts.
+    pub attempt: u32,
+    /// Whether a retryable failure of this attempt goes to the retry table,
+    /// so JavaScript knows to ask `onFailure.table` where the row waits.
+    pub table_bound: bool,
+    /// The delivery: body, exchange, routing key, redelivered, properties.
+    pub delivery: &'a Delivery,
+}
+
+/// Receives a consumer's deliveries and events, on the consumer's task.
+pub(crate) trait Sink: Send + 'static {
+    /// Hands over `deliveries` to handle and `events` to report; `closed`
+    /// says that no delivery comes after these. Must not block.
+    fn deliver(&mut self, deliveries: &[DeliveryView<'_>], events: &[Event], closed: bool);
+}
+
+/// What the task has for JavaScript, and the sink it goes to.
+#[derive(Default)]
+pub(super) struct Outbox {
+    /// `None` until JavaScript attaches, and again after the last deliveries.
+    sink: Option<Box<dyn Sink>>,
+    /// Whether the sink was told that no delivery follows.
+    closed: bool,
+    /// Deliveries accepted and not handed over yet (ids of the task's pending).
+    pub(super) arrived: Vec<u64>,
+    /// Events not handed over yet.
+    pub(super) events: Vec<Event>,
+}
+
+impl Outbox {
+    /// Hands everything to `sink` from the next turn on; a sink attached
+    /// after the last deliveries gets nothing.
+    pub(super) fn attach(&mut self, sink: Box<dyn Sink>) {
+        if !self.closed {
+            self.sink = Some(sink);
+        }
+    }
+
+    /// Hands what arrived to the sink, if one is attached. While finishing,
+    /// events stay here: [`finish`](Self::finish) returns them.
+    pub(super) fn hand_over(&mut self, pending: &HashMap<u64, Pending>, finishing: bool) {
+        let Some(sink) = self.sink.as_mut() else {
+            return;
+        };
+        if self.arrived.is_empty() && (self.events.is_empty() || finishing) {
+            return;
+        }
+        let views: Vec<DeliveryView<'_>> = self
+            .arrived
+            .iter()
+            .filter_map(|id| {
+                pending.get(id).map(|p| DeliveryView {
+                    id: *id,
+                    attempt: p.attempt,
+                    table_bound: p.table_bound,
+                    delivery: &p.delivery,
+                })
+            })
+            .collect();
+        let events: &[Event] = if finishing { &[] } else { &self.events };
+        sink.deliver(&views, events, false);
+        self.arrived.clear();
+        if !finishing {
+            self.events.clear();
+        }
+    }
+
+    /// Tells the sink that no delivery follows, with the events so far, and
+    /// lets it go: later events are returned by [`finish`](Self::finish).
+    pub(super) fn close(&mut self) {
+        if let Some(mut sink) = self.sink.take() {
+            sink.deliver(&[], &self.events, true);
+            self.events.clear();
+        }
+        self.closed = true;
+    }
+
+    /// Lets the sink go and returns the events it did not get.
+    pub(super) fn finish(&mut self) -> Vec<Event> {
+        self.sink = None;
+        std::mem::take(&mut self.events)
+    }
+}

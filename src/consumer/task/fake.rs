@@ -1,0 +1,255 @@
+//! A scripted broker and sink for the task's tests: every answer is the
+//! test's, and every ack, requeue, cancel and close is recorded.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use futures_util::stream::{self, StreamExt};
+use lapin::message::Delivery;
+use tokio::sync::{mpsc, Semaphore};
+
+use super::super::link::{Link, LinkChannel, Subscription};
+use super::super::*;
+use crate::error::{Error, ErrorKind, Result};
+use crate::retry::Route;
+
+/// What the task did to a channel (numbered from 1 by subscription).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Op {
+    Ack { ch: usize, tag: u64, multiple: bool },
+    Requeue { ch: usize, tag: u64 },
+    Cancel { ch: usize },
+    Close { ch: usize },
+}
+
+/// One call of the sink.
+#[derive(Debug, Clone)]
+pub(super) struct Batch {
+    /// (id, delivery tag, attempt) of each delivery.
+    pub(super) deliveries: Vec<(u64, u64, u32)>,
+    /// Each event's kind.
+    pub(super) events: Vec<&'static str>,
+    pub(super) closed: bool,
+}
+
+pub(super) fn ack(ch: usize, tag: u64, multiple: bool) -> Op {
+    Op::Ack { ch, tag, multiple }
+}
+
+pub(super) fn kind(e: &Event) -> &'static str {
+    match e {
+        Event::Retried { .. } => "retry",
+        Event::Parked { .. } => "parked",
+        Event::Stored { .. } => "stored",
+        Event::PublishFailed { .. } => "publish-failed",
+        Event::Disconnected { .. } => "disconnected",
+        Event::Recovered { .. } => "recovered",
+        Event::ConsumerError { .. } => "error",
+    }
+}
+
+/// A broker whose every answer the test decides.
+#[derive(Clone, Default)]
+pub(super) struct Script {
+    pub(super) ops: Arc<Mutex<Vec<Op>>>,
+    /// Subscriptions made.
+    pub(super) subscribed: Arc<AtomicUsize>,
+    /// One sender per subscription so far: the test delivers through the last.
+    pub(super) feeds: Arc<Mutex<Vec<mpsc::UnboundedSender<Result<Delivery>>>>>,
+    /// Answers of the next subscribes after the first; `Ok` when none is left.
+    pub(super) subscribe_errors: Arc<Mutex<VecDeque<Error>>>,
+    /// Republishes fail while set.
+    pub(super) refuse_republish: Arc<AtomicBool>,
+    /// Republishes wait for a permit.
+    pub(super) confirms: Option<Arc<Semaphore>>,
+    pub(super) closed: Arc<AtomicBool>,
+}
+
+impl Script {
+    /// A broker whose republishes wait until the test adds a permit each.
+    pub(super) fn confirming_on_demand() -> (Script, Arc<Semaphore>) {
+        let confirms = Arc::new(Semaphore::new(0));
+        let script = Script {
+            confirms: Some(confirms.clone()),
+            ..Script::default()
+        };
+        (script, confirms)
+    }
+
+    pub(super) fn ops(&self) -> Vec<Op> {
+        self.ops.lock().unwrap().clone()
+    }
+
+    pub(super) fn subscriptions(&self) -> usize {
+        self.subscribed.load(Ordering::SeqCst)
+    }
+
+    /// Delivers `tag` on the newest subscription.
+    pub(super) fn deliver(&self, tag: u64) {
+        let d = Delivery::mock(tag, "".into(), "q".into(), false, format!("m{tag}").into());
+        let feeds = self.feeds.lock().unwrap();
+        feeds.last().unwrap().send(Ok(d)).unwrap();
+    }
+
+    /// The newest subscription's channel fails.
+    pub(super) fn lose_channel(&self) {
+        let feeds = self.feeds.lock().unwrap();
+        let _ = feeds.last().unwrap().send(Err(Error::new(
+            ErrorKind::Connection,
+            "channel closed by the broker",
+        )));
+    }
+
+    /// The broker cancels the newest subscription (its queue was deleted).
+    pub(super) fn cancel_from_broker(&self) {
+        self.feeds.lock().unwrap().pop();
+    }
+}
+
+#[derive(Clone)]
+pub(super) struct FakeChannel {
+    n: usize,
+    pub(super) ops: Arc<Mutex<Vec<Op>>>,
+}
+
+impl LinkChannel for FakeChannel {
+    fn connected(&self) -> bool {
+        true
+    }
+
+    async fn ack(&self, tag: u64, multiple: bool) -> Result<()> {
+        let ch = self.n;
+        self.ops.lock().unwrap().push(Op::Ack { ch, tag, multiple });
+        Ok(())
+    }
+
+    async fn requeue(&self, tag: u64) -> Result<()> {
+        let ch = self.n;
+        self.ops.lock().unwrap().push(Op::Requeue { ch, tag });
+        Ok(())
+    }
+
+    async fn cancel(&self, _consumer_tag: &str) -> Result<()> {
+        let ch = self.n;
+        self.ops.lock().unwrap().push(Op::Cancel { ch });
+        Ok(())
+    }
+
+    async fn close(&self, _reason: &str, _limit: Duration) {
+        let ch = self.n;
+        self.ops.lock().unwrap().push(Op::Close { ch });
+    }
+}
+
+impl Link for Script {
+    type Channel = FakeChannel;
+
+    async fn subscribe(&self, _config: &ConsumerConfig) -> Result<Subscription<FakeChannel>> {
+        if self.subscriptions() > 0 {
+            if let Some(e) = self.subscribe_errors.lock().unwrap().pop_front() {
+                return Err(e);
+            }
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.feeds.lock().unwrap().push(tx);
+        let n = self.subscribed.fetch_add(1, Ordering::SeqCst) + 1;
+        let deliveries =
+            stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|d| (d, rx)) }).boxed();
+        Ok(Subscription {
+            channel: FakeChannel {
+                n,
+                ops: self.ops.clone(),
+            },
+            consumer_tag: format!("ctag-{n}"),
+            deliveries,
+        })
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    fn route_failure(
+        &self,
+        _config: Arc<ConsumerConfig>,
+        id: u64,
+        _pending: Pending,
+        failure: Failure,
+        route: Route,
+    ) -> BoxFuture<'static, Event> {
+        let refuse = self.refuse_republish.load(Ordering::SeqCst);
+        let confirms = self.confirms.clone();
+        Box::pin(async move {
+            if let Some(c) = confirms {
+                let _permit = c.acquire().await;
+            }
+            if refuse {
+                return Event::PublishFailed {
+                    id,
+                    message_id: None,
+                    target: "q.retry.5s".into(),
+                    error: Error::new(ErrorKind::PublishNacked, "refused"),
+                };
+            }
+            match route {
+                Route::Park { reason, attempt } => Event::Parked {
+                    id,
+                    message_id: None,
+                    target: "q.parked".into(),
+                    reason: reason.as_str().into(),
+                    attempt,
+                    error: failure.message,
+                },
+                _ => Event::Retried {
+                    id,
+                    message_id: None,
+                    target: "q.retry.5s".into(),
+                    attempt: 1,
+                    delay: "5s".into(),
+                    error: failure.message,
+                },
+            }
+        })
+    }
+}
+
+#[derive(Clone, Default)]
+pub(super) struct FakeSink {
+    pub(super) batches: Arc<Mutex<Vec<Batch>>>,
+}
+
+impl FakeSink {
+    pub(super) fn batches(&self) -> Vec<Batch> {
+        self.batches.lock().unwrap().clone()
+    }
+
+    pub(super) fn ids(&self) -> Vec<u64> {
+        self.batches()
+            .iter()
+            .flat_map(|b| b.deliveries.iter().map(|d| d.0))
+            .collect()
+    }
+
+    pub(super) fn events(&self) -> Vec<&'static str> {
+        self.batches()
+            .iter()
+            .flat_map(|b| b.events.clone())
+            .collect()
+    }
+}
+
+impl Sink for FakeSink {
+    fn deliver(&mut self, deliveries: &[DeliveryView<'_>], events: &[Event], closed: bool) {
+        self.batches.lock().unwrap().push(Batch {
+            deliveries: deliveries
+                .iter()
+                .map(|d| (d.id, d.delivery.delivery_tag, d.attempt))
+                .collect(),
+            events: events.iter().map(kind).collect(),
+            closed,
+        });
+    }
+}

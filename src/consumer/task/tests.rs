@@ -1,0 +1,259 @@
+//! The task's ordering against a scripted broker: what reaches JavaScript,
+//! which acks go out on which channel, recovery, holding, stop and finish.
+//! Time is tokio's paused clock, so waits of seconds take none.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::super::*;
+use super::fake::{ack, kind, FakeSink, Op, Script};
+use crate::amqp::topology::{ExtraArguments, QueueType, Topology};
+use crate::error::{Error, ErrorKind};
+use crate::retry::parse_delays;
+
+fn config(max_attempts: Option<u32>) -> ConsumerConfig {
+    ConsumerConfig {
+        topology: Topology {
+            queue: "q".into(),
+            exchange: None,
+            exchange_type: "topic".into(),
+            routing_key: "q".into(),
+            queue_type: QueueType::Classic,
+            delays: parse_delays(&["5s".into()]).unwrap(),
+            delivery_limit: None,
+            assert_queue: true,
+            extra: ExtraArguments::default(),
+        },
+        prefetch: 10,
+        recovery: Recovery {
+            max_attempts,
+            ..Recovery::default()
+        },
+        table: None,
+    }
+}
+
+fn failure(message: &str) -> Failure {
+    Failure {
+        name: "Error".into(),
+        message: message.into(),
+        retryable: true,
+        ..Failure::default()
+    }
+}
+
+/// Lets the task run until `done` holds (on the paused clock: at most 60 s).
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..60_000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("gave up waiting for {what}");
+}
+
+async fn started(script: &Script, max_attempts: Option<u32>) -> (ConsumerHandle, FakeSink) {
+    let handle = ConsumerHandle::start_on(script.clone(), config(max_attempts))
+        .await
+        .unwrap();
+    (handle, FakeSink::default())
+}
+
+/// A consumer whose sink has deliveries 1 and 2 (tags 1 and 2).
+async fn handling_two(script: &Script) -> (ConsumerHandle, FakeSink) {
+    let (handle, sink) = started(script, None).await;
+    handle.attach(Box::new(sink.clone())).unwrap();
+    script.deliver(1);
+    script.deliver(2);
+    until("two deliveries", || sink.ids().len() == 2).await;
+    (handle, sink)
+}
+
+#[tokio::test(start_paused = true)]
+async fn deliveries_wait_for_the_sink_and_a_settled_run_is_acked_in_one_frame() {
+    let script = Script::default();
+    let (handle, sink) = started(&script, None).await;
+    for tag in 1..=3 {
+        script.deliver(tag);
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(sink.batches().is_empty());
+    handle.attach(Box::new(sink.clone())).unwrap();
+    until("the first batch", || sink.ids().len() == 3).await;
+    assert_eq!(sink.batches().len(), 1, "one batch for what arrived before");
+    assert_eq!(
+        sink.batches()[0].deliveries,
+        vec![(1, 1, 0), (2, 2, 0), (3, 3, 0)]
+    );
+
+    handle.settle_many(vec![1, 2, 3], Vec::new()).unwrap();
+    until("the ack", || !script.ops().is_empty()).await;
+    assert_eq!(script.ops(), vec![ack(1, 3, true)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_is_acked_only_after_its_republish_and_then_with_what_follows() {
+    let (script, confirms) = Script::confirming_on_demand();
+    let (handle, sink) = handling_two(&script).await;
+    handle
+        .settle_many(vec![2], vec![(1, failure("carrier 503"))])
+        .unwrap();
+    // Longer than an ack waits behind a republish: still nothing acked.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(script.ops().is_empty(), "{:?}", script.ops());
+    confirms.add_permits(1);
+    until("the ack", || !script.ops().is_empty()).await;
+    assert_eq!(script.ops(), vec![ack(1, 2, true)]);
+    until("the retry event", || sink.events() == vec!["retry"]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_channel_recovers_and_its_tags_are_never_acked_on_the_new_one() {
+    let script = Script::default();
+    script
+        .subscribe_errors
+        .lock()
+        .unwrap()
+        .push_back(Error::new(ErrorKind::Connection, "broker down"));
+    let (handle, sink) = handling_two(&script).await;
+    script.lose_channel();
+    until("the loss", || sink.events().contains(&"disconnected")).await;
+    assert_eq!(handle.state(), ConsumerState::Recovering);
+
+    until("recovery", || sink.events().contains(&"recovered")).await;
+    assert_eq!(handle.state(), ConsumerState::Connected);
+    assert_eq!(
+        script.subscriptions(),
+        2,
+        "one failed try, then a subscription"
+    );
+    assert_eq!(sink.events(), vec!["disconnected", "recovered"]);
+
+    // The broker redelivers tag 1 on the new channel under a new id; then
+    // JavaScript settles the deliveries of the dead channel, whose tags the
+    // new channel reuses: nothing may be acked for them.
+    script.deliver(1);
+    until("the redelivery", || sink.ids().len() == 3).await;
+    assert_eq!(sink.ids(), vec![1, 2, 3]);
+    handle.settle_many(vec![1, 2], Vec::new()).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(script.ops().is_empty(), "{:?}", script.ops());
+    handle.settle_many(vec![3], Vec::new()).unwrap();
+    until("the ack", || !script.ops().is_empty()).await;
+    assert_eq!(script.ops(), vec![ack(2, 1, false)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn recovery_gives_up_on_a_mismatch_and_after_its_attempts() {
+    for (error, max_attempts, tries) in [
+        (ErrorKind::TopologyMismatch, None, 1),
+        (ErrorKind::Connection, Some(3), 3),
+    ] {
+        let script = Script::default();
+        for _ in 0..5 {
+            script
+                .subscribe_errors
+                .lock()
+                .unwrap()
+                .push_back(Error::new(error, "no"));
+        }
+        let (handle, sink) = started(&script, max_attempts).await;
+        handle.attach(Box::new(sink.clone())).unwrap();
+        script.cancel_from_broker();
+        until("giving up", || sink.batches().iter().any(|b| b.closed)).await;
+        assert_eq!(sink.events(), vec!["disconnected", "error"], "{error:?}");
+        assert_eq!(handle.state(), ConsumerState::Closed);
+        assert_eq!(
+            script.subscribe_errors.lock().unwrap().len(),
+            5 - tries,
+            "{error:?}: tries"
+        );
+        assert!(sink.batches().last().unwrap().closed);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_republish_holds_its_delivery_until_the_channel_gives_it_back() {
+    let script = Script::default();
+    script.refuse_republish.store(true, Ordering::SeqCst);
+    let (handle, sink) = handling_two(&script).await;
+    handle
+        .settle_many(vec![2], vec![(1, failure("carrier 503"))])
+        .unwrap();
+    until("the refusal", || sink.events().contains(&"publish-failed")).await;
+    script.refuse_republish.store(false, Ordering::SeqCst);
+    // Tag 2 is acked alone: a multiple ack would cover the held tag 1.
+    until("the ack of 2", || !script.ops().is_empty()).await;
+    assert_eq!(script.ops()[0], ack(1, 2, false));
+    // Idle for a while: the channel closes so the broker redelivers tag 1.
+    until("the release", || sink.events().contains(&"recovered")).await;
+    assert_eq!(script.ops(), vec![ack(1, 2, false), Op::Close { ch: 1 }]);
+    assert_eq!(
+        sink.events(),
+        vec!["publish-failed", "disconnected", "recovered"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_cancels_and_gives_back_what_javascript_never_got() {
+    let script = Script::default();
+    let (handle, sink) = started(&script, None).await;
+    script.deliver(1);
+    script.deliver(2);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    handle.stop().await.unwrap();
+    assert_eq!(
+        script.ops(),
+        vec![
+            Op::Cancel { ch: 1 },
+            Op::Requeue { ch: 1, tag: 1 },
+            Op::Requeue { ch: 1, tag: 2 }
+        ]
+    );
+    // A sink attached after the stop gets nothing.
+    handle.attach(Box::new(sink.clone())).unwrap();
+    let late = handle.finish().await.unwrap();
+    assert!(late.is_empty());
+    assert!(sink.batches().is_empty());
+    assert_eq!(script.ops().last(), Some(&Op::Close { ch: 1 }));
+    assert_eq!(handle.state(), ConsumerState::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn finish_waits_for_republishes_acks_them_then_closes_and_returns_their_events() {
+    let (script, confirms) = Script::confirming_on_demand();
+    let (handle, sink) = handling_two(&script).await;
+    handle
+        .settle_many(vec![2], vec![(1, failure("carrier 503"))])
+        .unwrap();
+    handle.stop().await.unwrap();
+    let last = sink.batches().last().cloned().unwrap();
+    assert!(last.closed, "the stop ends the deliveries");
+    // The stop waited for the cancel longer than an ack waits behind a
+    // republish: tag 2 went alone, tag 1 still waits for its confirm.
+    let two = ack(1, 2, false);
+    assert_eq!(script.ops(), vec![Op::Cancel { ch: 1 }, two.clone()]);
+
+    let handle = Arc::new(handle);
+    let finishing = tokio::spawn({
+        let handle = handle.clone();
+        async move { handle.finish().await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!finishing.is_finished(), "finish waits for the republish");
+    confirms.add_permits(1);
+    let late = finishing.await.unwrap();
+    assert_eq!(late.iter().map(kind).collect::<Vec<_>>(), vec!["retry"]);
+    assert_eq!(
+        script.ops(),
+        vec![
+            Op::Cancel { ch: 1 },
+            two,
+            ack(1, 1, false),
+            Op::Close { ch: 1 }
+        ]
+    );
+    assert_eq!(handle.state(), ConsumerState::Closed);
+}
