@@ -5,3 +5,4 @@
 pub(crate) mod scheduler;
 mod schema;
 pub(crate) mod store;
+mod tls;

@@ -6,9 +6,9 @@ use std::time::{Duration, SystemTime};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::types::{FromSql, ToSql};
-use tokio_postgres::NoTls;
 use tokio_postgres::Row;
 
+use super::tls::PgTls;
 use crate::error::{Error, ErrorKind, Result};
 use crate::redact::redact_url;
 
@@ -141,25 +141,51 @@ pub(crate) fn column<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> Result<T> {
     })
 }
 
+/// `e`'s message followed by those of the errors under it, each once:
+/// tokio-postgres and deadpool keep the cause out of their own messages.
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 pub(super) fn table_error(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> Error {
-    Error::with_source(ErrorKind::RetryTable, format!("{what}: {e}"), e)
+    Error::with_source(
+        ErrorKind::RetryTable,
+        format!("{what}: {}", with_causes(&e)),
+        e,
+    )
 }
 
 impl RetryStore {
-    /// Connects, applies the migrations under an advisory lock, and checks the
+    /// Connects (with TLS as the URL's `sslmode` and `sslrootcert` ask, see
+    /// `tls`), applies the migrations under an advisory lock, and checks the
     /// table's shape.
     pub(crate) async fn connect(url: &str) -> Result<Arc<RetryStore>> {
         let safe_url = redact_url(url);
-        let pg: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
-            let e = crate::redact::redact_in(&e.to_string(), url);
+        let in_url =
+            |e: Error| Error::new(e.kind, format!("retryTable.url {safe_url}: {}", e.message));
+        let (rest, tls) = PgTls::take_from_url(url).map_err(in_url)?;
+        let mut pg: tokio_postgres::Config = rest.parse().map_err(|e: tokio_postgres::Error| {
+            let e = crate::redact::redact_in(&with_causes(&e), url);
             Error::new(
                 ErrorKind::InvalidOptions,
                 format!("retryTable.url {safe_url} is not a PostgreSQL URL ({e}): use postgres://user:password@host:5432/database"),
             )
         })?;
+        pg.ssl_mode(tls.driver_mode(&pg));
+        let connector = tls.connector().map_err(in_url)?;
         let manager = Manager::from_config(
             pg,
-            NoTls,
+            connector,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -183,7 +209,9 @@ impl RetryStore {
         &self.safe_url
     }
 
-    /// A pooled connection.
+    /// A pooled connection. A connection that fails says why, with the causes
+    /// under the pool's and tokio-postgres's own messages (a refused
+    /// connection, a TLS handshake and the certificate it refused).
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool.get().await.map_err(|e| {
             table_error(
