@@ -22,15 +22,18 @@ import { getHeapSpaceStatistics } from 'node:v8';
 
 import amqp, { type ConsumeMessage } from 'amqplib';
 
-import { RabbitRetry, type Delay, type Message } from '../lib';
-import { AMQP_URL, RESULT_MARK, threadCpu, threadTicks } from './common';
+import type { Delay, Message } from '../lib';
+import { RESULT_MARK, threadCpu, threadTicks } from './proc';
 
-export type Lib = 'amqplib' | 'rabbit-retry';
+/** `baseline`: rabbit-retry from another checkout (BENCH_BASELINE, see run.ts). */
+export type Lib = 'amqplib' | 'rabbit-retry' | 'baseline';
 export type Scenario = 'all-succeed' | 'all-fail-once' | 'fail-10pct';
 
 export interface ChildConfig {
   mode: 'throughput' | 'latency' | 'soak';
   lib: Lib;
+  /** The broker's URL, the parent's AMQP_URL (passed in: importing common.ts here would load this checkout's lib, see proc.ts). */
+  url: string;
   scenario: Scenario;
   queue: string;
   /** Messages to see before reporting (throughput, soak). */
@@ -48,6 +51,8 @@ export interface ChildConfig {
    * the run: its numbers are not comparable.
    */
   cpuProfDir?: string;
+  /** The checkout whose lib/ the `baseline` client loads (BENCH_BASELINE). */
+  baselineDir?: string;
 }
 
 export interface ChildResult {
@@ -89,6 +94,13 @@ export interface ChildResult {
 }
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as ChildConfig;
+
+// The baseline loads only its own lib/ (which loads its own addon), nothing of
+// this checkout's; the others load this checkout's, the amqplib child included,
+// as it always has (through common.ts before).
+if (cfg.lib === 'baseline' && !cfg.baselineDir) throw new Error('child: the baseline client needs baselineDir');
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { RabbitRetry } = require(cfg.lib === 'baseline' ? path.join(cfg.baselineDir ?? '', 'lib') : '../lib') as typeof import('../lib');
 
 // ts-node installs source-map-support, whose Error.prepareStackTrace makes
 // every `err.stack` cost tens of µs; a compiled app has V8's own formatting.
@@ -189,7 +201,7 @@ interface Running {
 
 async function startAmqplib(): Promise<Running> {
   // The seeds connect with amqplib's defaults (Nagle on); BENCH_AMQPLIB_NODELAY=1 turns it off.
-  const conn = await amqp.connect(AMQP_URL, { noDelay: process.env.BENCH_AMQPLIB_NODELAY === '1' });
+  const conn = await amqp.connect(cfg.url, { noDelay: process.env.BENCH_AMQPLIB_NODELAY === '1' });
   conn.on('error', (err: Error) => errors.push(`connection: ${err.message}`));
   const ch = await conn.createConfirmChannel();
   ch.on('error', (err: Error) => errors.push(`channel: ${err.message}`));
@@ -267,7 +279,7 @@ async function startAmqplib(): Promise<Running> {
 
 async function startRabbitRetry(): Promise<Running> {
   const rr = await RabbitRetry.connect({
-    url: AMQP_URL,
+    url: cfg.url,
     logger: { warn: (m) => process.stderr.write(`warn: ${m}\n`), error: (m) => process.stderr.write(`error: ${m}\n`) },
   });
   const handler = async (msg: Message): Promise<void> => {

@@ -12,8 +12,10 @@ import path from 'node:path';
 import type { ConfirmChannel } from 'amqplib';
 
 import { amqpConnection, closeAmqp, deleteQueue, readyMessages, sleep, withChannel } from '../__test__/broker';
+import { procStat, RESULT_MARK } from './proc';
 
 export { AMQP_URL, queueFamily, sleep, uniqueName } from '../__test__/broker';
+export { RESULT_MARK, threadCpu, threadTicks } from './proc';
 /**
  * BENCH_LONG_IDS=1: message ids like `message-id-12345` instead of `12345`.
  * With the short ids the consumer's V8 heap keeps committing memory for
@@ -24,9 +26,6 @@ export const LONG_IDS = process.env.BENCH_LONG_IDS === '1';
 
 /** The body every benchmark message carries: 1 KiB. */
 export const BODY = Buffer.alloc(1024, 'x');
-
-/** Marks the line of a child's stdout that carries its result. */
-export const RESULT_MARK = 'BENCH_RESULT ';
 
 export function envInt(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -319,14 +318,6 @@ export async function waitForQuiet(maxWaitMs: number, threshold = 0.35): Promise
   }
 }
 
-/** A process's or thread's name and CPU ticks (user + system) from its `/proc/.../stat` file. */
-function procStat(file: string): { comm: string; ticks: number } {
-  const stat = readFileSync(file, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // utime and stime are fields 14 and 15 of stat; f starts at field 3.
-  return { comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), ticks: Number(f[11]) + Number(f[12]) };
-}
-
 /**
  * CPU seconds the local broker's Erlang VM has used so far (user + system of
  * every `beam.smp` process running RabbitMQ), or null when no local broker is
@@ -344,32 +335,6 @@ export function brokerCpuS(): number | null {
     }
   }
   return pids.length > 0 ? ticks / 100 : null;
-}
-
-/** CPU ticks of each thread of this process, by thread name (Linux; empty elsewhere). */
-export function threadTicks(): Map<string, number> {
-  const ticks = new Map<string, number>();
-  try {
-    for (const tid of readdirSync('/proc/self/task')) {
-      const { comm, ticks: t } = procStat(`/proc/self/task/${tid}/stat`);
-      const name = tid === String(process.pid) ? 'main (JS)' : comm === 'node' ? 'node workers (GC, libuv)' : comm;
-      ticks.set(`${tid}\t${name}`, t);
-    }
-  } catch {
-    // not Linux
-  }
-  return ticks;
-}
-
-/** CPU seconds by thread name between two {@link threadTicks} readings (100 ticks a second). */
-export function threadCpu(before: Map<string, number>, after: Map<string, number>): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const [key, t] of after) {
-    const name = key.split('\t')[1];
-    const s = (t - (before.get(key) ?? 0)) / 100;
-    if (s > 0) out[name] = (out[name] ?? 0) + s;
-  }
-  return out;
 }
 
 /**

@@ -7,7 +7,7 @@
  * fresh queue, then starts the consumer under test in a child process
  * (child.ts) which consumes until it has seen them all and reports its
  * throughput, CPU, event-loop utilization and peak RSS. Rounds alternate
- * amqplib / rabbit-retry; the tables show the median of the rounds.
+ * amqplib / rabbit-retry; the tables (report.ts) show the median of the rounds.
  *
  * Then the handler's latency at prefetch 1 (one message at a time), and, with
  * BENCH_SOAK=1, rabbit-retry's RSS across BENCH_SOAK_N messages.
@@ -18,15 +18,30 @@
  * (100), BENCH_LONG_IDS=1 (see common.ts), BENCH_CHILD_STDERR=1 (pass the
  * children's stderr through), BENCH_MEM_DETAIL=1 (soak: print the V8 heap's
  * committed and used sizes with each sample).
+ *
+ * BENCH_BASELINE=dir adds a third client, `baseline`: rabbit-retry as built in
+ * another checkout of this repository (an older commit), its lib/ loaded from
+ * there by the child, measured in the same rounds (amqplib first, then this
+ * checkout and the baseline, their order swapped every other round), with
+ * rr / baseline ratios in the tables and the JSON. The checkout must be built
+ * (its binding.js and .node file at its root) and must resolve this
+ * repository's packages: `npm ci` there, or a `node_modules` symlink to this
+ * checkout's. For example:
+ *   git worktree add /tmp/rr-base <commit> && cd /tmp/rr-base
+ *   ln -s /path/to/this/checkout/node_modules node_modules
+ *   npx napi build --platform --release --js binding.js --dts binding.d.ts
+ * (or that commit's own build script, e.g. RELEASE=1 bash scripts/build.sh),
+ * then BENCH_BASELINE=/tmp/rr-base npm run bench.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
 import { retryQueueName } from '../lib';
 import type { ChildConfig, ChildResult, Lib, Scenario } from './child';
 import {
+  AMQP_URL,
   Publisher,
   runBenchmark,
   brokerVersion,
@@ -36,13 +51,11 @@ import {
   depth,
   envInt,
   fmt,
-  median,
   percentile,
   queueFamily,
   remember,
   sleep,
   startChild,
-  table,
   uniqueName,
   withTimeout,
   waitForQuiet,
@@ -51,6 +64,7 @@ import {
   brokerCpuS,
   pinCores,
 } from './common';
+import { report, TARGETS, type LatencyResult, type Measured, type SoakResult } from './report';
 
 const N = envInt('BENCH_N', 20_000);
 const ROUNDS = envInt('BENCH_ROUNDS', 3);
@@ -59,7 +73,7 @@ const LAT_WARMUP = 200;
 const SOAK = process.env.BENCH_SOAK === '1';
 const SOAK_N = envInt('BENCH_SOAK_N', 200_000);
 const SOAK_SAMPLE = 10_000;
-/** BENCH_SOAK_LIB=amqplib runs the soak on the baseline instead, as a control for the harness. */
+/** BENCH_SOAK_LIB=amqplib runs the soak on amqplib instead, as a control for the harness. */
 const SOAK_LIB: Lib = process.env.BENCH_SOAK_LIB === 'amqplib' ? 'amqplib' : 'rabbit-retry';
 const QUIET_WAIT_MS = envInt('BENCH_QUIET_WAIT_S', 30) * 1000;
 const BUSY_THRESHOLD = 0.35;
@@ -67,7 +81,13 @@ const PREFETCH = envInt('BENCH_PREFETCH', 100);
 /** BENCH_CPU_PROF=dir: each child writes a CPU profile of its measured window there (see bench/cpu-top.ts). */
 const CPU_PROF_DIR = process.env.BENCH_CPU_PROF ? path.resolve(process.env.BENCH_CPU_PROF) : undefined;
 const DELAY = '10m';
-const LIBS: Lib[] = ['amqplib', 'rabbit-retry'];
+const ROOT = path.join(__dirname, '..');
+/** BENCH_BASELINE=dir: the checkout whose build is measured as `baseline` (see the header). */
+const BASELINE_DIR = process.env.BENCH_BASELINE ? path.resolve(process.env.BENCH_BASELINE) : undefined;
+const LIBS: Lib[] = BASELINE_DIR ? ['amqplib', 'rabbit-retry', 'baseline'] : ['amqplib', 'rabbit-retry'];
+/** The clients of a round, in order: amqplib first, as always; this checkout and the baseline take turns going first. */
+const order = (round: number): Lib[] => (BASELINE_DIR && round % 2 === 0 ? ['amqplib', 'baseline', 'rabbit-retry'] : LIBS);
+const short = (lib: Lib) => ({ amqplib: 'amqp', 'rabbit-retry': 'rr', baseline: 'base' })[lib];
 const ALL_SCENARIOS: Scenario[] = ['all-succeed', 'all-fail-once', 'fail-10pct'];
 /** BENCH_SCENARIOS=all-succeed,fail-10pct runs only those (the targets then cover only what ran). */
 const SCENARIOS: Scenario[] = process.env.BENCH_SCENARIOS
@@ -75,32 +95,6 @@ const SCENARIOS: Scenario[] = process.env.BENCH_SCENARIOS
   : ALL_SCENARIOS;
 /** BENCH_LATENCY=0 skips the latency rounds. */
 const LATENCY = process.env.BENCH_LATENCY !== '0';
-
-const TARGETS = {
-  allSucceedRatio: 1.4,
-  allFailRatio: 1.3,
-  latencyOverheadRatio: 1.5,
-  /** RSS counts as flat when its slope stays under this many MB per 100k messages. */
-  soakSlopeMbPer100k: 2,
-};
-
-interface Measured extends ChildResult {
-  round: number;
-  /** Messages left in the work queue after the child closed (should be 0). */
-  workLeft: number | null;
-  /** Messages in the retry queue after the run, and how many there should be. */
-  inRetry: number | null;
-  expectedRetry: number;
-  /** Whether the broker's counts match what the child reported. */
-  ok: boolean;
-  /** Tries it took (a child that crashed is run once more). */
-  tries: number;
-  /** Machine-wide CPU busy fraction just before the child started (others' work), and during its run. */
-  busyBefore: number | null;
-  busyDuring: number | null;
-  /** CPU seconds the broker used while the child ran (start-up and close included), or null. */
-  brokerCpuS: number | null;
-}
 
 function expectedRetries(scenario: Scenario, n: number): number {
   if (scenario === 'all-fail-once') return n;
@@ -125,7 +119,7 @@ async function twice<T>(what: string, f: () => Promise<T>): Promise<{ value: T; 
 
 async function measureThroughput(lib: Lib, scenario: Scenario, n: number, round: number): Promise<Measured> {
   const { value, tries } = await twice(`${scenario} ${lib}`, async () => {
-    const queue = uniqueName(`bench-${scenario}-${lib === 'amqplib' ? 'amqp' : 'rr'}`);
+    const queue = uniqueName(`bench-${scenario}-${short(lib)}`);
     const family = queueFamily(queue, [DELAY]);
     remember(family);
     try {
@@ -133,7 +127,7 @@ async function measureThroughput(lib: Lib, scenario: Scenario, n: number, round:
       const pub = await Publisher.open();
       await pub.publishRange(queue, 0, n);
       await pub.close();
-      const cfg: ChildConfig = { mode: 'throughput', lib, scenario, queue, n, prefetch: PREFETCH, delay: DELAY, timeoutMs: 60_000 + n * 5, cpuProfDir: CPU_PROF_DIR };
+      const cfg: ChildConfig = { mode: 'throughput', lib, url: AMQP_URL, scenario, queue, n, prefetch: PREFETCH, delay: DELAY, timeoutMs: 60_000 + n * 5, cpuProfDir: CPU_PROF_DIR, baselineDir: BASELINE_DIR };
       const quiet = await waitForQuiet(QUIET_WAIT_MS, BUSY_THRESHOLD);
       const c0 = cpuTimes();
       const b0 = brokerCpuS();
@@ -152,25 +146,14 @@ async function measureThroughput(lib: Lib, scenario: Scenario, n: number, round:
   return { ...value, tries };
 }
 
-interface LatencyResult {
-  lib: Lib;
-  round: number;
-  n: number;
-  meanUs: number;
-  p50Us: number;
-  p99Us: number;
-  busyBefore: number | null;
-  child: ChildResult;
-}
-
 /** Publishes one message at a time and waits for the child's no-op handler to report it. */
 async function measureLatency(lib: Lib, n: number, round: number): Promise<LatencyResult> {
-  const queue = uniqueName(`bench-latency-${lib === 'amqplib' ? 'amqp' : 'rr'}`);
+  const queue = uniqueName(`bench-latency-${short(lib)}`);
   const family = queueFamily(queue, [DELAY]);
   remember(family);
   try {
     await declareWorkQueue(queue);
-    const cfg: ChildConfig = { mode: 'latency', lib, scenario: 'all-succeed', queue, n, prefetch: 1, delay: DELAY, timeoutMs: 60_000 + n * 20, cpuProfDir: CPU_PROF_DIR };
+    const cfg: ChildConfig = { mode: 'latency', lib, url: AMQP_URL, scenario: 'all-succeed', queue, n, prefetch: 1, delay: DELAY, timeoutMs: 60_000 + n * 20, cpuProfDir: CPU_PROF_DIR, baselineDir: BASELINE_DIR };
     const child = startChild<ChildResult>('child.ts', cfg, cfg.timeoutMs + 30_000);
     let onHandled: (() => void) | undefined;
     const ready = new Promise<void>((resolve) => {
@@ -212,19 +195,6 @@ async function measureLatency(lib: Lib, n: number, round: number): Promise<Laten
   }
 }
 
-interface SoakResult {
-  n: number;
-  samples: Array<[number, number, number]>;
-  firstMb: number;
-  lastMb: number;
-  maxMb: number;
-  slopeMbPer100k: number;
-  msgsPerS: number;
-  peakRssMb: number;
-  afterGc: ChildResult['afterGc'];
-  flat: boolean;
-}
-
 /** Least-squares slope of y over x. */
 function slope(points: Array<[number, number]>): number {
   const n = points.length;
@@ -242,7 +212,7 @@ function slope(points: Array<[number, number]>): number {
 
 /** rabbit-retry (or BENCH_SOAK_LIB) consuming SOAK_N messages while the parent tops the queue up in chunks. */
 async function measureSoak(n: number): Promise<SoakResult> {
-  const queue = uniqueName(`bench-soak-${SOAK_LIB === 'amqplib' ? 'amqp' : 'rr'}`);
+  const queue = uniqueName(`bench-soak-${short(SOAK_LIB)}`);
   const family = queueFamily(queue, [DELAY]);
   remember(family);
   try {
@@ -254,6 +224,7 @@ async function measureSoak(n: number): Promise<SoakResult> {
     const cfg: ChildConfig = {
       mode: 'soak',
       lib: SOAK_LIB,
+      url: AMQP_URL,
       scenario: 'all-succeed',
       queue,
       n,
@@ -305,29 +276,8 @@ async function measureSoak(n: number): Promise<SoakResult> {
   }
 }
 
-interface Summary {
-  msgsPerS: number;
-  cpuSPer10k: number;
-  eluUsPerMsg: number;
-  eluUtilization: number;
-  peakRssMb: number;
-  /** The broker's CPU seconds per 10k messages, or NaN when it could not be read. */
-  brokerCpuSPer10k: number;
-}
-
-function summarize(rs: Measured[]): Summary {
-  return {
-    msgsPerS: median(rs.map((r) => r.msgsPerS)),
-    cpuSPer10k: median(rs.map((r) => (r.cpuS / r.n) * 10_000)),
-    eluUsPerMsg: median(rs.map((r) => r.eluUsPerMsg)),
-    eluUtilization: median(rs.map((r) => r.elu.utilization)),
-    peakRssMb: median(rs.map((r) => r.peakRssMb)),
-    brokerCpuSPer10k: rs.every((r) => r.brokerCpuS !== null) ? median(rs.map((r) => ((r.brokerCpuS as number) / r.n) * 10_000)) : NaN,
-  };
-}
-
-function nativeInfo(): { path: string; mtime: string; bytes: number } | null {
-  const p = path.join(__dirname, '..', 'rabbit-retry.linux-x64-gnu.node');
+function nativeInfo(root: string): { path: string; mtime: string; bytes: number } | null {
+  const p = path.join(root, 'rabbit-retry.linux-x64-gnu.node');
   try {
     const st = statSync(p);
     return { path: path.basename(p), mtime: st.mtime.toISOString(), bytes: st.size };
@@ -336,17 +286,36 @@ function nativeInfo(): { path: string; mtime: string; bytes: number } | null {
   }
 }
 
-function gitCommit(): string | null {
+function gitCommit(dir: string): string | null {
   try {
-    return execFileSync('git', ['describe', '--always', '--dirty'], { cwd: path.join(__dirname, '..'), encoding: 'utf8' }).trim();
+    return execFileSync('git', ['describe', '--always', '--dirty'], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
   } catch {
     return null;
   }
 }
 
-const met = (ok: boolean) => (ok ? 'met' : 'not met');
+/**
+ * Fails fast unless `dir` is a checkout of rabbit-retry whose lib loads in a
+ * child as the benchmark's children load it; returns its commit, or `dir`.
+ */
+function checkBaseline(dir: string): string {
+  const index = path.join(dir, 'lib', 'index.ts');
+  if (!existsSync(index)) throw new Error(`BENCH_BASELINE=${dir}: ${index} does not exist; it must be a checkout of rabbit-retry (git worktree add <dir> <commit>)`);
+  const probe = `if (typeof require(${JSON.stringify(path.join(dir, 'lib'))}).RabbitRetry?.connect !== 'function') throw new Error('no RabbitRetry.connect in its lib')`;
+  try {
+    execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', '-e', probe], { cwd: ROOT, env: { ...process.env, TS_NODE_TRANSPILE_ONLY: 'true' }, stdio: ['ignore', 'ignore', 'pipe'] });
+  } catch (err) {
+    const why = String((err as { stderr?: Buffer }).stderr ?? '').split('\n').find((l) => /^\w*Error\b.*:/.test(l)) ?? (err as Error).message;
+    throw new Error(
+      `BENCH_BASELINE=${dir}: its lib does not load (${why.trim()}). The checkout needs its packages (npm ci there, or ln -s ${path.join(ROOT, 'node_modules')} ${path.join(dir, 'node_modules')}) and its built addon (binding.js and the .node file at its root).`,
+    );
+  }
+  return gitCommit(dir) ?? dir;
+}
 
 async function main(): Promise<void> {
+  const baseline = BASELINE_DIR ? checkBaseline(BASELINE_DIR) : undefined;
+  if (baseline) log(`bench: baseline: rabbit-retry from ${baseline} (${BASELINE_DIR})`);
   cleanupOnSignal();
   const pinning = pinCores();
   log(`bench: ${pinning}`);
@@ -357,14 +326,14 @@ async function main(): Promise<void> {
   const started = new Date();
   const broker = await brokerVersion();
   log(
-    `bench: ${N} persistent 1 KiB messages per run, prefetch ${PREFETCH}, ${ROUNDS} rounds alternating amqplib / rabbit-retry; ` +
+    `bench: ${N} persistent 1 KiB messages per run, prefetch ${PREFETCH}, ${ROUNDS} rounds alternating ${LIBS.join(' / ')}; ` +
       `${broker}; ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown cpu'}); node ${process.version}`,
   );
 
   const rounds: Measured[] = [];
   for (const scenario of SCENARIOS) {
     for (let round = 1; round <= ROUNDS; round++) {
-      for (const lib of LIBS) {
+      for (const lib of order(round)) {
         const r = await measureThroughput(lib, scenario, N, round);
         rounds.push(r);
         log(
@@ -377,7 +346,7 @@ async function main(): Promise<void> {
 
   const latency: LatencyResult[] = [];
   for (let round = 1; LATENCY && round <= ROUNDS; round++) {
-    for (const lib of LIBS) {
+    for (const lib of order(round)) {
       const { value } = await twice(`latency ${lib}`, () => measureLatency(lib, LAT_N, round));
       latency.push(value);
       log(`  latency round ${round} ${lib}: mean ${fmt(value.meanUs, 0)} µs, p50 ${fmt(value.p50Us, 0)} µs, p99 ${fmt(value.p99Us, 0)} µs`);
@@ -390,148 +359,11 @@ async function main(): Promise<void> {
     soak = await measureSoak(SOAK_N);
   }
 
-  // Tables.
-  const summaries: Record<string, Record<Lib, Summary>> = {};
-  const rows: string[][] = [];
-  for (const scenario of SCENARIOS) {
-    const a = summarize(rounds.filter((r) => r.scenario === scenario && r.lib === 'amqplib'));
-    const b = summarize(rounds.filter((r) => r.scenario === scenario && r.lib === 'rabbit-retry'));
-    summaries[scenario] = { amqplib: a, 'rabbit-retry': b };
-    rows.push([
-      scenario,
-      fmt(a.msgsPerS, 0),
-      fmt(b.msgsPerS, 0),
-      `${fmt(b.msgsPerS / a.msgsPerS, 2)}x`,
-      `${fmt(a.cpuSPer10k, 3)} / ${fmt(b.cpuSPer10k, 3)}`,
-      `${fmt(a.brokerCpuSPer10k, 3)} / ${fmt(b.brokerCpuSPer10k, 3)}`,
-      `${fmt(a.eluUsPerMsg, 1)} / ${fmt(b.eluUsPerMsg, 1)}`,
-      `${fmt(a.eluUtilization, 2)} / ${fmt(b.eluUtilization, 2)}`,
-      `${fmt(a.peakRssMb, 0)} / ${fmt(b.peakRssMb, 0)}`,
-    ]);
-  }
-  const latA = latency.filter((l) => l.lib === 'amqplib');
-  const latB = latency.filter((l) => l.lib === 'rabbit-retry');
-  const lat = {
-    amqplib: { meanUs: median(latA.map((l) => l.meanUs)), p50Us: median(latA.map((l) => l.p50Us)), p99Us: median(latA.map((l) => l.p99Us)) },
-    'rabbit-retry': { meanUs: median(latB.map((l) => l.meanUs)), p50Us: median(latB.map((l) => l.p50Us)), p99Us: median(latB.map((l) => l.p99Us)) },
-  };
-  const latRatio = lat['rabbit-retry'].meanUs / lat.amqplib.meanUs;
-
-  const ratio = (s: Scenario) => (summaries[s] ? summaries[s]['rabbit-retry'].msgsPerS / summaries[s].amqplib.msgsPerS : NaN);
-  const ran = (s: Scenario) => SCENARIOS.includes(s);
-  const eluBelow = SCENARIOS.every((s) => summaries[s]['rabbit-retry'].eluUsPerMsg < summaries[s].amqplib.eluUsPerMsg);
-  const targets = [
-    { target: `all-succeed >= ${TARGETS.allSucceedRatio}x amqplib`, measured: ran('all-succeed') ? `${fmt(ratio('all-succeed'), 2)}x` : 'not run', met: ran('all-succeed') ? ratio('all-succeed') >= TARGETS.allSucceedRatio : null },
-    { target: `all-fail-once >= ${TARGETS.allFailRatio}x amqplib`, measured: ran('all-fail-once') ? `${fmt(ratio('all-fail-once'), 2)}x` : 'not run', met: ran('all-fail-once') ? ratio('all-fail-once') >= TARGETS.allFailRatio : null },
-    {
-      target: "ELU per message below amqplib's (every scenario)",
-      measured: SCENARIOS.map((s) => `${s} ${fmt(summaries[s]['rabbit-retry'].eluUsPerMsg / summaries[s].amqplib.eluUsPerMsg, 2)}x`).join(', '),
-      met: eluBelow,
-    },
-    {
-      target: `latency overhead at prefetch 1 <= ${TARGETS.latencyOverheadRatio}x amqplib`,
-      measured: LATENCY ? `${fmt(latRatio, 2)}x` : 'not run',
-      met: LATENCY ? latRatio <= TARGETS.latencyOverheadRatio : null,
-    },
-    soak
-      ? {
-          target: `RSS flat over ${soak.n} messages (slope <= ${TARGETS.soakSlopeMbPer100k} MB per 100k)`,
-          measured: `${fmt(soak.slopeMbPer100k, 2)} MB per 100k${SOAK_LIB === 'amqplib' ? ' (amqplib control run)' : ''}`,
-          met: SOAK_LIB === 'amqplib' ? null : soak.flat,
-        }
-      : { target: 'RSS flat over 200,000 messages', measured: 'not run (BENCH_SOAK=1 npm run bench)', met: null },
-  ];
-
-  const checksOk = rounds.every((r) => r.ok);
-  const starts = [...rounds.map((r) => r.busyBefore), ...latency.map((l) => l.busyBefore)];
-  const busyStarts = starts.filter((b) => b !== null && b > BUSY_THRESHOLD).length;
-  const out: string[] = [];
-  out.push('');
-  out.push(
-    `## Throughput: ${N} persistent 1 KiB messages, prefetch ${PREFETCH}, median of ${ROUNDS} alternating rounds (${broker}, ${os.cpus().length} cores, node ${process.version}; ${pinning})`,
-  );
-  out.push('');
-  out.push(
-    table(
-      ['scenario', 'msgs/s amqplib', 'msgs/s rabbit-retry', 'rr / amqplib', 'CPU s per 10k (amqplib / rr)', 'broker CPU s per 10k (amqplib / rr)', 'ELU µs per msg (amqplib / rr)', 'ELU (amqplib / rr)', 'peak RSS MB (amqplib / rr)'],
-      rows,
-    ),
-  );
-  out.push('');
-  out.push(
-    'CPU: user+system of the consumer process, all threads. Broker CPU: user+system of the local RabbitMQ VM while the consumer ran, what the client asked of the broker (n/a when the broker is not local). ELU µs per msg: event-loop busy time per message (utilization × wall / N). ' +
-      'Peak RSS: the child process (node, ts-node and the client loaded).' +
-      (checksOk ? ' Every run: work queue empty afterwards, retry queue holding exactly the failed messages.' : ' SOME RUNS FAILED THEIR CHECKS: see the JSON.'),
-  );
-  out.push('');
-  out.push('Where the consumer process spends its CPU, seconds per 10k messages by thread (median of rounds):');
-  out.push('');
-  const threadRows: string[][] = [];
-  for (const scenario of SCENARIOS) {
-    for (const lib of LIBS) {
-      const rs = rounds.filter((r) => r.scenario === scenario && r.lib === lib);
-      const names = [...new Set(rs.flatMap((r) => Object.keys(r.threads ?? {})))];
-      const per = names
-        .map((name) => [name, median(rs.map((r) => ((r.threads?.[name] ?? 0) / r.n) * 10_000))] as const)
-        .filter(([, v]) => v >= 0.005)
-        .sort((x, y) => y[1] - x[1]);
-      threadRows.push([scenario, lib, per.map(([name, v]) => `${name} ${fmt(v, 2)}`).join(', ') || 'n/a']);
-    }
-  }
-  out.push(table(['scenario', 'client', 'CPU s per 10k msgs by thread'], threadRows));
-  out.push('');
-  out.push(`## Handler latency at prefetch 1: one message at a time, no-op handler, ${LAT_N} round trips (median of ${ROUNDS} rounds)`);
-  out.push('');
-  out.push(
-    table(
-      ['client', 'mean µs per message', 'p50 µs', 'p99 µs'],
-      [
-        ['amqplib', fmt(lat.amqplib.meanUs, 0), fmt(lat.amqplib.p50Us, 0), fmt(lat.amqplib.p99Us, 0)],
-        ['rabbit-retry', fmt(lat['rabbit-retry'].meanUs, 0), fmt(lat['rabbit-retry'].p50Us, 0), fmt(lat['rabbit-retry'].p99Us, 0)],
-        ['rr / amqplib', `${fmt(latRatio, 2)}x`, `${fmt(lat['rabbit-retry'].p50Us / lat.amqplib.p50Us, 2)}x`, `${fmt(lat['rabbit-retry'].p99Us / lat.amqplib.p99Us, 2)}x`],
-      ],
-    ),
-  );
-  out.push('');
-  out.push('Round trip: the parent publishes, the child\'s handler runs and tells the parent over IPC, the parent publishes the next.');
-  out.push('');
-  out.push(`## RSS flatness (${SOAK_LIB})`);
-  out.push('');
-  if (soak) {
-    out.push(
-      table(
-        ['messages', 'first MB', 'last MB', 'max MB', 'slope MB per 100k msgs', 'after a full GC: RSS / heap MB', 'msgs/s'],
-        [
-          [
-            String(soak.n),
-            fmt(soak.firstMb, 1),
-            fmt(soak.lastMb, 1),
-            fmt(soak.maxMb, 1),
-            fmt(soak.slopeMbPer100k, 2),
-            soak.afterGc ? `${fmt(soak.afterGc.rssMb, 1)} / ${fmt(soak.afterGc.heapUsedMb, 1)}` : 'n/a',
-            fmt(soak.msgsPerS, 0),
-          ],
-        ],
-      ),
-    );
-    out.push('');
-    out.push(`RSS every ${SOAK_SAMPLE} messages: ${soak.samples.map((s) => fmt(s[1], 0)).join(', ')}`);
-    out.push(`JS heap used every ${SOAK_SAMPLE} messages: ${soak.samples.map((s) => fmt(s[2], 0)).join(', ')}`);
-  } else {
-    out.push(`Not run. Run it with: BENCH_SOAK=1 npm run bench   (BENCH_SOAK_N=${SOAK_N} messages; BENCH_N=2000 BENCH_ROUNDS=1 shortens the rest)`);
-  }
-  out.push('');
-  if (busyStarts > 0) {
-    out.push(
-      `Note: ${busyStarts} of ${starts.length} measurements started while other work kept the machine more than ${BUSY_THRESHOLD * 100}% busy ` +
-        `(after waiting up to ${QUIET_WAIT_MS / 1000} s for it to calm down); their numbers are noisier. See busyBefore in the JSON.`,
-    );
-    out.push('');
-  }
-  out.push('## Targets (issue 6)');
-  out.push('');
-  out.push(table(['target', 'measured', ''], targets.map((t) => [t.target, t.measured, t.met === null ? 'not measured' : met(t.met)])));
-
+  const r = report({
+    ...{ n: N, rounds: ROUNDS, prefetch: PREFETCH, latN: LAT_N, broker, pinning, scenarios: SCENARIOS, libs: LIBS, measured: rounds, latency, latencyRan: LATENCY },
+    ...{ soak, soakLib: SOAK_LIB, soakN: SOAK_N, soakSample: SOAK_SAMPLE, busyThreshold: BUSY_THRESHOLD, quietWaitMs: QUIET_WAIT_MS, baseline },
+  });
+  const out = r.lines;
   const dir = path.join(__dirname, 'results');
   mkdirSync(dir, { recursive: true });
   const file = path.join(dir, `bench-${started.toISOString().replace(/[:.]/g, '-')}.json`);
@@ -543,14 +375,16 @@ async function main(): Promise<void> {
         finished: new Date().toISOString(),
         config: { n: N, rounds: ROUNDS, prefetch: PREFETCH, latencyN: LAT_N, latencyWarmup: LAT_WARMUP, soak: SOAK, soakN: SOAK_N, delay: DELAY, bodyBytes: 1024 },
         machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, memGb: os.totalmem() / 2 ** 30, node: process.version, broker, pinning },
-        commit: gitCommit(),
-        native: nativeInfo(),
-        summary: summaries,
-        latency: lat,
-        latencyRatio: latRatio,
+        commit: gitCommit(ROOT),
+        native: nativeInfo(ROOT),
+        baseline: BASELINE_DIR ? { dir: BASELINE_DIR, commit: baseline, native: nativeInfo(BASELINE_DIR) } : null,
+        summary: r.summary,
+        latency: r.latency,
+        latencyRatio: r.latencyRatio,
+        vsBaseline: r.vsBaseline,
         soak,
-        targets,
-        checksOk,
+        targets: r.targets,
+        checksOk: r.checksOk,
         rounds,
         latencyRounds: latency,
       },
