@@ -13,6 +13,8 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class NativeClient {
   /** The broker URL without its password. */
   get safeUrl(): string
+  /** Every node's URL without its password, in the order they are tried. */
+  get safeUrls(): Array<string>
   /**
    * Checks the options against every rule of `consume` (refusing with
    * `INVALID_OPTIONS` before anything is declared), then declares the
@@ -102,8 +104,13 @@ export declare function connect(options: ConnectOptions): Promise<NativeClient>
 
 /** How to connect. */
 export interface ConnectOptions {
-  /** `amqp://user:password@host:5672/vhost`. */
-  url: string
+  /**
+   * `amqp://user:password@host:5672/vhost`: one broker, or the nodes of
+   * one cluster.
+   */
+  urls: Array<string>
+  /** `shuffle` (the default: a fleet spreads over the nodes) or `ordered`. */
+  hostOrder?: string
   /** The name the broker's management tools show for the connection. */
   connectionName?: string
   /** Heartbeat in seconds. @default the broker's (60) */

@@ -47,7 +47,7 @@ async function caught(p: Promise<unknown>): Promise<unknown> {
 
 describe('connect options of the wrong type', () => {
   const cases: [string, ConnectOptions, string, string[]][] = [
-    ['url as an array of URLs', { url: ['amqp://u:secret1@h', 'amqp://u:secret2@h'] as never }, 'url', ['secret1', 'secret2']],
+    ['url as a list holding a number', { url: ['amqp://u:secret1@h', 5, 'amqp://u:secret2@h'] as never }, 'url[1]', ['secret1', 'secret2']],
     ['url as an object', { url: { href: 'amqp://u:secret3@h' } as never }, 'url', ['secret3']],
     ['connectionName as a number', { url: AMQP_URL, connectionName: 42 as never }, 'connectionName', []],
     ['heartbeat as a string', { url: AMQP_URL, heartbeat: 'amqp://u:secret4@h' as never }, 'heartbeat', ['secret4']],
@@ -128,12 +128,12 @@ describe('publish options of the wrong type', () => {
 
 describe('a conversion error of the native layer', () => {
   it('becomes INVALID_OPTIONS naming the field, without the value, for an async call', async () => {
-    const call = () => binding.connect({ url: ['amqp://u:secret1@h', 'amqp://u:secret2@h'] } as never);
+    const call = () => binding.connect({ urls: 'amqp://u:secret1@h,amqp://u:secret2@h' } as never);
     expectRefused(await caught(native(call)), 'url', ['secret1', 'secret2']);
   });
 
   it('names the public option of a renamed field', async () => {
-    const call = () => binding.connect({ url: AMQP_URL, retryTableUrl: { password: 'secret3' } } as never);
+    const call = () => binding.connect({ urls: [AMQP_URL], retryTableUrl: { password: 'secret3' } } as never);
     const err = await caught(native(call));
     expectRefused(err, 'retryTable.url', ['secret3']);
     expect((err as Error).message).toMatch(/must be a string/);
@@ -176,7 +176,7 @@ describe('unknown options are refused, naming the key, where it is and the neare
       [
         'no near neighbour: the options are listed',
         { url: AMQP_URL, vhost: '/' } as never,
-        '`vhost` is not an option of RabbitRetry.connect; its options are `url`, `connectionName`, `heartbeat`, `connectTimeoutMs`, `confirmTimeoutMs`, `tls`, `retryTable`, `logger`, `meterProvider`',
+        '`vhost` is not an option of RabbitRetry.connect; its options are `url`, `hostOrder`, `connectionName`, `heartbeat`, `connectTimeoutMs`, `confirmTimeoutMs`, `tls`, `retryTable`, `logger`, `meterProvider`',
       ],
       ['tls', { url: AMQP_URL, tls: { caFiel: 'ca.pem' } } as never, '`caFiel` is not an option of tls; did you mean `caFile`?'],
       ['retryTable', { url: AMQP_URL, retryTable: { url: 'postgres://a@h/db', schedular: false } } as never, '`schedular` is not an option of retryTable; did you mean `scheduler`?'],

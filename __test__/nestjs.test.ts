@@ -171,6 +171,30 @@ describe('RabbitRetryModule', () => {
     await waitFor(async () => (await queueDepth(queue)) === 0, 5_000, 'the ack');
   });
 
+  test('forRoot with the nodes of a cluster: it connects to the first that answers and consumes there', async () => {
+    const queue = testQueue();
+    const handled: number[] = [];
+
+    @Injectable()
+    class OrderConsumer {
+      @Consume({ queue })
+      async handle(order: Order): Promise<void> {
+        handled.push(order.orderId);
+      }
+    }
+
+    const down = 'amqp://app:s3cret@127.0.0.1:1';
+    const app = await boot({
+      imports: [RabbitRetryModule.forRoot({ url: [down, AMQP_URL], hostOrder: 'ordered', connectTimeoutMs: 2000 })],
+      providers: [OrderConsumer],
+    });
+    const rr = app.get<RabbitRetry>(RABBIT_RETRY);
+    expect(rr.urls).toEqual(['amqp://app:***@127.0.0.1:1', rr.url]);
+    await rr.publish('', queue, { orderId: 7 });
+    await waitFor(() => handled.length === 1, 10_000, 'the handler');
+    expect(handled).toEqual([7]);
+  });
+
   test('forRootAsync with ConfigService (useFactory), and with useClass', async () => {
     const queue = testQueue();
     const handled: number[] = [];

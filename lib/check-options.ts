@@ -201,11 +201,46 @@ function checkNativeWhole(name: string, v: unknown, what: string): void {
   checkWhole(name, v, 0, U32, what);
 }
 
+const URL_WHAT = "a non-empty string such as 'amqp://user:password@host:5672/vhost', or a non-empty list of them";
+
+/** Checks a broker URL or list of URLs (optional). @internal */
+export function checkUrls(name: string, v: unknown): void {
+  if (!Array.isArray(v)) {
+    checkString(name, v, { nonEmpty: true, what: URL_WHAT });
+    return;
+  }
+  if (v.length === 0) throw new InvalidOptionsError(`${name} must be ${URL_WHAT}, got an empty list`);
+  v.forEach((u: unknown, i) => checkString(`${name}[${i}]`, u, { optional: false, nonEmpty: true, what: URL_WHAT }));
+}
+
+/**
+ * The broker URLs to connect to: `url` as given, else `AMQP_URL` (several
+ * separated by commas), else the local default. @internal
+ */
+export function brokerUrls(url: string | readonly string[] | undefined, env: string | undefined, fallback: string): string[] {
+  if (url !== undefined) return typeof url === 'string' ? [url] : [...url];
+  if (env === undefined) return [fallback];
+  const urls = splitUrls(env);
+  if (urls.length === 0) throw new InvalidOptionsError(`AMQP_URL must be ${URL_WHAT}, got '${env}'`);
+  return urls;
+}
+
+/** `a,b , c` as `['a', 'b', 'c']`: URLs separated by commas (a comma in a password is written %2C). @internal */
+export function splitUrls(list: string): string[] {
+  return list
+    .split(',')
+    .map((u) => u.trim())
+    .filter((u) => u !== '');
+}
+
 /** Checks every option of `RabbitRetry.connect` before anything reaches the native layer. @internal */
 export function checkConnectOptions(o: ConnectOptions): void {
   checkObject('connect options', o, 'an object such as { url }');
   checkKeys('RabbitRetry.connect', o, CONNECT_OPTION_KEYS);
-  checkString('url', o.url, { nonEmpty: true, what: "a non-empty string such as 'amqp://user:password@host:5672/vhost'" });
+  checkUrls('url', o.url);
+  if (o.hostOrder !== undefined && o.hostOrder !== 'shuffle' && o.hostOrder !== 'ordered') {
+    throw new InvalidOptionsError(`hostOrder must be 'shuffle' or 'ordered', got ${kindOf(o.hostOrder)}`);
+  }
   checkString('connectionName', o.connectionName);
   checkWhole('heartbeat', o.heartbeat, 0, U32, 'a whole number of seconds');
   checkWhole('connectTimeoutMs', o.connectTimeoutMs, 0, U32, 'a whole number of milliseconds');

@@ -7,6 +7,7 @@
 import { Command, CommanderError } from 'commander';
 
 import { DEFAULT_URL, RabbitRetry } from './client';
+import { brokerUrls, splitUrls } from './check-options';
 import { RabbitRetryError } from './errors';
 import { type Action, type Cli, type CliIo, EXIT, UsageError } from './cli/common';
 import { parkedCommands, statusCommand } from './cli/queue-commands';
@@ -18,7 +19,11 @@ export { type CliIo, EXIT, formatTable } from './cli/common';
 function cliProgram(io: CliIo): { program: Command; cli: Cli } {
   const program = new Command('rabbit-retry')
     .description('Look at and operate the retry and parked queues of rabbit-retry consumers.')
-    .option('--url <url>', 'broker URL (default: $AMQP_URL, else amqp://guest:guest@127.0.0.1:5672)')
+    .option(
+      '--url <url>',
+      'broker URL; repeat it, or separate several with commas, for the nodes of a cluster (default: $AMQP_URL, else amqp://guest:guest@127.0.0.1:5672)',
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), ...splitUrls(value)],
+    )
     .option('--db <postgres-url>', 'retry table database for the table commands (default: $RETRY_TABLE_URL)')
     .option('--json', 'print JSON for machines')
     .exitOverride()
@@ -34,9 +39,9 @@ function cliProgram(io: CliIo): { program: Command; cli: Cli } {
 /** Connects as the global options say, runs `action`, and resolves to the exit code. */
 async function connectAndRun(program: Command, cli: Cli, action: Action): Promise<number> {
   const { io } = cli;
-  const url = program.opts<{ url?: string }>().url ?? io.env.AMQP_URL ?? DEFAULT_URL;
   let rr: RabbitRetry | undefined;
   try {
+    const url = brokerUrls(program.opts<{ url?: string[] }>().url, io.env.AMQP_URL, DEFAULT_URL);
     const db = program.opts<{ db?: string }>().db ?? io.env.RETRY_TABLE_URL;
     const usesTable = cli.needsDb;
     if (usesTable && !db) throw new UsageError('the table commands need the database: --db postgres://… or RETRY_TABLE_URL');

@@ -10,6 +10,7 @@ import { binding, type NativeClient, type NativeMessageProperties } from './nati
 import { consumerMetrics } from './metrics';
 import { parkedQueueName } from './names';
 import {
+  brokerUrls,
   checkCloseOptions,
   checkConnectOptions,
   checkConsumeOptions,
@@ -201,12 +202,12 @@ export class RabbitRetry {
    */
   static async connect(options: ConnectOptions = {}): Promise<RabbitRetry> {
     checkConnectOptions(options);
-    const url = options.url ?? process.env.AMQP_URL ?? DEFAULT_URL;
-    if (options.url === undefined) checkString('AMQP_URL', url, { nonEmpty: true });
+    const urls = brokerUrls(options.url, process.env.AMQP_URL, DEFAULT_URL);
     const tls = readTls(options.tls);
     const inner = await native(() =>
       binding.connect({
-        url,
+        urls,
+        hostOrder: options.hostOrder,
         retryTableUrl: options.retryTable?.url,
         retryTableRatePerSec: options.retryTable?.ratePerSec,
         retryTableScheduler: options.retryTable?.scheduler,
@@ -222,9 +223,18 @@ export class RabbitRetry {
     return new RabbitRetry(inner, options);
   }
 
-  /** The broker URL with its password hidden, safe to log. */
+  /**
+   * The URL of the node the client is connected to now, with its password
+   * hidden, safe to log. With several nodes it changes when the client
+   * moves to another.
+   */
   get url(): string {
     return this.inner.safeUrl;
+  }
+
+  /** Every node's URL with its password hidden, in the order they are tried. */
+  get urls(): string[] {
+    return this.inner.safeUrls;
   }
 
   /**

@@ -454,12 +454,12 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       }
       case 'disconnected': {
         const error = fromNative(new Error(e.error)) as Error;
-        if (this.listenerCount('disconnected') > 0) this.emit('disconnected', { queue: this.queue, error });
-        else this.log('warn', `rabbit-retry: consumer of '${this.queue}' lost its channel, recovering: ${error.message}`);
+        if (this.listenerCount('disconnected') > 0) this.emit('disconnected', { queue: this.queue, error, url: e.url });
+        else this.log('warn', `rabbit-retry: consumer of '${this.queue}' lost its channel on ${e.url}, recovering: ${error.message}`);
         return;
       }
       case 'recovered':
-        this.emit('recovered', { queue: this.queue, attempts: e.attempts, afterMs: e.afterMs });
+        this.emit('recovered', { queue: this.queue, attempts: e.attempts, afterMs: e.afterMs, url: e.url });
         return;
       default:
         this.fail(fromNative(new Error(e.error)));

@@ -141,6 +141,7 @@ const NAPI_EXPECTED: Record<string, string | undefined> = {
 
 /** The public option names of the native layer's fields, where they differ. */
 const OPTION_NAMES: Record<string, string> = {
+  urls: 'url',
   tlsCa: 'tls.ca',
   tlsCert: 'tls.certFile',
   tlsKey: 'tls.keyFile',

@@ -28,10 +28,19 @@ export type OptionKeys<T> = Record<keyof T, true>;
 /** How to connect to the broker. */
 export interface ConnectOptions {
   /**
-   * `amqp://user:password@host:5672/vhost`.
-   * @default process.env.AMQP_URL, else `amqp://guest:guest@127.0.0.1:5672`
+   * `amqp://user:password@host:5672/vhost`, or the URLs of the nodes of one
+   * cluster: the client connects to one of them and, when its connection is
+   * lost, moves to the next.
+   * @default process.env.AMQP_URL (several separated by commas), else `amqp://guest:guest@127.0.0.1:5672`
    */
-  url?: string;
+  url?: string | readonly string[];
+  /**
+   * The order the nodes of `url` are tried in: `shuffle` spreads the clients
+   * of a fleet over the nodes; `ordered` tries them as listed (a preferred
+   * node first).
+   * @default 'shuffle'
+   */
+  hostOrder?: 'shuffle' | 'ordered';
   /** The name the broker's tools show for this connection. */
   connectionName?: string;
   /** Heartbeat in seconds. @default the broker's (60) */
@@ -56,6 +65,7 @@ export interface ConnectOptions {
 /** The keys of {@link ConnectOptions}. @internal */
 export const CONNECT_OPTION_KEYS = {
   url: true,
+  hostOrder: true,
   connectionName: true,
   heartbeat: true,
   connectTimeoutMs: true,

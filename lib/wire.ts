@@ -16,8 +16,8 @@ export type WireEvent =
   /** `error` is `[CODE] message`. */
   | { kind: 'publish-failed'; id: number; messageId: string | null; target: string; error: string }
   /** `error` is `[CODE] message`. */
-  | { kind: 'disconnected'; error: string }
-  | { kind: 'recovered'; attempts: number; afterMs: number }
+  | { kind: 'disconnected'; error: string; url: string }
+  | { kind: 'recovered'; attempts: number; afterMs: number; url: string }
   /** `error` is `[CODE] message`. */
   | { kind: 'error'; error: string };
 

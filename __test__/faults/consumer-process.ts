@@ -19,11 +19,14 @@ const delays = (process.env.FAULT_DELAYS ?? '100ms,200ms').split(',') as Delay[]
 const prefetch = Number(process.env.FAULT_PREFETCH ?? '20');
 // Work takes a little time, so a fault lands while most messages are still to come.
 const workMs = Number(process.env.FAULT_WORK_MS ?? '25');
+// The cluster test: quorum queues, and the nodes of AMQP_URL tried as listed.
+const queueType = process.env.FAULT_QUEUE_TYPE === 'quorum' ? 'quorum' : undefined;
+const hostOrder = process.env.FAULT_HOST_ORDER === 'ordered' ? 'ordered' : undefined;
 
 async function main(): Promise<void> {
-  const rr = await RabbitRetry.connect({ connectionName: `fault-consumer-${process.pid}` });
+  const rr = await RabbitRetry.connect({ connectionName: `fault-consumer-${process.pid}`, hostOrder });
   const consumer = await rr.consume(
-    { queue, prefetch, onFailure: { delays }, recovery: { initialDelayMs: 200, maxDelayMs: 2000 } },
+    { queue, prefetch, queueType, onFailure: { delays }, recovery: { initialDelayMs: 200, maxDelayMs: 2000 } },
     async (msg) => {
       const id = msg.properties.messageId ?? '?';
       appendFileSync(callsFile, `${id}\n`);
@@ -37,11 +40,12 @@ async function main(): Promise<void> {
   );
   // Where each failed message was confirmed to, so a test can tell what a deleted queue took with it.
   consumer.on('retry', (e) => appendFileSync(retriesFile, `${e.messageId ?? '?'} ${e.target} ${Date.now()}\n`));
-  consumer.on('disconnected', (e) => console.log(JSON.stringify({ event: 'disconnected', error: e.error.message })));
-  consumer.on('recovered', (e) => console.log(JSON.stringify({ event: 'recovered', attempts: e.attempts, afterMs: e.afterMs })));
+  const at = () => Date.now();
+  consumer.on('disconnected', (e) => console.log(JSON.stringify({ event: 'disconnected', error: e.error.message, url: e.url, at: at() })));
+  consumer.on('recovered', (e) => console.log(JSON.stringify({ event: 'recovered', attempts: e.attempts, afterMs: e.afterMs, url: e.url, at: at() })));
   consumer.on('publishFailed', (e) => console.log(JSON.stringify({ event: 'publishFailed', id: e.messageId, code: e.error.code })));
   consumer.on('error', (e) => console.log(JSON.stringify({ event: 'error', error: e.message })));
-  console.log(JSON.stringify({ event: 'ready' }));
+  console.log(JSON.stringify({ event: 'ready', url: rr.url }));
   const stop = async () => {
     await consumer.close();
     await rr.close();

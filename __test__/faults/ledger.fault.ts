@@ -4,16 +4,14 @@
  * own broker. At the end every id is acked after a success or parked with the
  * expected reason: zero lost. Duplicate handler calls are counted and printed.
  */
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { rmSync } from 'node:fs';
 
 import * as amqp from 'amqplib';
 
 import { RabbitRetry, parkedQueueName, retryQueueName, type Delay } from '../../lib';
-import { expectedEnd, expectedOutcome } from './plan';
+import { expectedEnd } from './plan';
+import { type Run as KitRun, callsNeeded, deleteFamily, drainParked as parkedOf, lines, newRun, sleep, startConsumer as start, stopConsumer, waitForEvent, waitForProgress as progress } from './kit';
 
 const URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 const N = Number(process.env.FAULT_N ?? 2000);
@@ -21,8 +19,6 @@ const DELAYS: Delay[] = ['100ms', '200ms'];
 const DEADLINE_MS = 150_000;
 
 jest.setTimeout(240_000);
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 function rabbitmqctl(...args: string[]): string {
   return execFileSync('rabbitmqctl', args, { encoding: 'utf8', timeout: 60_000 });
@@ -57,80 +53,15 @@ async function depth(queue: string): Promise<number> {
   return withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount).catch(() => 0);
 }
 
-interface Run {
+interface Run extends KitRun {
   /** A queue the fault deleted: what was confirmed into it went with it, by the operator's hand. */
   deletedQueue?: string;
   /** When it was deleted (ms since the epoch). */
   deletedAt?: number;
-  queue: string;
-  dir: string;
-  callsFile: string;
-  successFile: string;
-  retriesFile: string;
-  child?: ChildProcess;
-  events: string[];
 }
 
-function lines(file: string): string[] {
-  try {
-    return readFileSync(file, 'utf8').split('\n').filter(Boolean);
-  } catch {
-    return [];
-  }
-}
-
-async function startConsumer(run: Run): Promise<void> {
-  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, 'consumer-process.ts')], {
-    env: { ...process.env, FAULT_QUEUE: run.queue, CALLS_FILE: run.callsFile, SUCCESS_FILE: run.successFile, RETRIES_FILE: run.retriesFile, FAULT_DELAYS: DELAYS.join(',') },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  run.child = child;
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the consumer did not start within 30 s')), 30_000);
-    child.stdout?.setEncoding('utf8');
-    child.stdout?.on('data', (chunk: string) => {
-      for (const line of chunk.split('\n').filter(Boolean)) {
-        run.events.push(line);
-        if (line.includes('"ready"')) {
-          clearTimeout(timer);
-          resolve();
-        }
-      }
-    });
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`the consumer exited with ${code} before it was ready`));
-    });
-  });
-}
-
-async function stopConsumer(run: Run, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-  const child = run.child;
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  let timer: NodeJS.Timeout | undefined;
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  child.kill(signal);
-  await Promise.race([exited, new Promise<void>((r) => (timer = setTimeout(r, 20_000)))]);
-  clearTimeout(timer);
-  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-}
-
-/** Waits until the consumer reported an event line containing `text`. */
-async function waitForEvent(run: Run, text: string): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (!run.events.some((e) => e.includes(text))) {
-    if (Date.now() > deadline) throw new Error(`the consumer reported no ${text} event within 60 s`);
-    await sleep(100);
-  }
-}
-
-async function waitForProgress(run: Run, successes: number): Promise<void> {
-  const deadline = Date.now() + DEADLINE_MS;
-  while (new Set(lines(run.successFile)).size < successes) {
-    if (Date.now() > deadline) throw new Error(`no progress to ${successes} successes in time`);
-    await sleep(100);
-  }
-}
+const startConsumer = (run: Run) => start(run, DELAYS);
+const waitForProgress = (run: Run, successes: number) => progress(run, successes, DEADLINE_MS);
 
 const ids = Array.from({ length: N }, (_, i) => `m-${i}`);
 
@@ -156,16 +87,7 @@ async function waitForSettled(run: Run): Promise<void> {
 }
 
 async function drainParked(queue: string): Promise<Map<string, string[]>> {
-  return withChannel(async (ch) => {
-    const out = new Map<string, string[]>();
-    for (;;) {
-      const m = await ch.get(parkedQueueName(queue), { noAck: true });
-      if (!m) return out;
-      const id = String(m.properties.messageId);
-      const reason = String(m.properties.headers?.['retry-reason']);
-      out.set(id, [...(out.get(id) ?? []), reason]);
-    }
-  });
+  return withChannel((ch) => parkedOf(ch, queue));
 }
 
 interface Report {
@@ -180,18 +102,7 @@ interface Report {
 }
 
 async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promise<Report> {
-  const dir = mkdtempSync(join(tmpdir(), 'rr-fault-'));
-  const run: Run = {
-    queue: `rr-fault-${fault}-${randomBytes(4).toString('hex')}`,
-    dir,
-    callsFile: join(dir, 'calls'),
-    successFile: join(dir, 'success'),
-    retriesFile: join(dir, 'retries'),
-    events: [],
-  };
-  writeFileSync(run.callsFile, '');
-  writeFileSync(run.successFile, '');
-  writeFileSync(run.retriesFile, '');
+  const run: Run = newRun(fault);
   try {
     await startConsumer(run);
     const rr = await RabbitRetry.connect({ url: URL });
@@ -241,8 +152,7 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
       else if (want === 'acked' ? !acked.has(id) : !reasons?.includes(want)) wrong.push(`${id}: wanted ${want}`);
     }
     const calls = lines(run.callsFile);
-    const callsNeeded = { success: 1, flaky: 2, 'non-retryable': 1, exhausted: DELAYS.length + 1 } as const;
-    const minCalls = ids.reduce((n, id) => n + callsNeeded[expectedOutcome(id)], 0);
+    const minCalls = callsNeeded(ids, DELAYS);
     const duplicateParked = [...parked.values()].reduce((n, r) => n + r.length - 1, 0);
     const lost = missing.length;
     if (lost) console.log(`fault ${fault}: lost ${missing.slice(0, 20).join(', ')}`);
@@ -253,12 +163,8 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
     return report;
   } finally {
     await stopConsumer(run, 'SIGKILL');
-    await withChannel(async (ch) => {
-      for (const q of [run.queue, parkedQueueName(run.queue), ...DELAYS.map((d) => retryQueueName(run.queue, d))]) {
-        await ch.deleteQueue(q).catch(() => undefined);
-      }
-    }).catch(() => undefined);
-    rmSync(dir, { recursive: true, force: true });
+    await withChannel((ch) => deleteFamily(ch, run.queue, DELAYS)).catch(() => undefined);
+    rmSync(run.dir, { recursive: true, force: true });
   }
 }
 

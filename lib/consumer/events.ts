@@ -148,6 +148,8 @@ export interface DisconnectedEvent {
   queue: string;
   /** What happened. */
   error: Error;
+  /** The node it was consuming from, its URL's password hidden. */
+  url: string;
 }
 
 /** Emitted when the consumer consumes again after a loss. */
@@ -158,6 +160,8 @@ export interface RecoveredEvent {
   attempts: number;
   /** Milliseconds since the loss. */
   afterMs: number;
+  /** The node it consumes from now (with several nodes, usually another), its URL's password hidden. */
+  url: string;
 }
 
 /** The events a {@link Consumer} emits. */

@@ -1,7 +1,7 @@
-//! The connection to the broker, and the confirmed publisher every republish
-//! goes through.
+//! The connection to the broker (to one node of several, moving to the next
+//! when it is lost), and the confirmed publisher every republish goes through.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,15 +10,19 @@ use lapin::uri::AMQPUri;
 use lapin::{Connection, ConnectionProperties};
 use tokio::sync::{Mutex, RwLock};
 
+use super::hosts::{self, Host};
 use super::publisher::{OpenChannel, Publisher};
 use crate::error::{Error, ErrorKind, Result};
-use crate::redact::{redact_in, redact_url};
 
 /// How to reach the broker.
 #[derive(Debug, Clone)]
 pub(crate) struct ConnectOptions {
-    /// An `amqp://` or `amqps://` URL with credentials and vhost.
-    pub url: String,
+    /// `amqp://` or `amqps://` URLs with credentials and vhost: one broker,
+    /// or the nodes of one cluster.
+    pub urls: Vec<String>,
+    /// Whether the nodes are tried in a shuffled order (a fleet spreads over
+    /// them) rather than as listed.
+    pub shuffle: bool,
     /// The name the broker shows for this connection.
     pub connection_name: Option<String>,
     /// Heartbeat interval in seconds; `None` takes the broker's.
@@ -59,7 +63,10 @@ impl TlsOptions {
 /// The connection to the broker, replaced by a new one when it is lost, and
 /// the two confirmed publishers.
 pub(crate) struct Broker {
-    uri: AMQPUri,
+    /// The nodes, in the order they are tried.
+    hosts: Vec<Host>,
+    /// The node of the current connection.
+    node: AtomicUsize,
     props: ConnectionProperties,
     tls: TlsOptions,
     connect_timeout: Duration,
@@ -68,35 +75,20 @@ pub(crate) struct Broker {
     closed: AtomicBool,
     publisher: Arc<Publisher>,
     republisher: Arc<Publisher>,
-    safe_url: String,
 }
 
 impl Broker {
-    /// Connects to the broker and opens the confirm channels.
+    /// Connects to the first node that answers and opens the confirm channels.
     pub(crate) async fn connect(opts: ConnectOptions) -> Result<Arc<Broker>> {
-        let safe_url = redact_url(&opts.url);
-        let mut uri: AMQPUri = opts.url.parse().map_err(|e: String| {
-            let reason = redact_in(&e, &opts.url);
-            Error::new(
-                ErrorKind::InvalidOptions,
-                format!("url {safe_url} is not an AMQP URL ({reason}): use amqp://user:password@host:5672/vhost"),
-            )
-        })?;
-        // `amqp://host:5672/` names no vhost: read it as `/`, as amqplib does
-        // (no vhost on a broker is named with the empty string).
-        if uri.vhost.is_empty() {
-            uri.vhost = "/".into();
-        }
-        if let Some(h) = opts.heartbeat_secs {
-            uri.query.heartbeat = Some(h);
-        }
+        let hosts = hosts::hosts(&opts.urls, opts.heartbeat_secs, opts.shuffle, hosts::seed())?;
         let mut props = ConnectionProperties::default();
         if let Some(name) = &opts.connection_name {
             props = props.with_connection_name(name.as_str().into());
         }
-        let conn = open(&uri, &props, &opts.tls, opts.connect_timeout, &safe_url).await?;
+        let (node, conn) = open_any(&hosts, 0, &props, &opts.tls, opts.connect_timeout).await?;
         let broker = Arc::new(Broker {
-            uri,
+            hosts,
+            node: AtomicUsize::new(node),
             props,
             tls: opts.tls,
             connect_timeout: opts.connect_timeout,
@@ -105,7 +97,6 @@ impl Broker {
             closed: AtomicBool::new(false),
             publisher: Arc::new(Publisher::new(opts.confirm_timeout)),
             republisher: Arc::new(Publisher::new(opts.confirm_timeout)),
-            safe_url,
         });
         // Open the confirm channels now, so a broker that refuses confirms fails connect().
         broker.publisher.channel(broker.as_ref()).await?;
@@ -130,7 +121,8 @@ impl Broker {
         self.reconnect(generation).await
     }
 
-    /// Replaces the connection of `generation` with a new one, unless another
+    /// Replaces the connection of `generation` with a new one, to the next
+    /// node that answers (the same one when there is one), unless another
     /// caller already did.
     pub(crate) async fn reconnect(&self, generation: u64) -> Result<(u64, Arc<Connection>)> {
         if self.closed.load(Ordering::SeqCst) {
@@ -143,25 +135,32 @@ impl Broker {
                 return Ok((cur.0, cur.1.clone()));
             }
         }
-        let conn = Arc::new(
-            open(
-                &self.uri,
-                &self.props,
-                &self.tls,
-                self.connect_timeout,
-                &self.safe_url,
-            )
-            .await?,
-        );
+        let next = (self.node.load(Ordering::SeqCst) + 1) % self.hosts.len();
+        let (node, conn) = open_any(
+            &self.hosts,
+            next,
+            &self.props,
+            &self.tls,
+            self.connect_timeout,
+        )
+        .await?;
+        let conn = Arc::new(conn);
         let mut cur = self.current.write().await;
+        self.node.store(node, Ordering::SeqCst);
         cur.0 += 1;
         cur.1 = conn.clone();
         Ok((cur.0, conn))
     }
 
-    /// The user this client authenticates as.
+    /// The node of the current connection.
+    fn host(&self) -> &Host {
+        let node = self.node.load(Ordering::SeqCst);
+        &self.hosts[node.min(self.hosts.len() - 1)]
+    }
+
+    /// The user this client authenticates as on the current node.
     pub(crate) fn user(&self) -> &str {
-        &self.uri.authority.userinfo.username
+        &self.host().uri.authority.userinfo.username
     }
 
     /// The largest frame the current connection allows, in bytes.
@@ -208,9 +207,15 @@ impl Broker {
             .await
     }
 
-    /// The URL with its password replaced, safe for logs and errors.
+    /// The current node's URL with its password replaced, safe for logs,
+    /// errors and events.
     pub(crate) fn safe_url(&self) -> &str {
-        &self.safe_url
+        &self.host().safe_url
+    }
+
+    /// Every node's URL without its password, in the order they are tried.
+    pub(crate) fn safe_urls(&self) -> Vec<String> {
+        self.hosts.iter().map(|h| h.safe_url.clone()).collect()
     }
 
     /// Opens a new channel on a live connection.
@@ -218,7 +223,7 @@ impl Broker {
         let (_, conn) = self.live_connection().await?;
         conn.create_channel()
             .await
-            .map_err(|e| connection_error(&self.safe_url, &e))
+            .map_err(|e| connection_error(self.safe_url(), &e))
     }
 
     /// Closes the connection and stops reconnecting; consumers should be closed first.
@@ -233,12 +238,32 @@ impl Broker {
             )
             .await
             {
-                Ok(closed) => closed.map_err(|e| connection_error(&self.safe_url, &e))?,
+                Ok(closed) => closed.map_err(|e| connection_error(self.safe_url(), &e))?,
                 Err(_) => return Ok(()),
             }
         }
         Ok(())
     }
+}
+
+/// Connects to the first of `hosts` that answers, trying each once from
+/// `start`; the error names every node tried.
+async fn open_any(
+    hosts: &[Host],
+    start: usize,
+    props: &ConnectionProperties,
+    tls: &TlsOptions,
+    timeout: Duration,
+) -> Result<(usize, Connection)> {
+    let mut errors = Vec::new();
+    for i in hosts::from(start, hosts.len()) {
+        let host = &hosts[i];
+        match open(&host.uri, props, tls, timeout, &host.safe_url).await {
+            Ok(conn) => return Ok((i, conn)),
+            Err(e) => errors.push(e),
+        }
+    }
+    Err(hosts::none_answered(errors))
 }
 
 async fn open(

@@ -3,6 +3,7 @@
 
 pub(crate) mod connection;
 pub(crate) mod fields;
+pub(crate) mod hosts;
 pub(crate) mod parked;
 pub(crate) mod publisher;
 pub(crate) mod topology;

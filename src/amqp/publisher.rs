@@ -2,6 +2,7 @@
 //! consuming ones, `mandatory` on every publish, and only an `Ack` without a
 //! return counts as success.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
@@ -19,11 +20,19 @@ pub(crate) trait OpenChannel: Sync {
     fn open_channel(&self) -> impl std::future::Future<Output = Result<Channel>> + Send;
 }
 
+/// Refusals (`basic.nack`) in a row after which the confirm channel is
+/// replaced: RabbitMQ 3.10 to 3.12 refuse every publish of a channel that
+/// first published to a quorum queue just after its leader's node died
+/// (rabbitmq-server#9241), so a publisher that kept it would never publish again.
+const REFUSALS_BEFORE_NEW_CHANNEL: u32 = 3;
+
 /// Publishes with confirms on its own channel, reopening it after the broker
-/// closed it (publishing to a missing exchange closes the channel).
+/// closed it (publishing to a missing exchange closes the channel), and
+/// replacing it after refusals in a row.
 pub(crate) struct Publisher {
     channel: Mutex<Option<Channel>>,
     confirm_timeout: Duration,
+    refused_in_a_row: AtomicU32,
 }
 
 impl Publisher {
@@ -32,6 +41,7 @@ impl Publisher {
         Self {
             channel: Mutex::new(None),
             confirm_timeout,
+            refused_in_a_row: AtomicU32::new(0),
         }
     }
 
@@ -102,6 +112,14 @@ impl Publisher {
                 )
             })?
             .map_err(|e| publish_error(&target, &e))?;
+        if matches!(confirmation, Confirmation::Nack(_)) {
+            let refused = self.refused_in_a_row.fetch_add(1, Ordering::SeqCst) + 1;
+            if refused >= REFUSALS_BEFORE_NEW_CHANNEL {
+                self.replace(&ch).await;
+            }
+        } else {
+            self.refused_in_a_row.store(0, Ordering::SeqCst);
+        }
         match confirmation {
             Confirmation::Ack(None) => Ok(()),
             Confirmation::Ack(Some(returned)) => Err(Error::new(
@@ -121,6 +139,24 @@ impl Publisher {
                 ErrorKind::PublishFailed,
                 format!("the publish to {target} was not confirmed: the channel is not in confirm mode"),
             )),
+        }
+    }
+}
+
+impl Publisher {
+    /// Drops `ch` as the confirm channel, if it still is, and closes it: the
+    /// next publish opens a new one.
+    async fn replace(&self, ch: &Channel) {
+        let mut slot = self.channel.lock().await;
+        if slot.as_ref().is_some_and(|c| c.id() == ch.id()) {
+            *slot = None;
+            self.refused_in_a_row.store(0, Ordering::SeqCst);
+            drop(slot);
+            let _ = tokio::time::timeout(
+                self.confirm_timeout,
+                ch.close(200, "replaced after refused publishes".into()),
+            )
+            .await;
         }
     }
 }

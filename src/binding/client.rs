@@ -21,8 +21,11 @@ use crate::table::store::RetryStore;
 /// How to connect.
 #[napi(object)]
 pub(crate) struct ConnectOptions {
-    /// `amqp://user:password@host:5672/vhost`.
-    pub url: String,
+    /// `amqp://user:password@host:5672/vhost`: one broker, or the nodes of
+    /// one cluster.
+    pub urls: Vec<String>,
+    /// `shuffle` (the default: a fleet spreads over the nodes) or `ordered`.
+    pub host_order: Option<String>,
     /// The name the broker's management tools show for the connection.
     pub connection_name: Option<String>,
     /// Heartbeat in seconds. @default the broker's (60)
@@ -63,8 +66,18 @@ pub(crate) async fn connect(options: ConnectOptions) -> napi::Result<NativeClien
             })?),
             None => None,
         };
+    let shuffle = match options.host_order.as_deref() {
+        None | Some("shuffle") => true,
+        Some("ordered") => false,
+        Some(other) => {
+            return Err(invalid(format!(
+                "hostOrder must be 'shuffle' or 'ordered', got '{other}'"
+            )))
+        }
+    };
     let opts = AmqpConnectOptions {
-        url: options.url,
+        urls: options.urls,
+        shuffle,
         connection_name: options.connection_name,
         heartbeat_secs: heartbeat,
         connect_timeout: Duration::from_millis(u64::from(
@@ -120,6 +133,12 @@ impl NativeClient {
     #[napi(getter)]
     pub fn safe_url(&self) -> String {
         self.broker.safe_url().to_owned()
+    }
+
+    /// Every node's URL without its password, in the order they are tried.
+    #[napi(getter)]
+    pub fn safe_urls(&self) -> Vec<String> {
+        self.broker.safe_urls()
     }
 
     /// Checks the options against every rule of `consume` (refusing with

@@ -53,9 +53,13 @@ pub(crate) enum WireEvent<'a> {
         error: String,
     },
     /// The channel or connection was lost; `error` is `[CODE] message`.
-    Disconnected { error: String },
+    Disconnected { error: String, url: &'a str },
     /// Consuming again after `attempts` tries, `after_ms` after the loss.
-    Recovered { attempts: u32, after_ms: u64 },
+    Recovered {
+        attempts: u32,
+        after_ms: u64,
+        url: &'a str,
+    },
     /// The consumer itself failed; `error` is `[CODE] message`.
     Error { error: String },
 }
@@ -119,12 +123,18 @@ impl<'a> From<&'a Event> for WireEvent<'a> {
                 target,
                 error: error.coded_message(),
             },
-            Event::Disconnected { error } => WireEvent::Disconnected {
+            Event::Disconnected { error, url } => WireEvent::Disconnected {
                 error: error.coded_message(),
+                url,
             },
-            Event::Recovered { attempts, after_ms } => WireEvent::Recovered {
+            Event::Recovered {
+                attempts,
+                after_ms,
+                url,
+            } => WireEvent::Recovered {
                 attempts: *attempts,
                 after_ms: *after_ms,
+                url,
             },
             Event::ConsumerError { error } => WireEvent::Error {
                 error: error.coded_message(),
@@ -312,6 +322,7 @@ mod tests {
             Event::Recovered {
                 attempts: 2,
                 after_ms: 350,
+                url: "amqp://node2".into(),
             },
         ];
         let wire: Value = serde_json::from_str(&events_json(&events)).unwrap();
@@ -321,7 +332,7 @@ mod tests {
                 {"kind": "retry", "id": 1, "messageId": "m1", "target": "q.retry.5s", "attempt": 1, "delay": "5s", "error": "503"},
                 {"kind": "stored", "id": 2, "messageId": null, "rowId": 7, "attempt": 4, "dependency": "carrier", "error": "down"},
                 {"kind": "publish-failed", "id": 3, "messageId": null, "target": "q.parked", "error": "[UNROUTABLE] gone"},
-                {"kind": "recovered", "attempts": 2, "afterMs": 350},
+                {"kind": "recovered", "attempts": 2, "afterMs": 350, "url": "amqp://node2"},
             ])
         );
         assert_eq!(events_json(&[]), "[]");
@@ -338,6 +349,7 @@ mod tests {
         let views: Vec<DeliveryView<'_>> = deliveries.iter().map(view).collect();
         let events = [Event::Disconnected {
             error: Error::new(ErrorKind::Connection, "lost"),
+            url: "amqp://app:***@node1:5672".into(),
         }];
         let batch = to_batch(&views, &events, false);
         assert!(!batch.closed);
@@ -367,7 +379,7 @@ mod tests {
         let events: Value = serde_json::from_str(&batch.events).unwrap();
         assert_eq!(
             events,
-            json!([{"kind": "disconnected", "error": "[CONNECTION] lost"}])
+            json!([{"kind": "disconnected", "error": "[CONNECTION] lost", "url": "amqp://app:***@node1:5672"}])
         );
         assert!(to_batch(&[], &[], true).closed);
     }

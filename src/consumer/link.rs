@@ -27,6 +27,8 @@ pub(super) struct Subscription<C> {
     pub(super) channel: C,
     pub(super) consumer_tag: String,
     pub(super) deliveries: Deliveries,
+    /// The node the channel is on, without the URL's password.
+    pub(super) node: String,
 }
 
 /// The broker as the consumer task sees it.
@@ -83,6 +85,7 @@ impl Link for BrokerLink {
 
     async fn subscribe(&self, config: &ConsumerConfig) -> Result<Subscription<Channel>> {
         let (channel, consumer) = subscribe(&self.0, config).await?;
+        let node = self.0.safe_url().to_owned();
         let consumer_tag = consumer.tag().as_str().to_owned();
         let queue = config.topology.queue.clone();
         let deliveries = consumer
@@ -100,6 +103,7 @@ impl Link for BrokerLink {
             channel,
             consumer_tag,
             deliveries,
+            node,
         })
     }
 

@@ -225,6 +225,8 @@ pub(crate) enum Event {
     Disconnected {
         /// What happened.
         error: Error,
+        /// The node it was consuming from, without the URL's password.
+        url: String,
     },
     /// The consumer is consuming again.
     Recovered {
@@ -232,6 +234,8 @@ pub(crate) enum Event {
         attempts: u32,
         /// Milliseconds since the loss.
         after_ms: u64,
+        /// The node it consumes from now, without the URL's password.
+        url: String,
     },
     /// The consumer itself hit an error (a failed ack, a closed channel).
     ConsumerError {

@@ -37,6 +37,8 @@ pub(super) struct ConsumerTask<L: Link> {
     link: L,
     config: Arc<ConsumerConfig>,
     channel: Option<L::Channel>,
+    /// The node of the channel, without the URL's password.
+    node: String,
     /// What goes to JavaScript.
     out: Outbox,
     pending: HashMap<u64, Pending>,
@@ -56,6 +58,7 @@ impl<L: Link> ConsumerTask<L> {
             link,
             config: Arc::new(config),
             channel: None,
+            node: String::new(),
             out: Outbox::default(),
             pending: HashMap::new(),
             next_id: 0,
@@ -138,7 +141,7 @@ impl<L: Link> ConsumerTask<L> {
                             None => {
                                 // Only the broker ends the stream while we still consume:
                                 // the queue was deleted, or its node went away.
-                                phase = self.lost(format!("the broker cancelled the consumer of '{}' (was the queue deleted?)", self.config.topology.queue));
+                                phase = self.lost(format!("the broker cancelled the consumer of '{}' (was the queue deleted, or is the node that holds it down?)", self.config.topology.queue));
                             }
                         }
                     }
@@ -181,6 +184,7 @@ impl<L: Link> ConsumerTask<L> {
 
     fn consuming(&mut self, sub: Subscription<L::Channel>) -> Phase {
         self.channel = Some(sub.channel);
+        self.node = sub.node;
         Phase::Consuming {
             deliveries: sub.deliveries,
             consumer_tag: sub.consumer_tag,
@@ -292,6 +296,7 @@ impl<L: Link> ConsumerTask<L> {
         self.set_state(ConsumerState::Recovering);
         self.out.events.push(Event::Disconnected {
             error: Error::new(ErrorKind::Connection, reason),
+            url: self.node.clone(),
         });
         let now = Instant::now();
         Phase::Recovering {
@@ -316,6 +321,7 @@ impl<L: Link> ConsumerTask<L> {
                 self.out.events.push(Event::Recovered {
                     attempts: attempt,
                     after_ms: since.elapsed().as_millis() as u64,
+                    url: sub.node.clone(),
                 });
                 self.consuming(sub)
             }

@@ -164,6 +164,7 @@ impl Link for Script {
                 ops: self.ops.clone(),
             },
             consumer_tag: format!("ctag-{n}"),
+            node: format!("amqp://node{n}"),
             deliveries,
         })
     }
