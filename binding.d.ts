@@ -231,6 +231,10 @@ export interface FailureInfo {
   retryable: boolean
   /** For the retry table: what the row waits on, whose it is, and when it is due. */
   table?: TableInfo
+  /** The W3C `traceparent` the moved copy carries (the span of its move). */
+  traceparent?: string
+  /** The W3C `tracestate` that goes with it. */
+  tracestate?: string
 }
 
 /** Message properties as JavaScript reads and writes them. */

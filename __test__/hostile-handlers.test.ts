@@ -308,6 +308,7 @@ describe('when the native settle refuses a whole batch', () => {
       handler,
       retryable: () => true,
       batchSize: 10,
+      url: 'amqp://fake',
       logger,
       metrics: { acked: noop, retried: noop, parked: noop, publishFailed: noop, handlerDuration: noop, stop: noop },
       parkedDepth: async () => undefined,

@@ -7,7 +7,7 @@
  */
 import { ConnectionError, InvalidOptionsError, RabbitRetry, type Message } from '../lib';
 import { run, type CliIo } from '../lib/cli';
-import { AMQP_URL, sleep, uniqueName } from './broker';
+import { AMQP_URL, closeAmqp, sleep, uniqueName } from './broker';
 import { cleanup, closeOwnConnection, connectClient, testQueue, track, waitFor } from './helpers';
 
 const local = new URL(AMQP_URL);
@@ -20,6 +20,7 @@ const DOWN_1 = 'amqp://app:s3cret@127.0.0.1:1';
 const DOWN_2 = 'amqp://app:s3cret@127.0.0.1:9';
 
 afterEach(cleanup);
+afterAll(closeAmqp);
 
 describe('connecting to one of several brokers', () => {
   it('tries the nodes as listed with hostOrder ordered, and says which one it is on', async () => {
@@ -90,6 +91,7 @@ describe('failover', () => {
         seen.add(msg.properties.messageId ?? '');
       }),
     );
+    expect(consumer.stats().url).toBe(shown(NODE_A));
     consumer.on('disconnected', (e) => disconnected.push(e.url));
     consumer.on('recovered', (e) => recovered.push(e.url));
     for (let i = 0; i < 20; i++) await rr.publish('', queue, { n: i }, { messageId: `m${i}` });
@@ -100,6 +102,7 @@ describe('failover', () => {
     expect(disconnected).toEqual([shown(NODE_A)]);
     expect(recovered).toEqual([shown(NODE_B)]);
     expect(rr.url).toBe(shown(NODE_B));
+    expect(consumer.stats().url).toBe(shown(NODE_B));
 
     for (let i = 20; i < 40; i++) await rr.publish('', queue, { n: i }, { messageId: `m${i}` });
     await waitFor(async () => seen.size === 40, 10_000, 'the 20 published after the move');

@@ -8,6 +8,7 @@ import { Parked } from './parked';
 import { RetryTable } from './table';
 import { binding, type NativeClient, type NativeMessageProperties } from './native';
 import { consumerMetrics } from './metrics';
+import { tracedPublish } from './tracing';
 import { parkedQueueName } from './names';
 import {
   brokerUrls,
@@ -293,6 +294,7 @@ export class RabbitRetry {
       handler,
       retryable: options.onFailure?.retryable ?? (() => true),
       batchSize: options.prefetch ?? CONSUME_DEFAULTS.prefetch,
+      url: this.url,
       logger: this.#options.logger ?? console,
       metrics: consumerMetrics(options.queue, this.#options.meterProvider, parkedDepth),
       parkedDepth,
@@ -321,7 +323,12 @@ export class RabbitRetry {
     checkPublishOptions(options);
     const { buf, contentType } = toBuffer(body, options);
     const props = toNativeProps(options, contentType);
-    await native(() => this.inner.publish(exchange, routingKey, buf, props));
+    const published = { exchange, routingKey, messageId: options.messageId, bodySize: buf.length };
+    await tracedPublish(published, (trace) => {
+      // The caller's own trace headers, when it wrote them, win.
+      if (trace) props.headers = { ...trace, ...props.headers };
+      return native(() => this.inner.publish(exchange, routingKey, buf, props));
+    });
   }
 
   /**

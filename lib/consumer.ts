@@ -15,6 +15,7 @@ import { FailureRoute } from './consumer/failure';
 import { InFlight, type Tracked, stuckCheckEveryMs } from './consumer/in-flight';
 import { type Log, logTo } from './consumer/log';
 import { Settlements, UNREADABLE_FAILURE } from './consumer/settlement';
+import { type ConsumerTracing, type ProcessSpan, consumerTracing } from './tracing';
 
 /** @internal */
 export interface ConsumerContext {
@@ -22,6 +23,8 @@ export interface ConsumerContext {
   handler: Handler;
   retryable: (err: unknown, msg: Message) => boolean;
   batchSize: number;
+  /** The node the client was connected to when the consumer started (password hidden). */
+  url: string;
   logger: Logger;
   metrics: ConsumerMetrics;
   parkedDepth: () => Promise<number | undefined>;
@@ -95,7 +98,10 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   /** The channel is closing: deliveries that arrive now are not started (the closed channel gives them back). */
   private finishing = false;
   private closed = false;
-  private readonly counts: Omit<ConsumerStats, 'queue' | 'state' | 'inFlight' | 'stuck' | 'oldestInFlightMs'> = {
+  /** The node the consumer consumes from (it changes when recovery moves to another). */
+  private node: string;
+  private readonly tracing: ConsumerTracing;
+  private readonly counts: Omit<ConsumerStats, 'queue' | 'state' | 'url' | 'inFlight' | 'stuck' | 'oldestInFlightMs'> = {
     acked: 0,
     failed: 0,
     retried: 0,
@@ -115,6 +121,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.log = logTo(ctx.logger);
     this.metrics = ctx.metrics;
     this.queue = ctx.inner.queue;
+    this.node = ctx.url;
+    this.tracing = consumerTracing(this.queue);
     this.running = new InFlight<Running>(ctx.stuckAfterMs);
     this.route = new FailureRoute({
       queue: this.queue,
@@ -163,6 +171,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     return {
       queue: this.queue,
       state: this.state,
+      url: this.node,
       inFlight: this.running.size,
       ...c,
       retriedByDelay: { ...c.retriedByDelay },
@@ -304,6 +313,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       return { unfinished };
     } finally {
       clearInterval(this.#stuckTimer);
+      this.tracing.close();
       if (this.#bound?.timer) clearTimeout(this.#bound.timer);
       this.closed = true;
       try {
@@ -338,6 +348,14 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     let run: Running | undefined;
     try {
       const { msg, messageId } = messageOf(d, batch);
+      const span = this.tracing.process({
+        exchange: d.x,
+        routingKey: d.k,
+        messageId,
+        headers: msg.headers,
+        bodySize: msg.body.length,
+        attempt: d.a,
+      });
       const r: Running = {
         consumer: this,
         startedAt: performance.now(),
@@ -350,16 +368,18 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       this.running.add(d.i, r);
       let threw = false;
       let error: unknown;
+      const call = () => handlerScope.run(r, () => this.handler(msg));
       try {
-        await handlerScope.run(r, () => this.handler(msg));
+        await (span ? span.run(call) : call());
       } catch (err) {
         threw = true;
         error = err;
       }
       r.done = true;
+      span?.end(error, threw);
       // The close gave up on this handler and the channel took its message back.
       if (this.abandoned || this.closed) return;
-      if (threw) this.failedWith(d.i, msg, error, r.startedAt, d.t === 1);
+      if (threw) this.failedWith(d.i, msg, error, r.startedAt, d.t === 1, span);
       else this.succeeded(d.i, r.startedAt);
     } catch (internal) {
       // Nothing above should throw; if it did, the delivery still gets settled.
@@ -381,8 +401,9 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     });
   }
 
-  private failedWith(id: number, msg: Message, err: unknown, started: number, tableBound: boolean): void {
-    this.settlements.fail(id, this.route.failureOf(err, msg, tableBound));
+  private failedWith(id: number, msg: Message, err: unknown, started: number, tableBound: boolean, span?: ProcessSpan): void {
+    const failure = this.route.failureOf(err, msg, tableBound);
+    this.settlements.fail(id, span ? { ...failure, ...span.moving(id) } : failure);
     this.counts.failed++;
     this.safely(() => this.timed(started, 'failure'));
   }
@@ -406,6 +427,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   }
 
   private report(e: WireEvent): void {
+    this.safely(() => this.tracing.settled(e));
     switch (e.kind) {
       case 'retry': {
         const { delay, target } = e;
@@ -459,6 +481,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         return;
       }
       case 'recovered':
+        this.node = e.url;
         this.emit('recovered', { queue: this.queue, attempts: e.attempts, afterMs: e.afterMs, url: e.url });
         return;
       default:

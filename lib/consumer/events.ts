@@ -78,6 +78,8 @@ export interface ConsumerStats {
   queue: string;
   /** `connected`, `recovering`, `closing` or `closed`. */
   state: ConsumerState;
+  /** The node it consumes from (or last consumed from, while recovering), its URL's password hidden. */
+  url: string;
   /** Handlers running now. */
   inFlight: number;
   /** Messages handled successfully and acked. */

@@ -29,6 +29,10 @@ pub struct FailureInfo {
     pub retryable: bool,
     /// For the retry table: what the row waits on, whose it is, and when it is due.
     pub table: Option<TableInfo>,
+    /// The W3C `traceparent` the moved copy carries (the span of its move).
+    pub traceparent: Option<String>,
+    /// The W3C `tracestate` that goes with it.
+    pub tracestate: Option<String>,
 }
 
 /// What a row of the retry table gets, worked out by `onFailure.table`.
@@ -100,6 +104,9 @@ impl NativeConsumer {
                     message: failure.message,
                     stack: failure.stack,
                     retryable: failure.retryable,
+                    trace: failure
+                        .traceparent
+                        .map(|parent| (parent, failure.tracestate)),
                     table: failure.table.map(|t| TableFailure {
                         dependency: t.dependency,
                         tenant: t.tenant,

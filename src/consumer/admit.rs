@@ -13,9 +13,8 @@ pub(super) fn refused(d: &Delivery, delivery_limit: Option<u32>) -> Option<(Fail
     let failure = |name: &str, message: String| Failure {
         name: name.into(),
         message,
-        stack: String::new(),
         retryable: false,
-        table: None,
+        ..Failure::default()
     };
     if let Some(why) = undecodable_field(&d.exchange, &d.routing_key, &d.properties) {
         return Some((failure("UndecodableMessage", why), ParkReason::Undecodable));

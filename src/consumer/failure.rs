@@ -139,6 +139,10 @@ pub(super) async fn handle_failure(
     }
 }
 
+fn long_string(s: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()))
+}
+
 /// A short string as text; bytes that are not UTF-8 show as U+FFFD.
 fn lossy(s: &ShortString) -> String {
     String::from_utf8_lossy(&s.wire_bytes()).into_owned()
@@ -170,6 +174,16 @@ fn republished(
             if !is_broker_death_header(k.as_str()) && !is_own_header(k.as_str()) {
                 kept.insert(k.clone(), v.clone());
             }
+        }
+    }
+    if let Some((parent, state)) = &f.trace {
+        // The next attempt continues the trace of this move, not the producer's.
+        let mut rest = kept.inner().clone();
+        rest.remove(&ShortString::from("tracestate"));
+        kept = FieldTable::from(rest);
+        kept.insert("traceparent".into(), long_string(parent));
+        if let Some(state) = state {
+            kept.insert("tracestate".into(), long_string(state));
         }
     }
     let first = header_str(original, "retry-first-failed-at");

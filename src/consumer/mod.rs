@@ -122,6 +122,9 @@ pub(crate) struct Failure {
     pub retryable: bool,
     /// Where the row goes when the route is the retry table.
     pub table: Option<TableFailure>,
+    /// The trace context the moved copy carries instead of the delivery's:
+    /// `traceparent`, and `tracestate` when there is one.
+    pub trace: Option<(String, Option<String>)>,
 }
 
 /// What JavaScript worked out for a row of the retry table.

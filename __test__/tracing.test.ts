@@ -1,0 +1,205 @@
+/**
+ * Traces with OpenTelemetry's SDK and its in-memory exporter: a message's
+ * attempts read as one trace, from a producer on amqplib (with its
+ * instrumentation, in a process of its own) or on rr.publish, through the
+ * retry queues to its success or to the parked queue.
+ */
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+
+import { context, propagation, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+
+import { NonRetryableError, type Message } from '../lib';
+import { consumerTracing, tracedPublish } from '../lib/tracing';
+import type * as Tracing from '../lib/tracing';
+import { AMQP_URL, closeAmqp } from './broker';
+import { cleanup, connectClient, testQueue, track, waitFor } from './helpers';
+
+const exporter = new InMemorySpanExporter();
+const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+const contextManager = new AsyncLocalStorageContextManager();
+
+beforeAll(() => {
+  trace.setGlobalTracerProvider(provider);
+  context.setGlobalContextManager(contextManager.enable());
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+});
+afterAll(() => {
+  trace.disable();
+  context.disable();
+  propagation.disable();
+});
+beforeEach(() => exporter.reset());
+afterEach(cleanup);
+afterAll(closeAmqp);
+
+const parentOf = (s: ReadableSpan) => s.parentSpanContext?.spanId;
+const idOf = (s: ReadableSpan) => s.spanContext().spanId;
+const ofQueue = (queue: string) => exporter.getFinishedSpans().filter((s) => JSON.stringify(s.attributes).includes(queue) || s.name.includes(queue));
+
+describe('a message that fails twice and then succeeds', () => {
+  it('reads as one trace from an amqplib producer with its instrumentation: producer, three attempts, two moves', async () => {
+    const queue = testQueue(['50ms', '100ms']);
+    const rr = await connectClient();
+    let calls = 0;
+    track(
+      await rr.consume({ queue, onFailure: { delays: ['50ms', '100ms'] } }, async () => {
+        calls++;
+        if (calls < 3) throw new Error(`carrier 503 (call ${calls})`);
+      }),
+    );
+    const out = execFileSync(process.execPath, [join(__dirname, 'fixtures', 'otel-amqplib-producer.js'), AMQP_URL, queue, 'order-48213'], {
+      encoding: 'utf8',
+    });
+    const [producer] = JSON.parse(out) as { name: string; kind: number; traceId: string; spanId: string }[];
+    expect(producer.kind).toBe(SpanKind.PRODUCER);
+
+    await waitFor(() => ofQueue(queue).filter((s) => s.name === `process ${queue}`).length === 3, 10_000, 'three process spans');
+    await waitFor(() => ofQueue(queue).filter((s) => s.kind === SpanKind.PRODUCER).length === 2, 10_000, 'two move spans');
+    const spans = ofQueue(queue);
+    const processes = spans.filter((s) => s.name === `process ${queue}`).sort((a, b) => Number(a.attributes['rabbit_retry.attempt']) - Number(b.attributes['rabbit_retry.attempt']));
+    const moves = spans.filter((s) => s.kind === SpanKind.PRODUCER).sort((a, b) => Number(a.attributes['rabbit_retry.attempt']) - Number(b.attributes['rabbit_retry.attempt']));
+
+    // One trace, a chain: producer -> attempt 0 -> move -> attempt 1 -> move -> attempt 2.
+    for (const s of spans) expect(s.spanContext().traceId).toBe(producer.traceId);
+    expect(parentOf(processes[0])).toBe(producer.spanId);
+    expect(parentOf(moves[0])).toBe(idOf(processes[0]));
+    expect(parentOf(processes[1])).toBe(idOf(moves[0]));
+    expect(parentOf(moves[1])).toBe(idOf(processes[1]));
+    expect(parentOf(processes[2])).toBe(idOf(moves[1]));
+
+    expect(processes.map((s) => s.kind)).toEqual([SpanKind.CONSUMER, SpanKind.CONSUMER, SpanKind.CONSUMER]);
+    expect(processes.map((s) => s.attributes['rabbit_retry.attempt'])).toEqual([0, 1, 2]);
+    expect(processes[0].attributes).toMatchObject({
+      'messaging.system': 'rabbitmq',
+      'messaging.operation.type': 'process',
+      'messaging.consumer.group.name': queue,
+      'messaging.rabbitmq.destination.routing_key': queue,
+      'messaging.message.id': 'order-48213',
+      'messaging.message.body.size': 17,
+    });
+    expect(processes.map((s) => s.status.code)).toEqual([SpanStatusCode.ERROR, SpanStatusCode.ERROR, SpanStatusCode.UNSET]);
+    expect(processes[0].events.map((e) => [e.name, e.attributes?.['exception.message']])).toEqual([['exception', 'carrier 503 (call 1)']]);
+
+    expect(moves.map((s) => s.name)).toEqual([`send ${queue}.retry.50ms`, `send ${queue}.retry.100ms`]);
+    expect(moves[1].attributes).toMatchObject({
+      'messaging.system': 'rabbitmq',
+      'messaging.operation.type': 'send',
+      'messaging.destination.name': `${queue}.retry.100ms`,
+      'rabbit_retry.outcome': 'retry',
+      'rabbit_retry.attempt': 2,
+      'rabbit_retry.delay': '100ms',
+      'rabbit_retry.error': 'carrier 503 (call 2)',
+    });
+  });
+});
+
+describe('rr.publish and the handler', () => {
+  it('continues the caller’s trace, and the handler’s own spans are children of its process span', async () => {
+    const queue = testQueue();
+    const rr = await connectClient();
+    const tracer = trace.getTracer('test');
+    let inner: string | undefined;
+    track(
+      await rr.consume({ queue }, async () => {
+        const span = tracer.startSpan('carrier.rate');
+        inner = span.spanContext().spanId;
+        span.end();
+      }),
+    );
+    const root = tracer.startSpan('checkout');
+    await context.with(trace.setSpan(context.active(), root), () => rr.publish('', queue, { orderId: 1 }, { messageId: 'o-1' }));
+    root.end();
+    await waitFor(() => exporter.getFinishedSpans().some((s) => s.name === 'carrier.rate'), 10_000, 'the handler span');
+    const spans = exporter.getFinishedSpans();
+    const send = spans.find((s) => s.name === `send ${queue}`);
+    const processed = spans.find((s) => s.name === `process ${queue}`);
+    const handlerSpan = spans.find((s) => s.name === 'carrier.rate');
+    expect(send?.kind).toBe(SpanKind.PRODUCER);
+    expect(parentOf(send as ReadableSpan)).toBe(root.spanContext().spanId);
+    expect(send?.attributes).toMatchObject({ 'messaging.destination.name': queue, 'messaging.message.id': 'o-1' });
+    expect(parentOf(processed as ReadableSpan)).toBe(idOf(send as ReadableSpan));
+    expect(parentOf(handlerSpan as ReadableSpan)).toBe(idOf(processed as ReadableSpan));
+    expect(handlerSpan?.spanContext().spanId).toBe(inner);
+    expect(new Set(spans.map((s) => s.spanContext().traceId))).toEqual(new Set([root.spanContext().traceId]));
+  });
+
+  it('keeps the trace headers a caller writes itself', async () => {
+    const queue = testQueue();
+    const rr = await connectClient();
+    const own = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const seen: Message[] = [];
+    track(await rr.consume({ queue }, async (msg) => void seen.push(msg)));
+    await rr.publish('', queue, 'x', { headers: { traceparent: own } });
+    await waitFor(() => seen.length === 1, 10_000, 'the message');
+    expect(seen[0].headers.traceparent).toBe(own);
+    const processed = exporter.getFinishedSpans().find((s) => s.name === `process ${queue}`);
+    expect(processed?.spanContext().traceId).toBe('0af7651916cd43dd8448eb211c80319c');
+  });
+});
+
+describe('a parked message and its replay', () => {
+  it('the move to the parked queue is a span with the reason, and the replayed message continues the trace', async () => {
+    const queue = testQueue(['50ms']);
+    const rr = await connectClient();
+    let calls = 0;
+    track(
+      await rr.consume({ queue, onFailure: { delays: ['50ms'] } }, async () => {
+        calls++;
+        if (calls === 1) throw new NonRetryableError('no address');
+      }),
+    );
+    await rr.publish('', queue, { orderId: 2 }, { messageId: 'o-2' });
+    await waitFor(() => exporter.getFinishedSpans().some((s) => s.name === `send ${queue}.parked`), 10_000, 'the park span');
+    const park = exporter.getFinishedSpans().find((s) => s.name === `send ${queue}.parked`) as ReadableSpan;
+    expect(park.attributes).toMatchObject({ 'rabbit_retry.outcome': 'parked', 'rabbit_retry.reason': 'non-retryable', 'rabbit_retry.error': 'no address' });
+
+    const replayed = await rr.parked(queue).replay({ ratePerSec: 100 });
+    expect(replayed).toMatchObject({ replayed: 1 });
+    await waitFor(() => calls === 2, 10_000, 'the replayed message');
+    await waitFor(() => exporter.getFinishedSpans().filter((s) => s.name === `process ${queue}`).length === 2, 10_000, 'its span');
+    const second = exporter
+      .getFinishedSpans()
+      .filter((s) => s.name === `process ${queue}`)
+      .find((s) => s.status.code !== SpanStatusCode.ERROR) as ReadableSpan;
+    expect(parentOf(second)).toBe(idOf(park));
+    expect(second.spanContext().traceId).toBe(park.spanContext().traceId);
+  });
+});
+
+describe('without a tracer provider or without @opentelemetry/api', () => {
+  it('makes no span and hands the publish no headers when no provider is registered', async () => {
+    trace.disable();
+    try {
+      const got = await tracedPublish({ exchange: '', routingKey: 'q', bodySize: 1 }, async (headers) => headers);
+      expect(got).toBeUndefined();
+      const t = consumerTracing('q');
+      expect(t.process({ exchange: '', routingKey: 'q', headers: {}, bodySize: 1, attempt: 0 })).toBeUndefined();
+    } finally {
+      trace.setGlobalTracerProvider(provider);
+    }
+  });
+
+  it('traces nothing and fails nothing when @opentelemetry/api cannot be loaded', async () => {
+    let isolated: typeof Tracing | undefined;
+    jest.isolateModules(() => {
+      jest.doMock('@opentelemetry/api', () => {
+        throw new Error("Cannot find module '@opentelemetry/api'");
+      });
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      isolated = require('../lib/tracing') as typeof Tracing;
+    });
+    if (!isolated) throw new Error('lib/tracing did not load');
+    const got = await isolated.tracedPublish({ exchange: '', routingKey: 'q', bodySize: 1 }, async (headers) => headers ?? 'none');
+    expect(got).toBe('none');
+    const t = isolated.consumerTracing('q');
+    expect(t.process({ exchange: '', routingKey: 'q', headers: { traceparent: 'x' }, bodySize: 1, attempt: 0 })).toBeUndefined();
+    t.settled({ kind: 'retry', id: 1, messageId: null, target: 'q.retry.5s', attempt: 1, delay: '5s', error: 'e' });
+    t.close();
+    expect(exporter.getFinishedSpans()).toEqual([]);
+  });
+});
+

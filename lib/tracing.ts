@@ -1,0 +1,260 @@
+/**
+ * OpenTelemetry traces through `@opentelemetry/api`, an optional peer
+ * dependency: when it is not installed, or no tracer provider is registered,
+ * nothing is traced and nothing costs more than a check per message.
+ *
+ * Spans follow OpenTelemetry's semantic conventions for messaging (v1.28):
+ * a PRODUCER span `send <destination>` for each `rr.publish`, whose context
+ * goes into the message as `traceparent` (and `tracestate`); a CONSUMER span
+ * `process <queue>` for each handler call, a child of the context the
+ * delivery carries (whoever published it); and a PRODUCER span `send
+ * <target>` for each move of a failed message to a retry queue, the parked
+ * queue or the retry table, a child of the attempt's `process` span, whose
+ * context goes into the moved copy: the next attempt, however much later, is
+ * its child, so a message's attempts read as one trace.
+ */
+import type { Context, Span, SpanOptions, Tracer } from '@opentelemetry/api';
+
+import { errorInfo } from './consumer/error-text';
+import type { WireEvent } from './wire';
+
+/** The version of the messaging conventions the spans follow. */
+export const MESSAGING_CONVENTIONS = '1.28';
+
+/** What `@opentelemetry/api` exports and tracing uses. */
+interface Api {
+  trace: { getTracer(name: string, version?: string): Tracer; setSpan(ctx: Context, span: Span): Context; getSpan(ctx: Context): Span | undefined };
+  context: { active(): Context; with<T>(ctx: Context, fn: () => T): T };
+  propagation: {
+    inject(ctx: Context, carrier: Record<string, unknown>): void;
+    extract(ctx: Context, carrier: Record<string, unknown>, getter?: unknown): Context;
+  };
+  ROOT_CONTEXT: Context;
+}
+
+/** Span kinds and status codes, as `@opentelemetry/api` numbers them. */
+const PRODUCER = 3;
+const CONSUMER = 4;
+const ERROR = 2;
+
+let api: Api | null | undefined;
+
+function loadApi(): Api | null {
+  if (api !== undefined) return api;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    api = require('@opentelemetry/api') as Api;
+  } catch {
+    api = null;
+  }
+  return api;
+}
+
+/** A carrier getter for AMQP headers: values may be strings or Buffers. */
+const headerGetter = {
+  keys: (carrier: Record<string, unknown>) => Object.keys(carrier),
+  get: (carrier: Record<string, unknown>, key: string) => {
+    const v = carrier[key];
+    if (typeof v === 'string') return v;
+    if (Buffer.isBuffer(v)) return v.toString('utf8');
+    return undefined;
+  },
+};
+
+/** The trace headers a moved copy of a failed message carries. @internal */
+export interface TraceHeaders {
+  traceparent?: string;
+  tracestate?: string;
+}
+
+/** What a span describes of a message. @internal */
+export interface TracedMessage {
+  exchange: string;
+  routingKey: string;
+  messageId?: string;
+  headers: Record<string, unknown>;
+  bodySize: number;
+  attempt: number;
+}
+
+/** One handler call's span: the handler runs inside it. @internal */
+export interface ProcessSpan {
+  /** Runs `fn` with the span as the active one. */
+  run<T>(fn: () => T): T;
+  /** Ends the span: with an error status and an exception event when the handler threw. */
+  end(error?: unknown, threw?: boolean): void;
+  /** Starts the span of the failed message's move; returns the headers its copy carries. */
+  moving(id: number): TraceHeaders;
+}
+
+/** The spans of one consumer. @internal */
+export interface ConsumerTracing {
+  /** The span of a handler call for `msg`, or undefined when nothing traces. */
+  process(msg: TracedMessage): ProcessSpan | undefined;
+  /** Ends the move span of the delivery an event settled. */
+  settled(e: WireEvent): void;
+  /** Ends the move spans whose outcome never came (the consumer closed). */
+  close(): void;
+}
+
+function tracerOf(a: Api): Tracer {
+  return a.trace.getTracer('rabbit-retry');
+}
+
+/** Whether `span` records: false for the no-op spans of an API without a provider. */
+function recording(span: Span): boolean {
+  return span.isRecording();
+}
+
+const BASE = { 'messaging.system': 'rabbitmq' } as const;
+
+/** What a span of a publish describes. @internal */
+export type PublishedMessage = Omit<TracedMessage, 'attempt' | 'headers'>;
+
+/**
+ * Runs `send` inside a PRODUCER span for a publish of `m`, giving it the
+ * headers that carry the span's context (none when nothing traces). @internal
+ */
+export async function tracedPublish<T>(m: PublishedMessage, send: (trace: Record<string, unknown> | undefined) => Promise<T>): Promise<T> {
+  const a = loadApi();
+  if (!a) return send(undefined);
+  const destination = m.exchange || m.routingKey;
+  const options: SpanOptions = {
+    kind: PRODUCER,
+    attributes: {
+      ...BASE,
+      'messaging.operation.type': 'send',
+      'messaging.operation.name': 'send',
+      'messaging.destination.name': destination,
+      'messaging.rabbitmq.destination.routing_key': m.routingKey,
+      'messaging.message.body.size': m.bodySize,
+      ...(m.messageId ? { 'messaging.message.id': m.messageId } : {}),
+    },
+  };
+  const span = tracerOf(a).startSpan(`send ${destination}`, options);
+  if (!recording(span)) {
+    span.end();
+    return send(undefined);
+  }
+  const trace: Record<string, unknown> = {};
+  a.propagation.inject(a.trace.setSpan(a.context.active(), span), trace);
+  try {
+    return await send(trace);
+  } catch (err) {
+    failed(span, err);
+    throw err;
+  } finally {
+    span.end();
+  }
+}
+
+function failed(span: Span, err: unknown): void {
+  const info = errorInfo(err);
+  span.recordException({ name: info.name, message: info.message, stack: info.stack });
+  span.setStatus({ code: ERROR, message: info.message });
+}
+
+/** The spans of the consumer of `queue`. @internal */
+export function consumerTracing(queue: string): ConsumerTracing {
+  const moves = new Map<number, Span>();
+  return {
+    process(msg) {
+      const a = loadApi();
+      if (!a) return undefined;
+      const parent = a.propagation.extract(a.ROOT_CONTEXT, msg.headers, headerGetter);
+      const span = tracerOf(a).startSpan(
+        `process ${queue}`,
+        {
+          kind: CONSUMER,
+          attributes: {
+            ...BASE,
+            'messaging.operation.type': 'process',
+            'messaging.operation.name': 'process',
+            'messaging.destination.name': msg.exchange || queue,
+            'messaging.rabbitmq.destination.routing_key': msg.routingKey,
+            'messaging.consumer.group.name': queue,
+            'messaging.message.body.size': msg.bodySize,
+            'rabbit_retry.attempt': msg.attempt,
+            ...(msg.messageId ? { 'messaging.message.id': msg.messageId } : {}),
+          },
+        },
+        parent,
+      );
+      if (!recording(span)) {
+        span.end();
+        return undefined;
+      }
+      const ctx = a.trace.setSpan(parent, span);
+      return {
+        run: (fn) => a.context.with(ctx, fn),
+        end(error, threw) {
+          if (threw) failed(span, error);
+          span.end();
+        },
+        moving(id) {
+          const move = tracerOf(a).startSpan(
+            `send ${queue}`,
+            { kind: PRODUCER, attributes: { ...BASE, 'messaging.operation.type': 'send', 'messaging.operation.name': 'send' } },
+            ctx,
+          );
+          moves.set(id, move);
+          const headers: Record<string, unknown> = {};
+          a.propagation.inject(a.trace.setSpan(ctx, move), headers);
+          return {
+            traceparent: typeof headers.traceparent === 'string' ? headers.traceparent : undefined,
+            tracestate: typeof headers.tracestate === 'string' ? headers.tracestate : undefined,
+          };
+        },
+      };
+    },
+    settled(e) {
+      if (e.kind !== 'retry' && e.kind !== 'parked' && e.kind !== 'stored' && e.kind !== 'publish-failed') return;
+      const span = moves.get(e.id);
+      if (!span) return;
+      moves.delete(e.id);
+      switch (e.kind) {
+        case 'retry':
+          span.updateName(`send ${e.target}`);
+          span.setAttributes({
+            'messaging.destination.name': e.target,
+            'rabbit_retry.outcome': 'retry',
+            'rabbit_retry.attempt': e.attempt,
+            'rabbit_retry.delay': e.delay,
+            'rabbit_retry.error': e.error,
+          });
+          break;
+        case 'parked':
+          span.updateName(`send ${e.target}`);
+          span.setAttributes({
+            'messaging.destination.name': e.target,
+            'rabbit_retry.outcome': 'parked',
+            'rabbit_retry.attempt': e.attempt,
+            'rabbit_retry.reason': e.reason,
+            'rabbit_retry.error': e.error,
+          });
+          break;
+        case 'stored':
+          span.updateName('send retry-table');
+          span.setAttributes({
+            'messaging.destination.name': 'retry-table',
+            'rabbit_retry.outcome': 'stored',
+            'rabbit_retry.attempt': e.attempt,
+            'rabbit_retry.row_id': e.rowId,
+            'rabbit_retry.error': e.error,
+            ...(e.dependency ? { 'rabbit_retry.dependency': e.dependency } : {}),
+          });
+          break;
+        case 'publish-failed':
+          span.updateName(`send ${e.target}`);
+          span.setAttributes({ 'messaging.destination.name': e.target, 'rabbit_retry.outcome': 'publish-failed' });
+          span.setStatus({ code: ERROR, message: e.error });
+          break;
+      }
+      span.end();
+    },
+    close() {
+      for (const span of moves.values()) span.end();
+      moves.clear();
+    },
+  };
+}
