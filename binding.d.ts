@@ -92,9 +92,10 @@ export declare class NativeParkedSession {
   get(max: number): Promise<NativeHeld>
   /**
    * Publishes held message `id` to `exchange`/`routingKey` with its attempt
-   * count reset, then acks it.
+   * count reset, then acks it; `traceparent` (and `tracestate`), when given,
+   * replace the copy's: the replay's own trace context.
    */
-  replay(id: number, exchange: string, routingKey: string): Promise<void>
+  replay(id: number, exchange: string, routingKey: string, traceparent?: string | undefined | null, tracestate?: string | undefined | null): Promise<void>
   /** Closes the session; held messages go back to the queue. */
   close(): Promise<void>
 }

@@ -4,6 +4,8 @@
  * instrumentation, in a process of its own) or on rr.publish, through the
  * retry queues to its success or to the parked queue.
  */
+import 'reflect-metadata';
+
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 
@@ -12,11 +14,15 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 
-import { NonRetryableError, type Message } from '../lib';
+import { Injectable } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+
+import { NonRetryableError, type Message, type RabbitRetry } from '../lib';
+import { Consume, RABBIT_RETRY, RabbitRetryModule } from '../lib/nestjs';
 import { consumerTracing, tracedPublish } from '../lib/tracing';
 import type * as Tracing from '../lib/tracing';
 import { AMQP_URL, closeAmqp } from './broker';
-import { cleanup, connectClient, testQueue, track, waitFor } from './helpers';
+import { cleanup, connectClient, createTestDatabase, dropTestDatabase, pgUrl, testQueue, track, waitFor } from './helpers';
 
 const exporter = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
@@ -141,8 +147,39 @@ describe('rr.publish and the handler', () => {
   });
 });
 
+describe('NestJS', () => {
+  it('runs a @Consume method inside the process span, with no setup beyond the SDK', async () => {
+    const queue = testQueue();
+    const tracer = trace.getTracer('test');
+    let handled = false;
+
+    @Injectable()
+    class Orders {
+      @Consume({ queue })
+      async handle(): Promise<void> {
+        tracer.startSpan('inventory.reserve').end();
+        handled = true;
+      }
+    }
+
+    const app = await Test.createTestingModule({ imports: [RabbitRetryModule.forRoot({ url: AMQP_URL })], providers: [Orders] }).compile();
+    await app.init();
+    try {
+      await app.get<RabbitRetry>(RABBIT_RETRY).publish('', queue, { orderId: 4 });
+      await waitFor(() => handled, 10_000, 'the handler');
+      await waitFor(() => exporter.getFinishedSpans().some((s) => s.name === `process ${queue}`), 10_000, 'the process span');
+      const spans = exporter.getFinishedSpans();
+      const processed = spans.find((s) => s.name === `process ${queue}`) as ReadableSpan;
+      const own = spans.find((s) => s.name === 'inventory.reserve') as ReadableSpan;
+      expect(parentOf(own)).toBe(idOf(processed));
+    } finally {
+      await app.close();
+    }
+  });
+});
+
 describe('a parked message and its replay', () => {
-  it('the move to the parked queue is a span with the reason, and the replayed message continues the trace', async () => {
+  it('the move to the parked queue is a span with the reason; the replay is a span linked to it, and the replayed attempt its child', async () => {
     const queue = testQueue(['50ms']);
     const rr = await connectClient();
     let calls = 0;
@@ -165,8 +202,43 @@ describe('a parked message and its replay', () => {
       .getFinishedSpans()
       .filter((s) => s.name === `process ${queue}`)
       .find((s) => s.status.code !== SpanStatusCode.ERROR) as ReadableSpan;
-    expect(parentOf(second)).toBe(idOf(park));
-    expect(second.spanContext().traceId).toBe(park.spanContext().traceId);
+    // The operator's replay is a span of its own that links to the parked message's trace,
+    // and the replayed attempt is its child.
+    const replay = exporter.getFinishedSpans().find((s) => s.attributes['rabbit_retry.outcome'] === 'replay') as ReadableSpan;
+    expect(replay.kind).toBe(SpanKind.PRODUCER);
+    expect(replay.name).toBe(`send ${queue}`);
+    expect(replay.links.map((l) => l.context.spanId)).toEqual([idOf(park)]);
+    expect(parentOf(second)).toBe(idOf(replay));
+  });
+});
+
+describe('through the retry table', () => {
+  let db: string | undefined;
+  afterAll(() => {
+    if (db) dropTestDatabase(db);
+  });
+
+  it('the row keeps the trace of its move, and the attempt the scheduler brings back is its child', async () => {
+    db = createTestDatabase('trace');
+    const queue = testQueue([]);
+    const rr = await connectClient({ retryTable: { url: pgUrl(db) } });
+    let calls = 0;
+    track(
+      await rr.consume({ queue, onFailure: { delays: [], table: { dependency: () => 'carrier', nextAttemptAt: () => new Date() } } }, async () => {
+        calls++;
+        if (calls === 1) throw new Error('carrier down');
+      }),
+    );
+    await rr.publish('', queue, { orderId: 3 }, { messageId: 'o-3' });
+    await waitFor(() => calls === 2, 20_000, 'the attempt from the table');
+    await waitFor(() => exporter.getFinishedSpans().filter((s) => s.name === `process ${queue}`).length === 2, 10_000, 'its span');
+    const spans = exporter.getFinishedSpans();
+    const stored = spans.find((s) => s.name === 'send retry-table') as ReadableSpan;
+    expect(stored.attributes).toMatchObject({ 'rabbit_retry.outcome': 'stored', 'rabbit_retry.dependency': 'carrier', 'rabbit_retry.error': 'carrier down' });
+    const [first, second] = spans.filter((s) => s.name === `process ${queue}`).sort((a, b) => Number(a.attributes['rabbit_retry.attempt']) - Number(b.attributes['rabbit_retry.attempt']));
+    expect(parentOf(stored)).toBe(idOf(first));
+    expect(parentOf(second)).toBe(idOf(stored));
+    expect(second.spanContext().traceId).toBe(first.spanContext().traceId);
   });
 });
 

@@ -102,6 +102,21 @@ if (cfg.lib === 'baseline' && !cfg.baselineDir) throw new Error('child: the base
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { RabbitRetry } = require(cfg.lib === 'baseline' ? path.join(cfg.baselineDir ?? '', 'lib') : '../lib') as typeof import('../lib');
 
+// BENCH_TRACE=<lib>: that client runs under a registered tracer provider whose
+// spans are batched and exported nowhere, to show what tracing costs a message.
+if (process.env.BENCH_TRACE === cfg.lib) {
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const api = require('@opentelemetry/api') as typeof import('@opentelemetry/api');
+  const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks') as typeof import('@opentelemetry/context-async-hooks');
+  const { W3CTraceContextPropagator } = require('@opentelemetry/core') as typeof import('@opentelemetry/core');
+  const sdk = require('@opentelemetry/sdk-trace-base') as typeof import('@opentelemetry/sdk-trace-base');
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  const nowhere = { export: (_spans: unknown[], done: (r: { code: number }) => void) => done({ code: 0 }), shutdown: async () => undefined };
+  api.trace.setGlobalTracerProvider(new sdk.BasicTracerProvider({ spanProcessors: [new sdk.BatchSpanProcessor(nowhere)] }));
+  api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  api.propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+}
+
 // ts-node installs source-map-support, whose Error.prepareStackTrace makes
 // every `err.stack` cost tens of µs; a compiled app has V8's own formatting.
 (Error as { prepareStackTrace?: unknown }).prepareStackTrace = undefined;

@@ -19,6 +19,10 @@
  * children's stderr through), BENCH_MEM_DETAIL=1 (soak: print the V8 heap's
  * committed and used sizes with each sample).
  *
+ * BENCH_TRACE=<client> (amqplib, rabbit-retry or baseline) runs that client
+ * under a registered OpenTelemetry tracer provider whose spans are batched and
+ * exported nowhere: BENCH_BASELINE=. BENCH_TRACE=baseline shows what tracing
+ * costs rabbit-retry per message, in the same rounds.
  * BENCH_BASELINE=dir adds a third client, `baseline`: rabbit-retry as built in
  * another checkout of this repository (an older commit), its lib/ loaded from
  * there by the child, measured in the same rounds (amqplib first, then this

@@ -3,6 +3,7 @@ import { Message } from './message';
 import { deliveriesOf, partsOf } from './wire';
 import type { NativeClient, NativeParkedSession } from './native';
 import { parkedQueueName } from './names';
+import { tracedPublish } from './tracing';
 import { checkKeys, checkObject } from './check-options';
 import type { OptionKeys } from './options';
 
@@ -279,7 +280,10 @@ export class Parked {
         const wait = due - Date.now();
         if (wait > 0) await sleep(wait);
         try {
-          await native(() => s.replay(id, to.exchange, to.routingKey));
+          const replayed = { exchange: to.exchange, routingKey: to.routingKey, messageId: message.properties.messageId, bodySize: message.body.length, replayOf: message.headers };
+          await tracedPublish(replayed, (trace) =>
+            native(() => s.replay(id, to.exchange, to.routingKey, stringOf(trace?.traceparent), stringOf(trace?.tracestate))),
+          );
         } catch (err) {
           const e = err as { message?: unknown } | null;
           if (e && typeof e.message === 'string') {
@@ -309,4 +313,9 @@ export class Parked {
       await native(() => s.close());
     }
   }
+}
+
+/** `v` when it is a string. */
+function stringOf(v: unknown): string | undefined {
+  return typeof v === 'string' ? v : undefined;
 }

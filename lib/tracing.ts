@@ -109,7 +109,10 @@ function recording(span: Span): boolean {
 const BASE = { 'messaging.system': 'rabbitmq' } as const;
 
 /** What a span of a publish describes. @internal */
-export type PublishedMessage = Omit<TracedMessage, 'attempt' | 'headers'>;
+export type PublishedMessage = Omit<TracedMessage, 'attempt' | 'headers'> & {
+  /** A replay: the headers of the parked message, whose trace the span links to. */
+  replayOf?: Record<string, unknown>;
+};
 
 /**
  * Runs `send` inside a PRODUCER span for a publish of `m`, giving it the
@@ -119,6 +122,7 @@ export async function tracedPublish<T>(m: PublishedMessage, send: (trace: Record
   const a = loadApi();
   if (!a) return send(undefined);
   const destination = m.exchange || m.routingKey;
+  const parked = m.replayOf ? a.trace.getSpan(a.propagation.extract(a.ROOT_CONTEXT, m.replayOf, headerGetter))?.spanContext() : undefined;
   const options: SpanOptions = {
     kind: PRODUCER,
     attributes: {
@@ -129,7 +133,9 @@ export async function tracedPublish<T>(m: PublishedMessage, send: (trace: Record
       'messaging.rabbitmq.destination.routing_key': m.routingKey,
       'messaging.message.body.size': m.bodySize,
       ...(m.messageId ? { 'messaging.message.id': m.messageId } : {}),
+      ...(m.replayOf ? { 'rabbit_retry.outcome': 'replay' } : {}),
     },
+    links: parked ? [{ context: parked, attributes: { 'rabbit_retry.link': 'parked' } }] : [],
   };
   const span = tracerOf(a).startSpan(`send ${destination}`, options);
   if (!recording(span)) {

@@ -333,6 +333,20 @@ pub(crate) fn short_name(what: &str, value: &str) -> crate::error::Result<ShortS
     })
 }
 
+/// `headers` with the W3C trace context `trace` (`traceparent`, and
+/// `tracestate` when there is one) in place of theirs.
+pub(crate) fn with_trace(headers: FieldTable, trace: &(String, Option<String>)) -> FieldTable {
+    let mut rest = headers.inner().clone();
+    rest.remove(&ShortString::from("tracestate"));
+    let mut headers = FieldTable::from(rest);
+    let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()));
+    headers.insert("traceparent".into(), text(&trace.0));
+    if let Some(state) = &trace.1 {
+        headers.insert("tracestate".into(), text(state));
+    }
+    headers
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,7 @@ use lapin::Channel;
 use tokio::sync::Mutex;
 
 use super::connection::Broker;
-use super::fields::{now_ms, short_name};
+use super::fields::{now_ms, short_name, with_trace};
 use super::publisher::republish_properties;
 use crate::error::{amqp_reply, Error, ErrorKind, Result};
 use crate::retry::{is_broker_death_header, time::iso8601_utc};
@@ -196,6 +196,7 @@ impl ParkedSession {
         id: u64,
         exchange: &str,
         routing_key: &str,
+        trace: Option<(String, Option<String>)>,
     ) -> Result<()> {
         let delivery = self.held.lock().await.get(&id).cloned().ok_or_else(|| {
             Error::new(
@@ -210,6 +211,10 @@ impl ParkedSession {
                     headers.insert(k.clone(), v.clone());
                 }
             }
+        }
+        if let Some(trace) = &trace {
+            // The replayed message continues the trace of the replay.
+            headers = with_trace(headers, trace);
         }
         let now_ms = now_ms();
         headers.insert("retry-attempt".into(), AMQPValue::LongLongInt(0));

@@ -85,11 +85,20 @@ impl NativeParkedSession {
     }
 
     /// Publishes held message `id` to `exchange`/`routingKey` with its attempt
-    /// count reset, then acks it.
+    /// count reset, then acks it; `traceparent` (and `tracestate`), when given,
+    /// replace the copy's: the replay's own trace context.
     #[napi]
-    pub async fn replay(&self, id: i64, exchange: String, routing_key: String) -> napi::Result<()> {
+    pub async fn replay(
+        &self,
+        id: i64,
+        exchange: String,
+        routing_key: String,
+        traceparent: Option<String>,
+        tracestate: Option<String>,
+    ) -> napi::Result<()> {
+        let trace = traceparent.map(|parent| (parent, tracestate));
         self.session
-            .replay(&self.broker, id as u64, &exchange, &routing_key)
+            .replay(&self.broker, id as u64, &exchange, &routing_key, trace)
             .await
             .map_err(js_error)
     }

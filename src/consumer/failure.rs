@@ -10,7 +10,8 @@ use super::steps::declare;
 use super::*;
 use crate::amqp::connection::Broker;
 use crate::amqp::fields::{
-    encoded_size, header_str, now_ms, properties_size, table_size, CONTENT_HEADER_OVERHEAD,
+    encoded_size, header_str, now_ms, properties_size, table_size, with_trace,
+    CONTENT_HEADER_OVERHEAD,
 };
 use crate::amqp::publisher::republish_properties;
 use crate::amqp::topology::Topology;
@@ -139,10 +140,6 @@ pub(super) async fn handle_failure(
     }
 }
 
-fn long_string(s: &str) -> AMQPValue {
-    AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()))
-}
-
 /// A short string as text; bytes that are not UTF-8 show as U+FFFD.
 fn lossy(s: &ShortString) -> String {
     String::from_utf8_lossy(&s.wire_bytes()).into_owned()
@@ -176,15 +173,9 @@ fn republished(
             }
         }
     }
-    if let Some((parent, state)) = &f.trace {
+    if let Some(trace) = &f.trace {
         // The next attempt continues the trace of this move, not the producer's.
-        let mut rest = kept.inner().clone();
-        rest.remove(&ShortString::from("tracestate"));
-        kept = FieldTable::from(rest);
-        kept.insert("traceparent".into(), long_string(parent));
-        if let Some(state) = state {
-            kept.insert("tracestate".into(), long_string(state));
-        }
+        kept = with_trace(kept, trace);
     }
     let first = header_str(original, "retry-first-failed-at");
     let orig_exchange = header_str(original, "retry-original-exchange");
