@@ -15,6 +15,7 @@ import { FailureRoute } from './consumer/failure';
 import { InFlight, type Tracked, stuckCheckEveryMs } from './consumer/in-flight';
 import { type Log, logTo } from './consumer/log';
 import { Settlements, UNREADABLE_FAILURE } from './consumer/settlement';
+import { CloseBound } from './consumer/close-bound';
 import { type ConsumerTracing, type ProcessSpan, consumerTracing } from './tracing';
 
 /** @internal */
@@ -92,7 +93,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   /** Resolves when deliveries have stopped, once a close began. */
   private stopped?: Promise<void>;
   /** When the close stops waiting for handlers. */
-  #bound?: { at: number; timer?: NodeJS.Timeout; passed: Promise<void>; pass: () => void };
+  readonly #bound = new CloseBound();
   /** The close stopped waiting with handlers still running: what they settle is dropped. */
   private abandoned = false;
   /** The channel is closing: deliveries that arrive now are not started (the closed channel gives them back). */
@@ -247,7 +248,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     } catch (err) {
       return Promise.reject(err);
     }
-    this.boundBy(timeoutMs);
+    if (!this.closed) this.#bound.by(timeoutMs);
     const fromOwnHandler = runningConsumer() === this;
     if (!this.closing) {
       this.closing = outsideHandlers(() => this.shutdown());
@@ -265,39 +266,16 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
    * @internal
    */
   deliveriesStopped(): Promise<void> {
-    return this.stopped ? this.withinBound(this.stopped).catch(() => undefined) : Promise.resolve();
-  }
-
-  /** Makes the close stop waiting for handlers `timeoutMs` from now, unless it stops sooner already. */
-  private boundBy(timeoutMs: number): void {
-    if (this.closed) return;
-    if (!this.#bound) {
-      let pass!: () => void;
-      const passed = new Promise<void>((resolve) => (pass = resolve));
-      this.#bound = { at: Infinity, passed, pass };
-    }
-    const b = this.#bound;
-    // Longer than a timer can wait is for ever.
-    const at = timeoutMs > 0x7fffffff ? Infinity : performance.now() + timeoutMs;
-    if (at >= b.at) return;
-    b.at = at;
-    if (b.timer) clearTimeout(b.timer);
-    b.timer = setTimeout(b.pass, Math.max(0, at - performance.now()));
-  }
-
-  /** `p`, or nothing once the close's bound passed. */
-  private async withinBound(p: Promise<unknown>): Promise<void> {
-    const passed = this.#bound?.passed;
-    await (passed ? Promise.race([p, passed]) : p);
+    return this.stopped ? this.#bound.within(this.stopped).catch(() => undefined) : Promise.resolve();
   }
 
   private async shutdown(): Promise<CloseResult> {
     this.alerts?.stop();
     try {
       this.stopped = native(() => this.inner.stop());
-      await this.withinBound(this.stopped);
-      await this.withinBound(this.streamDone);
-      await this.withinBound(this.running.idle());
+      await this.#bound.within(this.stopped);
+      await this.#bound.within(this.streamDone);
+      await this.#bound.within(this.running.idle());
       const unfinished = this.running.size;
       if (unfinished > 0) this.abandoned = true;
       this.finishing = true;
@@ -314,7 +292,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     } finally {
       clearInterval(this.#stuckTimer);
       this.tracing.close();
-      if (this.#bound?.timer) clearTimeout(this.#bound.timer);
+      this.#bound.clear();
       this.closed = true;
       try {
         this.metrics.stop();
