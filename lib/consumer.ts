@@ -326,14 +326,13 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     let run: Running | undefined;
     try {
       const { msg, messageId } = messageOf(d, batch);
-      const span = this.tracing.process({
+      const span = this.tracing.process(msg.headers, () => ({
         exchange: d.x,
         routingKey: d.k,
         messageId,
-        headers: msg.headers,
         bodySize: msg.body.length,
         attempt: d.a,
-      });
+      }));
       const r: Running = {
         consumer: this,
         startedAt: performance.now(),

@@ -23,7 +23,11 @@ export const MESSAGING_CONVENTIONS = '1.28';
 
 /** What `@opentelemetry/api` exports and tracing uses. */
 interface Api {
-  trace: { getTracer(name: string, version?: string): Tracer; setSpan(ctx: Context, span: Span): Context; getSpan(ctx: Context): Span | undefined };
+  trace: {
+    getTracerProvider(): { getTracer(name: string, version?: string): Tracer };
+    setSpan(ctx: Context, span: Span): Context;
+    getSpan(ctx: Context): Span | undefined;
+  };
   context: { active(): Context; with<T>(ctx: Context, fn: () => T): T };
   propagation: {
     inject(ctx: Context, carrier: Record<string, unknown>): void;
@@ -89,24 +93,32 @@ export interface ProcessSpan {
 
 /** The spans of one consumer. @internal */
 export interface ConsumerTracing {
-  /** The span of a handler call for `msg`, or undefined when nothing traces. */
-  process(msg: TracedMessage): ProcessSpan | undefined;
+  /**
+   * The span of a handler call for the delivery with `headers`, or undefined
+   * when nothing traces; `describe` is called only for a span that records.
+   */
+  process(headers: Record<string, unknown>, describe: () => Omit<TracedMessage, 'headers'>): ProcessSpan | undefined;
   /** Ends the move span of the delivery an event settled. */
   settled(e: WireEvent): void;
   /** Ends the move spans whose outcome never came (the consumer closed). */
   close(): void;
 }
 
-function tracerOf(a: Api): Tracer {
-  return a.trace.getTracer('rabbit-retry');
-}
+let tracer: { provider: unknown; tracer: Tracer } | undefined;
 
-/** Whether `span` records: false for the no-op spans of an API without a provider. */
-function recording(span: Span): boolean {
-  return span.isRecording();
+/**
+ * The library's tracer, made once per global provider (the API's proxy
+ * tracer follows a provider registered later): one per message would cost
+ * an allocation each.
+ */
+function tracerOf(a: Api): Tracer {
+  const provider = a.trace.getTracerProvider();
+  if (tracer?.provider !== provider) tracer = { provider, tracer: provider.getTracer('rabbit-retry') };
+  return tracer.tracer;
 }
 
 const BASE = { 'messaging.system': 'rabbitmq' } as const;
+const PROCESS: SpanOptions = { kind: CONSUMER };
 
 /** What a span of a publish describes. @internal */
 export type PublishedMessage = Omit<TracedMessage, 'attempt' | 'headers'> & {
@@ -125,23 +137,21 @@ export async function tracedPublish<T>(m: PublishedMessage, send: (trace: Record
   const parked = m.replayOf ? a.trace.getSpan(a.propagation.extract(a.ROOT_CONTEXT, m.replayOf, headerGetter))?.spanContext() : undefined;
   const options: SpanOptions = {
     kind: PRODUCER,
-    attributes: {
-      ...BASE,
-      'messaging.operation.type': 'send',
-      'messaging.operation.name': 'send',
-      'messaging.destination.name': destination,
-      'messaging.rabbitmq.destination.routing_key': m.routingKey,
-      'messaging.message.body.size': m.bodySize,
-      ...(m.messageId ? { 'messaging.message.id': m.messageId } : {}),
-      ...(m.replayOf ? { 'rabbit_retry.outcome': 'replay' } : {}),
-    },
     links: parked ? [{ context: parked, attributes: { 'rabbit_retry.link': 'parked' } }] : [],
   };
   const span = tracerOf(a).startSpan(`send ${destination}`, options);
-  if (!recording(span)) {
-    span.end();
-    return send(undefined);
-  }
+  // Without a provider the span is a no-op: nothing more to do, nothing to end.
+  if (!span.isRecording()) return send(undefined);
+  span.setAttributes({
+    ...BASE,
+    'messaging.operation.type': 'send',
+    'messaging.operation.name': 'send',
+    'messaging.destination.name': destination,
+    'messaging.rabbitmq.destination.routing_key': m.routingKey,
+    'messaging.message.body.size': m.bodySize,
+    ...(m.messageId ? { 'messaging.message.id': m.messageId } : {}),
+    ...(m.replayOf ? { 'rabbit_retry.outcome': 'replay' } : {}),
+  });
   const trace: Record<string, unknown> = {};
   a.propagation.inject(a.trace.setSpan(a.context.active(), span), trace);
   try {
@@ -164,32 +174,25 @@ function failed(span: Span, err: unknown): void {
 export function consumerTracing(queue: string): ConsumerTracing {
   const moves = new Map<number, Span>();
   return {
-    process(msg) {
+    process(headers, describe) {
       const a = loadApi();
       if (!a) return undefined;
-      const parent = a.propagation.extract(a.ROOT_CONTEXT, msg.headers, headerGetter);
-      const span = tracerOf(a).startSpan(
-        `process ${queue}`,
-        {
-          kind: CONSUMER,
-          attributes: {
-            ...BASE,
-            'messaging.operation.type': 'process',
-            'messaging.operation.name': 'process',
-            'messaging.destination.name': msg.exchange || queue,
-            'messaging.rabbitmq.destination.routing_key': msg.routingKey,
-            'messaging.consumer.group.name': queue,
-            'messaging.message.body.size': msg.bodySize,
-            'rabbit_retry.attempt': msg.attempt,
-            ...(msg.messageId ? { 'messaging.message.id': msg.messageId } : {}),
-          },
-        },
-        parent,
-      );
-      if (!recording(span)) {
-        span.end();
-        return undefined;
-      }
+      const parent = a.propagation.extract(a.ROOT_CONTEXT, headers, headerGetter);
+      const span = tracerOf(a).startSpan(`process ${queue}`, PROCESS, parent);
+      // Without a provider the span is a no-op: nothing more to do, nothing to end.
+      if (!span.isRecording()) return undefined;
+      const msg = describe();
+      span.setAttributes({
+        ...BASE,
+        'messaging.operation.type': 'process',
+        'messaging.operation.name': 'process',
+        'messaging.destination.name': msg.exchange || queue,
+        'messaging.rabbitmq.destination.routing_key': msg.routingKey,
+        'messaging.consumer.group.name': queue,
+        'messaging.message.body.size': msg.bodySize,
+        'rabbit_retry.attempt': msg.attempt,
+        ...(msg.messageId ? { 'messaging.message.id': msg.messageId } : {}),
+      });
       const ctx = a.trace.setSpan(parent, span);
       return {
         run: (fn) => a.context.with(ctx, fn),
