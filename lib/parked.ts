@@ -282,7 +282,7 @@ export class Parked {
         try {
           const replayed = { exchange: to.exchange, routingKey: to.routingKey, messageId: message.properties.messageId, bodySize: message.body.length, replayOf: message.headers };
           await tracedPublish(replayed, (trace) =>
-            native(() => s.replay(id, to.exchange, to.routingKey, stringOf(trace?.traceparent), stringOf(trace?.tracestate))),
+            native(() => s.replay(id, to.exchange, to.routingKey, trace?.traceparent, trace?.tracestate)),
           );
         } catch (err) {
           const e = err as { message?: unknown } | null;
@@ -313,9 +313,4 @@ export class Parked {
       await native(() => s.close());
     }
   }
-}
-
-/** `v` when it is a string. */
-function stringOf(v: unknown): string | undefined {
-  return typeof v === 'string' ? v : undefined;
 }

@@ -118,7 +118,18 @@ function tracerOf(a: Api): Tracer {
 }
 
 const BASE = { 'messaging.system': 'rabbitmq' } as const;
+const SEND = { ...BASE, 'messaging.operation.type': 'send', 'messaging.operation.name': 'send' } as const;
 const PROCESS: SpanOptions = { kind: CONSUMER };
+
+/** The trace headers that carry `span`'s context, as the global propagator writes them. */
+function injected(a: Api, ctx: Context, span: Span): TraceHeaders {
+  const carrier: Record<string, unknown> = {};
+  a.propagation.inject(a.trace.setSpan(ctx, span), carrier);
+  const out: TraceHeaders = {};
+  if (typeof carrier.traceparent === 'string') out.traceparent = carrier.traceparent;
+  if (typeof carrier.tracestate === 'string') out.tracestate = carrier.tracestate;
+  return out;
+}
 
 /** What a span of a publish describes. @internal */
 export type PublishedMessage = Omit<TracedMessage, 'attempt' | 'headers'> & {
@@ -130,7 +141,7 @@ export type PublishedMessage = Omit<TracedMessage, 'attempt' | 'headers'> & {
  * Runs `send` inside a PRODUCER span for a publish of `m`, giving it the
  * headers that carry the span's context (none when nothing traces). @internal
  */
-export async function tracedPublish<T>(m: PublishedMessage, send: (trace: Record<string, unknown> | undefined) => Promise<T>): Promise<T> {
+export async function tracedPublish<T>(m: PublishedMessage, send: (trace: TraceHeaders | undefined) => Promise<T>): Promise<T> {
   const a = loadApi();
   if (!a) return send(undefined);
   const destination = m.exchange || m.routingKey;
@@ -143,19 +154,15 @@ export async function tracedPublish<T>(m: PublishedMessage, send: (trace: Record
   // Without a provider the span is a no-op: nothing more to do, nothing to end.
   if (!span.isRecording()) return send(undefined);
   span.setAttributes({
-    ...BASE,
-    'messaging.operation.type': 'send',
-    'messaging.operation.name': 'send',
+    ...SEND,
     'messaging.destination.name': destination,
     'messaging.rabbitmq.destination.routing_key': m.routingKey,
     'messaging.message.body.size': m.bodySize,
     ...(m.messageId ? { 'messaging.message.id': m.messageId } : {}),
     ...(m.replayOf ? { 'rabbit_retry.outcome': 'replay' } : {}),
   });
-  const trace: Record<string, unknown> = {};
-  a.propagation.inject(a.trace.setSpan(a.context.active(), span), trace);
   try {
-    return await send(trace);
+    return await send(injected(a, a.context.active(), span));
   } catch (err) {
     failed(span, err);
     throw err;
@@ -201,18 +208,9 @@ export function consumerTracing(queue: string): ConsumerTracing {
           span.end();
         },
         moving(id) {
-          const move = tracerOf(a).startSpan(
-            `send ${queue}`,
-            { kind: PRODUCER, attributes: { ...BASE, 'messaging.operation.type': 'send', 'messaging.operation.name': 'send' } },
-            ctx,
-          );
+          const move = tracerOf(a).startSpan(`send ${queue}`, { kind: PRODUCER, attributes: SEND }, ctx);
           moves.set(id, move);
-          const headers: Record<string, unknown> = {};
-          a.propagation.inject(a.trace.setSpan(ctx, move), headers);
-          return {
-            traceparent: typeof headers.traceparent === 'string' ? headers.traceparent : undefined,
-            tracestate: typeof headers.tracestate === 'string' ? headers.tracestate : undefined,
-          };
+          return injected(a, ctx, move);
         },
       };
     },
@@ -221,32 +219,19 @@ export function consumerTracing(queue: string): ConsumerTracing {
       const span = moves.get(e.id);
       if (!span) return;
       moves.delete(e.id);
+      // Where the copy went: its queue, or the retry table.
+      const target = e.kind === 'stored' ? 'retry-table' : e.target;
+      span.updateName(`send ${target}`);
+      span.setAttributes({ 'messaging.destination.name': target, 'rabbit_retry.outcome': e.kind });
       switch (e.kind) {
         case 'retry':
-          span.updateName(`send ${e.target}`);
-          span.setAttributes({
-            'messaging.destination.name': e.target,
-            'rabbit_retry.outcome': 'retry',
-            'rabbit_retry.attempt': e.attempt,
-            'rabbit_retry.delay': e.delay,
-            'rabbit_retry.error': e.error,
-          });
+          span.setAttributes({ 'rabbit_retry.attempt': e.attempt, 'rabbit_retry.delay': e.delay, 'rabbit_retry.error': e.error });
           break;
         case 'parked':
-          span.updateName(`send ${e.target}`);
-          span.setAttributes({
-            'messaging.destination.name': e.target,
-            'rabbit_retry.outcome': 'parked',
-            'rabbit_retry.attempt': e.attempt,
-            'rabbit_retry.reason': e.reason,
-            'rabbit_retry.error': e.error,
-          });
+          span.setAttributes({ 'rabbit_retry.attempt': e.attempt, 'rabbit_retry.reason': e.reason, 'rabbit_retry.error': e.error });
           break;
         case 'stored':
-          span.updateName('send retry-table');
           span.setAttributes({
-            'messaging.destination.name': 'retry-table',
-            'rabbit_retry.outcome': 'stored',
             'rabbit_retry.attempt': e.attempt,
             'rabbit_retry.row_id': e.rowId,
             'rabbit_retry.error': e.error,
@@ -254,8 +239,6 @@ export function consumerTracing(queue: string): ConsumerTracing {
           });
           break;
         case 'publish-failed':
-          span.updateName(`send ${e.target}`);
-          span.setAttributes({ 'messaging.destination.name': e.target, 'rabbit_retry.outcome': 'publish-failed' });
           span.setStatus({ code: ERROR, message: e.error });
           break;
       }

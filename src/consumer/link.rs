@@ -124,6 +124,11 @@ impl Link for BrokerLink {
     }
 }
 
+/// A failed channel operation, with lapin's error as its source.
+fn channel_error(e: lapin::Error) -> Error {
+    Error::with_source(ErrorKind::Connection, e.to_string(), e)
+}
+
 impl LinkChannel for Channel {
     fn connected(&self) -> bool {
         self.status().connected()
@@ -132,7 +137,7 @@ impl LinkChannel for Channel {
     async fn ack(&self, tag: u64, multiple: bool) -> Result<()> {
         self.basic_ack(tag, BasicAckOptions { multiple })
             .await
-            .map_err(|e| Error::with_source(ErrorKind::Connection, e.to_string(), e))
+            .map_err(channel_error)
     }
 
     async fn requeue(&self, tag: u64) -> Result<()> {
@@ -140,15 +145,13 @@ impl LinkChannel for Channel {
             multiple: false,
             requeue: true,
         };
-        self.basic_nack(tag, requeue)
-            .await
-            .map_err(|e| Error::with_source(ErrorKind::Connection, e.to_string(), e))
+        self.basic_nack(tag, requeue).await.map_err(channel_error)
     }
 
     async fn cancel(&self, consumer_tag: &str) -> Result<()> {
         self.basic_cancel(consumer_tag.into(), BasicCancelOptions::default())
             .await
-            .map_err(|e| Error::with_source(ErrorKind::Connection, e.to_string(), e))
+            .map_err(channel_error)
     }
 
     async fn close(&self, reason: &str, limit: Duration) {
