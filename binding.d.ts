@@ -26,6 +26,13 @@ export declare class NativeClient {
    * broker; rejects with `UNROUTABLE`, `PUBLISH_NACKED` or `PUBLISH_FAILED`.
    */
   publish(exchange: string, routingKey: string, body: Buffer, properties?: MessageProperties | undefined | null): Promise<void>
+  /**
+   * Lets JavaScript trace the scheduler's drains: `start` is called before
+   * each row is published and may return the trace context the published
+   * copy carries; `end` after, with the error when the publish failed.
+   * Nothing happens when this process runs no scheduler.
+   */
+  traceDrains(start: (row: NativeDrainRow) => NativeDrainTrace | null | undefined, end: (drain: NativeDrainEnd) => void): void
   /** Stops the scheduler and closes the connection. */
   close(): Promise<void>
   /** Pauses the selected rows; resolves to how many. */
@@ -298,6 +305,46 @@ export interface NativeDependencyCount {
   dependency?: string
   /** Rows. */
   rows: number
+}
+
+/** The end of a row's drain. */
+export interface NativeDrainEnd {
+  /** Row id. */
+  rowId: number
+  /** Why its publish failed, when it did (the row waits and is tried again). */
+  error?: string
+}
+
+/** A due row of the retry table the scheduler is about to publish. */
+export interface NativeDrainRow {
+  /** Row id. */
+  rowId: number
+  /** The work queue it goes back to. */
+  queue: string
+  /** Attempts that failed before it was stored. */
+  attempt: number
+  /** Its dependency, if any. */
+  dependency?: string
+  /** Its message id, if any. */
+  messageId?: string
+  /** Its body's size in bytes. */
+  bodySize: number
+  /** Milliseconds since it was stored or last changed. */
+  waitedMs: number
+  /** The error it was stored with. */
+  error?: string
+  /** The `traceparent` its stored copy carries. */
+  traceparent?: string
+  /** The `tracestate` its stored copy carries. */
+  tracestate?: string
+}
+
+/** The trace context a drained copy carries instead of the row's own. */
+export interface NativeDrainTrace {
+  /** Its `traceparent`. */
+  traceparent: string
+  /** Its `tracestate`, if any. */
+  tracestate?: string
 }
 
 /**

@@ -22,7 +22,7 @@ import { Consume, RABBIT_RETRY, RabbitRetryModule } from '../lib/nestjs';
 import { consumerTracing, tracedPublish } from '../lib/tracing';
 import type * as Tracing from '../lib/tracing';
 import { AMQP_URL, closeAmqp } from './broker';
-import { cleanup, connectClient, createTestDatabase, dropTestDatabase, pgUrl, testQueue, track, waitFor } from './helpers';
+import { cleanup, connectClient, createTestDatabase, dropTestDatabase, pgUrl, psqlRows, testQueue, track, waitFor } from './helpers';
 
 const exporter = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
@@ -218,13 +218,13 @@ describe('through the retry table', () => {
     if (db) dropTestDatabase(db);
   });
 
-  it('the row keeps the trace of its move, and the attempt the scheduler brings back is its child', async () => {
+  it('the row keeps the trace of its move; the scheduler drains it in a span of its own, whose child is the next attempt', async () => {
     db = createTestDatabase('trace');
     const queue = testQueue([]);
     const rr = await connectClient({ retryTable: { url: pgUrl(db) } });
     let calls = 0;
     track(
-      await rr.consume({ queue, onFailure: { delays: [], table: { dependency: () => 'carrier', nextAttemptAt: () => new Date() } } }, async () => {
+      await rr.consume({ queue, onFailure: { delays: [], table: { dependency: () => 'carrier', nextAttemptAt: () => new Date(Date.now() + 300) } } }, async () => {
         calls++;
         if (calls === 1) throw new Error('carrier down');
       }),
@@ -235,10 +235,73 @@ describe('through the retry table', () => {
     const spans = exporter.getFinishedSpans();
     const stored = spans.find((s) => s.name === 'send retry-table') as ReadableSpan;
     expect(stored.attributes).toMatchObject({ 'rabbit_retry.outcome': 'stored', 'rabbit_retry.dependency': 'carrier', 'rabbit_retry.error': 'carrier down' });
+    const drained = spans.filter((s) => s.name === `send ${queue}` && s.attributes['rabbit_retry.outcome'] === 'drain');
+    expect(drained).toHaveLength(1);
+    const [drain] = drained;
+    expect(drain.kind).toBe(SpanKind.PRODUCER);
+    expect(drain.status.code).not.toBe(SpanStatusCode.ERROR);
+    expect(drain.attributes).toMatchObject({
+      'messaging.system': 'rabbitmq',
+      'messaging.operation.type': 'send',
+      'messaging.destination.name': queue,
+      'messaging.message.id': 'o-3',
+      'rabbit_retry.attempt': 1,
+      'rabbit_retry.dependency': 'carrier',
+      'rabbit_retry.error': 'carrier down',
+      'rabbit_retry.row_id': stored.attributes['rabbit_retry.row_id'],
+    });
+    // It waited in the table for about the 300 ms the handler asked for.
+    expect(drain.attributes['rabbit_retry.delay']).toBeGreaterThanOrEqual(200);
     const [first, second] = spans.filter((s) => s.name === `process ${queue}`).sort((a, b) => Number(a.attributes['rabbit_retry.attempt']) - Number(b.attributes['rabbit_retry.attempt']));
+    // One chain: attempt 0 -> send retry-table -> drain -> attempt 1.
     expect(parentOf(stored)).toBe(idOf(first));
-    expect(parentOf(second)).toBe(idOf(stored));
-    expect(second.spanContext().traceId).toBe(first.spanContext().traceId);
+    expect(parentOf(drain)).toBe(idOf(stored));
+    expect(parentOf(second)).toBe(idOf(drain));
+    for (const s of [stored, drain, second]) expect(s.spanContext().traceId).toBe(first.spanContext().traceId);
+  });
+
+  it('a drain the broker refuses is a span with an error status, and the row stays for a later try', async () => {
+    db ??= createTestDatabase('trace');
+    const queue = testQueue([]);
+    const rr = await connectClient({ retryTable: { url: pgUrl(db) } });
+    let stored = 0;
+    const consumer = await rr.consume({ queue, onFailure: { delays: [], table: { nextAttemptAt: () => new Date(Date.now() + 1500) } } }, async () => {
+      throw new Error('carrier down');
+    });
+    consumer.on('stored', () => stored++);
+    await rr.publish('', queue, { orderId: 5 }, { messageId: 'o-5' });
+    await waitFor(() => stored === 1, 10_000, 'the row');
+    await consumer.close();
+    // The work queue is gone when the row comes due: the publish is unroutable.
+    await rr.deleteQueue(queue);
+    await waitFor(() => exporter.getFinishedSpans().some((s) => s.name === `send ${queue}` && s.attributes['rabbit_retry.outcome'] === 'drain'), 10_000, 'the drain span');
+    const drain = exporter.getFinishedSpans().find((s) => s.name === `send ${queue}` && s.attributes['rabbit_retry.outcome'] === 'drain') as ReadableSpan;
+    expect(drain.status.code).toBe(SpanStatusCode.ERROR);
+    expect(drain.status.message).toMatch(/unroutable|no route|NO_ROUTE/i);
+    const rows = psqlRows<{ n: string }>(`SELECT count(*) AS n FROM message_retries WHERE queue = '${queue}'`, db);
+    expect(Number(rows[0].n)).toBe(1);
+  });
+
+  it('a scheduler drains untraced rows unchanged when no provider is registered', async () => {
+    db ??= createTestDatabase('trace');
+    trace.disable();
+    try {
+      const queue = testQueue([]);
+      const rr = await connectClient({ retryTable: { url: pgUrl(db) } });
+      const seen: Message[] = [];
+      track(
+        await rr.consume({ queue, onFailure: { delays: [], table: { nextAttemptAt: () => new Date() } } }, async (m) => {
+          seen.push(m);
+          if (seen.length === 1) throw new Error('later');
+        }),
+      );
+      await rr.publish('', queue, { orderId: 4 });
+      await waitFor(() => seen.length === 2, 20_000, 'the attempt from the table');
+      expect(seen[1].headers.traceparent).toBeUndefined();
+      expect(exporter.getFinishedSpans().filter((s) => JSON.stringify(s.attributes).includes(queue) || s.name.includes(queue))).toHaveLength(0);
+    } finally {
+      trace.setGlobalTracerProvider(provider);
+    }
   });
 });
 

@@ -8,7 +8,7 @@ import { Parked } from './parked';
 import { RetryTable } from './table';
 import { binding, type NativeClient, type NativeMessageProperties } from './native';
 import { consumerMetrics } from './metrics';
-import { tracedPublish } from './tracing';
+import { drainTracing, tracedPublish } from './tracing';
 import { parkedQueueName } from './names';
 import {
   brokerUrls,
@@ -221,6 +221,8 @@ export class RabbitRetry {
         confirmTimeoutMs: options.confirmTimeoutMs,
       }),
     );
+    const drains = options.retryTable && options.retryTable.scheduler !== false ? drainTracing() : undefined;
+    if (drains) inner.traceDrains((row) => drains.start(row), (drain) => drains.end(drain));
     return new RabbitRetry(inner, options);
   }
 

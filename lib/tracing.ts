@@ -11,7 +11,10 @@
  * <target>` for each move of a failed message to a retry queue, the parked
  * queue or the retry table, a child of the attempt's `process` span, whose
  * context goes into the moved copy: the next attempt, however much later, is
- * its child, so a message's attempts read as one trace.
+ * its child, so a message's attempts read as one trace. The retry table's
+ * scheduler brings a stored row back in a PRODUCER span `send <queue>`, a
+ * child of the context the row kept, whose context the published copy
+ * carries in its place.
  */
 import type { Context, Span, SpanOptions, Tracer } from '@opentelemetry/api';
 
@@ -247,6 +250,74 @@ export function consumerTracing(queue: string): ConsumerTracing {
     close() {
       for (const span of moves.values()) span.end();
       moves.clear();
+    },
+  };
+}
+
+/** A row the retry table's scheduler is about to publish, as the native side describes it. @internal */
+export interface DrainedRow {
+  rowId: number;
+  queue: string;
+  attempt: number;
+  dependency?: string | null;
+  messageId?: string | null;
+  bodySize: number;
+  waitedMs: number;
+  error?: string | null;
+  traceparent?: string | null;
+  tracestate?: string | null;
+}
+
+/** The spans of the retry table scheduler's drains. @internal */
+export interface DrainTracing {
+  /** Starts the span of a row's drain; returns the context its copy carries, or null when nothing traces. */
+  start(row: DrainedRow): { traceparent: string; tracestate?: string } | null;
+  /** Ends the span of row `rowId`'s drain, as failed when `error` is given. */
+  end(drain: { rowId: number; error?: string | null }): void;
+}
+
+/**
+ * The spans of a scheduler's drains, or undefined when `@opentelemetry/api`
+ * is not installed. Each is a child of the context the row kept (the `send
+ * retry-table` span of the attempt that stored it). @internal
+ */
+export function drainTracing(): DrainTracing | undefined {
+  const a = loadApi();
+  if (!a) return undefined;
+  const drains = new Map<number, Span>();
+  return {
+    start(row) {
+      const carrier: Record<string, unknown> = {};
+      if (row.traceparent) carrier.traceparent = row.traceparent;
+      if (row.tracestate) carrier.tracestate = row.tracestate;
+      const parent = a.propagation.extract(a.ROOT_CONTEXT, carrier, headerGetter);
+      const span = tracerOf(a).startSpan(`send ${row.queue}`, { kind: PRODUCER }, parent);
+      // Without a provider the span is a no-op: the row keeps its own context.
+      if (!span.isRecording()) return null;
+      span.setAttributes({
+        ...SEND,
+        'messaging.destination.name': row.queue,
+        'messaging.rabbitmq.destination.routing_key': row.queue,
+        'messaging.message.body.size': row.bodySize,
+        'rabbit_retry.outcome': 'drain',
+        'rabbit_retry.row_id': row.rowId,
+        'rabbit_retry.attempt': row.attempt,
+        'rabbit_retry.delay': Math.round(row.waitedMs),
+        ...(row.messageId ? { 'messaging.message.id': row.messageId } : {}),
+        ...(row.dependency ? { 'rabbit_retry.dependency': row.dependency } : {}),
+        ...(row.error ? { 'rabbit_retry.error': row.error } : {}),
+      });
+      drains.get(row.rowId)?.end();
+      drains.set(row.rowId, span);
+      const out = injected(a, parent, span);
+      return out.traceparent ? { traceparent: out.traceparent, tracestate: out.tracestate } : null;
+    },
+    end(drain) {
+      const span = drains.get(drain.rowId);
+      if (!span) return;
+      drains.delete(drain.rowId);
+      if (drain.error) span.setStatus({ code: ERROR, message: drain.error });
+      span.end();
     },
   };
 }

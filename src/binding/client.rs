@@ -11,7 +11,10 @@ use super::consumer::NativeConsumer;
 use super::convert::{invalid, js_error, MessageProperties};
 use super::parked::{NativeParkedSession, NativeQueueInfo};
 use super::spec::{ConsumeOptions, ConsumeSpec};
-use super::table::{NativeListFilter, NativeRow, NativeSelector, NativeTableStats};
+use super::table::{
+    DrainEndFn, DrainStartFn, JsDrainTracer, NativeListFilter, NativeRow, NativeSelector,
+    NativeTableStats,
+};
 use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions, TlsOptions};
 use crate::amqp::parked::{delete_exchange, delete_queue, purge, queue_info, ParkedSession};
 use crate::consumer::ConsumerHandle;
@@ -168,6 +171,22 @@ impl NativeClient {
             .publish(&exchange, &routing_key, &body, props)
             .await
             .map_err(js_error)
+    }
+
+    /// Lets JavaScript trace the scheduler's drains: `start` is called before
+    /// each row is published and may return the trace context the published
+    /// copy carries; `end` after, with the error when the publish failed.
+    /// Nothing happens when this process runs no scheduler.
+    #[napi(
+        ts_args_type = "start: (row: NativeDrainRow) => NativeDrainTrace | null | undefined, end: (drain: NativeDrainEnd) => void"
+    )]
+    pub fn trace_drains(&self, start: DrainStartFn, end: DrainEndFn) {
+        if let Some(s) = &self.scheduler {
+            s.trace_with(Arc::new(JsDrainTracer {
+                start: Arc::new(start),
+                end,
+            }));
+        }
     }
 
     /// Stops the scheduler and closes the connection.

@@ -1,9 +1,15 @@
 //! The retry table as JavaScript sees it: selectors, rows and counts.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::Status;
 use napi_derive::napi;
 
+use crate::table::scheduler::{DrainRow, DrainTracer, Trace};
 use crate::table::store::{ListFilter, RowInfo, Selector, TableStats};
 
 /// Which rows `pause` and `resume` touch; every field given must match.
@@ -163,5 +169,105 @@ impl NativeTableStats {
             scheduler_published: published as f64,
             scheduler_publish_failed: failed as f64,
         }
+    }
+}
+
+/// A due row of the retry table the scheduler is about to publish.
+#[napi(object)]
+pub struct NativeDrainRow {
+    /// Row id.
+    pub row_id: f64,
+    /// The work queue it goes back to.
+    pub queue: String,
+    /// Attempts that failed before it was stored.
+    pub attempt: i32,
+    /// Its dependency, if any.
+    pub dependency: Option<String>,
+    /// Its message id, if any.
+    pub message_id: Option<String>,
+    /// Its body's size in bytes.
+    pub body_size: u32,
+    /// Milliseconds since it was stored or last changed.
+    pub waited_ms: f64,
+    /// The error it was stored with.
+    pub error: Option<String>,
+    /// The `traceparent` its stored copy carries.
+    pub traceparent: Option<String>,
+    /// The `tracestate` its stored copy carries.
+    pub tracestate: Option<String>,
+}
+
+/// The trace context a drained copy carries instead of the row's own.
+#[napi(object)]
+pub struct NativeDrainTrace {
+    /// Its `traceparent`.
+    pub traceparent: String,
+    /// Its `tracestate`, if any.
+    pub tracestate: Option<String>,
+}
+
+/// The end of a row's drain.
+#[napi(object)]
+pub struct NativeDrainEnd {
+    /// Row id.
+    pub row_id: f64,
+    /// Why its publish failed, when it did (the row waits and is tried again).
+    pub error: Option<String>,
+}
+
+/// Calls `start` on the JavaScript thread before each drain, and `end` after.
+pub(crate) type DrainStartFn = ThreadsafeFunction<
+    NativeDrainRow,
+    Option<NativeDrainTrace>,
+    NativeDrainRow,
+    Status,
+    false,
+    true,
+>;
+/// See [`DrainStartFn`].
+pub(crate) type DrainEndFn =
+    ThreadsafeFunction<NativeDrainEnd, (), NativeDrainEnd, Status, false, true>;
+
+/// The scheduler's tracer in JavaScript. Both functions are weak: they do
+/// not keep the process alive.
+pub(crate) struct JsDrainTracer {
+    pub start: Arc<DrainStartFn>,
+    pub end: DrainEndFn,
+}
+
+impl DrainTracer for JsDrainTracer {
+    fn start(&self, row: DrainRow) -> Pin<Box<dyn Future<Output = Option<Trace>> + Send>> {
+        let (traceparent, tracestate) = match row.trace {
+            Some((parent, state)) => (Some(parent), state),
+            None => (None, None),
+        };
+        let row = NativeDrainRow {
+            row_id: row.id as f64,
+            queue: row.queue,
+            attempt: row.attempt,
+            dependency: row.dependency,
+            message_id: row.message_id,
+            body_size: u32::try_from(row.body_size).unwrap_or(u32::MAX),
+            waited_ms: row.waited_ms,
+            error: row.error,
+            traceparent,
+            tracestate,
+        };
+        let start = self.start.clone();
+        Box::pin(async move {
+            // A tracer that throws or returns nothing leaves the row's own context.
+            let trace = start.call_async_catch(row).await.ok().flatten()?;
+            Some((trace.traceparent, trace.tracestate))
+        })
+    }
+
+    fn end(&self, id: i64, error: Option<String>) {
+        self.end.call(
+            NativeDrainEnd {
+                row_id: id as f64,
+                error,
+            },
+            ThreadsafeFunctionCallMode::NonBlocking,
+        );
     }
 }
