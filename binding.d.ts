@@ -49,6 +49,8 @@ export declare class NativeClient {
   tableStats(): Promise<NativeTableStats>
   /** Depth and consumers of `queue`; `null` when it does not exist. */
   queueInfo(queue: string): Promise<NativeQueueInfo | null>
+  /** Declares `queue` as a state queue: durable, holding only its newest message. */
+  declareStateQueue(queue: string): Promise<void>
   /** Removes every ready message of `queue`; resolves to how many. */
   purge(queue: string): Promise<number>
   /** Opens a session on `parkedQueue`, whose messages belong to `workQueue`. */
@@ -83,6 +85,24 @@ export declare class NativeConsumer {
   /** Stops deliveries; unstarted ones go back to the queue. */
   stop(): Promise<void>
   /**
+   * Stops taking deliveries and keeps the channel: handlers running now
+   * settle as usual, deliveries not handed over yet go back to the queue.
+   */
+  pause(): Promise<void>
+  /** Consumes again after `pause`. */
+  resume(): Promise<void>
+  /**
+   * While paused, takes the next message of the work queue: `taken` with
+   * its batch (settled as any delivery), `empty` when none is ready, or
+   * `refused` when the one taken was parked before any handler.
+   */
+  probe(): Promise<NativeProbe>
+  /**
+   * Puts deliveries that were handed over but never started back in the
+   * queue, in their place.
+   */
+  release(ids: Array<number>): void
+  /**
    * Waits for republishes in flight and closes the consumer's channel.
    * Resolves with the events that came after the last batch, as a JSON
    * array of wire events (see `NativeBatch.events`).
@@ -99,10 +119,11 @@ export declare class NativeParkedSession {
   get(max: number): Promise<NativeHeld>
   /**
    * Publishes held message `id` to `exchange`/`routingKey` with its attempt
-   * count reset, then acks it; `traceparent` (and `tracestate`), when given,
-   * replace the copy's: the replay's own trace context.
+   * count reset (kept as it is with `keepAttempt`), then acks it;
+   * `traceparent` (and `tracestate`), when given, replace the copy's: the
+   * replay's own trace context.
    */
-  replay(id: number, exchange: string, routingKey: string, traceparent?: string | undefined | null, tracestate?: string | undefined | null): Promise<void>
+  replay(id: number, exchange: string, routingKey: string, traceparent?: string | undefined | null, tracestate?: string | undefined | null, keepAttempt?: boolean | undefined | null): Promise<void>
   /** Closes the session; held messages go back to the queue. */
   close(): Promise<void>
 }
@@ -369,6 +390,14 @@ export interface NativeListFilter {
   due?: boolean
   /** At most this many. @default 100 */
   limit?: number
+}
+
+/** What a probe took. */
+export interface NativeProbe {
+  /** `taken`, `empty` or `refused`. */
+  outcome: string
+  /** The message taken, when `taken`. */
+  batch?: NativeBatch
 }
 
 /** Depth and consumers of a queue. */

@@ -71,9 +71,9 @@ export async function waitForOne(name: string, timeoutMs = 10_000): Promise<GotM
   return m;
 }
 
-/** Deletes Q, its retry queue for each delay, and Q.parked. */
+/** Deletes Q, its retry queue for each delay, Q.parked, and Q.circuit (a circuit's state queue). */
 export async function deleteQueues(base: string, delays: readonly Delay[] = []): Promise<void> {
-  for (const n of queueFamily(base, delays)) await deleteQueue(n);
+  for (const n of [...queueFamily(base, delays), `${base}.circuit`]) await deleteQueue(n);
 }
 
 /** Depths of Q, each retry queue, and Q.parked. */

@@ -130,6 +130,29 @@ const handler: Handler = async (msg: Message) => {
 const MIX: Record<Kind, number> = { ok: 3, flaky: 2, stubborn: 2, bad: 3, last: 1 };
 
 describe('OpenTelemetry metrics', () => {
+  it("the circuit's state gauge and its opened counter follow the circuit", async () => {
+    const queue = testQueue(['10s']);
+    const { provider, reader } = meterProvider();
+    const rr = await connectClient({ meterProvider: provider });
+    let down = true;
+    const consumer = track(
+      await rr.consume({ queue, prefetch: 1, onFailure: { delays: ['10s'], circuit: { openAfter: { failures: 2, within: '10s' }, probeEvery: '200ms' } } }, async () => {
+        if (down) throw new Error('carrier 503');
+      }),
+    );
+    const closed: unknown[] = [];
+    consumer.on('circuitClosed', (e) => closed.push(e));
+    expect(gauge(await collect(reader), 'rabbit_retry.circuit.state', { queue, dependency: queue })).toEqual([0]);
+    for (let i = 0; i < 4; i++) await rr.publish('', queue, { i });
+    await waitFor(() => consumer.health().circuit?.state !== 'closed', 10_000, 'the circuit to open');
+    const open = await collect(reader);
+    expect(gauge(open, 'rabbit_retry.circuit.state', { queue })[0]).toBeGreaterThanOrEqual(1);
+    expect(counter(open, 'rabbit_retry.circuit.opened', { queue, dependency: queue })).toBeGreaterThanOrEqual(1);
+    down = false;
+    await waitFor(() => closed.length === 1, 10_000, 'the circuit to close');
+    expect(gauge(await collect(reader), 'rabbit_retry.circuit.state', { queue })).toEqual([0]);
+  });
+
   it('counters, the duration histogram and the parked-depth gauge match what happened and consumer.stats()', async () => {
     const delays: Delay[] = ['200ms', '1m'];
     const queue = testQueue(delays);

@@ -286,6 +286,42 @@ describe('RabbitRetryModule', () => {
     expect(b.sort()).toEqual([11, 12]);
   });
 
+  test('@OnFailure({ circuit }) shares one circuit between two handlers of one dependency, in health() too', async () => {
+    const qa = testQueue(['10s']);
+    const qb = testQueue(['10s']);
+    const dependency = `carrier-${qa}`;
+    const circuit = { dependency, openAfter: { failures: 2, within: '10s' as const }, probeEvery: '1h' as const };
+    const calls: string[] = [];
+
+    @Injectable()
+    class Shipments {
+      @OnFailure({ delays: ['10s'], circuit })
+      @Consume({ queue: qa, prefetch: 1 })
+      async book(): Promise<void> {
+        calls.push('a');
+        throw new Error('carrier 503');
+      }
+
+      @Consume({ queue: qb, prefetch: 1 })
+      @OnFailure({ delays: ['10s'], circuit })
+      async track(): Promise<void> {
+        calls.push('b');
+      }
+    }
+
+    const app = await boot({ imports: [RabbitRetryModule.forRoot({ url: AMQP_URL })], providers: [Shipments] });
+    const rr = app.get<RabbitRetry>(RABBIT_RETRY);
+    for (let i = 1; i <= 3; i++) await rr.publish('', qa, { orderId: i });
+    const consumers = app.get(RabbitRetryConsumers);
+    await waitFor(() => consumers.get(qb)?.health().circuit?.state === 'open', 10_000, 'the shared circuit to open');
+    expect(consumers.get(qa)?.health().circuit).toMatchObject({ dependency, state: 'open' });
+    // The second handler takes nothing while its dependency's circuit is open.
+    await rr.publish('', qb, { orderId: 11 });
+    await sleep(300);
+    expect(calls).toEqual(['a', 'a']);
+    expect(consumers.health().details[qb]).toMatchObject({ healthy: true, circuit: { state: 'open' } });
+  });
+
   test('@OnFailure applies whether it is written above or below @Consume', async () => {
     const above = testQueue([]);
     const below = testQueue([]);

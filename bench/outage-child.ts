@@ -6,6 +6,9 @@
  *
  *  - amqplib: the client default on failure, `nack(msg, false, true)` (requeue).
  *  - rabbit-retry: `onFailure.delays` scaled down to the drill.
+ *  - rabbit-retry-circuit: the same, with `onFailure.circuit`: it opens after
+ *    `circuitFailures` failures, probes every `probeEvery`, and closes on the
+ *    first probe that succeeds.
  */
 import amqp, { type ConsumeMessage } from 'amqplib';
 
@@ -13,7 +16,7 @@ import { RabbitRetry, type Delay, type Message } from '../lib';
 import { AMQP_URL, RESULT_MARK, sleep, threadCpu, threadTicks } from './common';
 
 export interface OutageConfig {
-  lib: 'amqplib' | 'rabbit-retry';
+  lib: 'amqplib' | 'rabbit-retry' | 'rabbit-retry-circuit';
   queue: string;
   /** Orders published before the consumer starts. */
   orders: number;
@@ -26,6 +29,9 @@ export interface OutageConfig {
   delays: Delay[];
   /** The carrier's "work" per call, ms. */
   workMs: number;
+  /** The circuit's probe interval and the failures that open it (rabbit-retry-circuit). */
+  probeEvery: Delay;
+  circuitFailures: number;
 }
 
 export interface HealthyOutcome {
@@ -59,6 +65,8 @@ export interface OutageChildResult {
   stoppedAt: number;
   healthy: HealthyOutcome[];
   errors: string[];
+  /** The circuit's doing (rabbit-retry-circuit): times it opened from closed, message probes, the failures before it first opened, deliveries given back unstarted, messages sent back early from the retry queues. */
+  circuit?: { opens: number; probes: number; openingFailures: number; released: number; returnedEarly: number };
 }
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as OutageConfig;
@@ -136,16 +144,31 @@ async function startAmqplib(): Promise<Running> {
   };
 }
 
-async function startRabbitRetry(): Promise<Running> {
+let circuitCounts: OutageChildResult['circuit'];
+
+async function startRabbitRetry(withCircuit: boolean): Promise<Running> {
   const rr = await RabbitRetry.connect({
     url: AMQP_URL,
     logger: { warn: (m) => process.stderr.write(`warn: ${m}\n`), error: (m) => process.stderr.write(`error: ${m}\n`) },
   });
   start();
-  const consumer = await rr.consume({ queue: cfg.queue, prefetch: 1, onFailure: { delays: cfg.delays } }, async (msg: Message) => {
+  const circuit = withCircuit ? { openAfter: { failures: cfg.circuitFailures, within: '10s' as const }, probeEvery: cfg.probeEvery } : undefined;
+  const consumer = await rr.consume({ queue: cfg.queue, prefetch: 1, onFailure: { delays: cfg.delays, circuit } }, async (msg: Message) => {
     await carrier();
     succeeded(String(msg.properties.messageId), msg.headers);
   });
+  if (withCircuit) {
+    const c = (circuitCounts = { opens: 0, probes: 0, openingFailures: 0, released: 0, returnedEarly: 0 });
+    consumer.on('circuitOpen', (e) => {
+      // Opened from closed; a failed probe keeps it open (cause 'probe').
+      if (e.cause !== 'failures') return;
+      c.opens++;
+      c.openingFailures += e.failures;
+    });
+    consumer.on('circuitHalfOpen', (e) => {
+      if (e.probe === 'message') c.probes++;
+    });
+  }
   consumer.on('parked', (e) => {
     parkedIds.add(String(e.messageId));
     checkDone();
@@ -154,6 +177,11 @@ async function startRabbitRetry(): Promise<Running> {
   consumer.on('publishFailed', (e) => errors.push(`publishFailed: ${e.error.message}`));
   return {
     async close() {
+      if (circuitCounts) {
+        const st = consumer.stats();
+        circuitCounts.released = st.released;
+        circuitCounts.returnedEarly = st.returnedEarly;
+      }
       await consumer.close();
       await rr.close();
     },
@@ -179,7 +207,7 @@ function start(): void {
 }
 
 async function main(): Promise<void> {
-  const running = cfg.lib === 'amqplib' ? await startAmqplib() : await startRabbitRetry();
+  const running = cfg.lib === 'amqplib' ? await startAmqplib() : await startRabbitRetry(cfg.lib === 'rabbit-retry-circuit');
   const deadline = new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, t0 + cfg.outageMs + cfg.drainMs - Date.now())));
   await Promise.race([done, deadline]);
   const stoppedAt = Date.now();
@@ -208,6 +236,7 @@ async function main(): Promise<void> {
     stoppedAt,
     healthy,
     errors: errors.slice(0, 20),
+    circuit: circuitCounts,
   };
   process.stdout.write(`${RESULT_MARK}${JSON.stringify(result)}\n`, () => process.exit(0));
 }

@@ -8,6 +8,9 @@
  * measures their latency from publish to success. For
  *   (a) amqplib with the client default on failure: nack(requeue=true),
  *   (b) rabbit-retry with delays scaled down (OUTAGE_DELAYS, default 2s,5s,15s: together longer than the default outage, so orders wait out the outage instead of parking),
+ *   (c) the same with a circuit (`onFailure.circuit`): it opens after
+ *       OUTAGE_CIRCUIT_FAILURES (5) failures within 10 s, probes every
+ *       OUTAGE_PROBE_EVERY (250ms), and closes on a probe that succeeds,
  * it reports carrier calls during the outage, the healthy orders' latency,
  * messages lost (published - acked - parked - left in a queue), duplicates
  * (succeeded more than once), and the time to drain after the carrier
@@ -15,7 +18,8 @@
  * what remained.
  *
  * Env: OUTAGE_SECS (20), OUTAGE_DRAIN_SECS (60), OUTAGE_ORDERS (500),
- * OUTAGE_HEALTHY (5), OUTAGE_DELAYS (2s,5s,15s), AMQP_URL.
+ * OUTAGE_HEALTHY (5), OUTAGE_DELAYS (2s,5s,15s), OUTAGE_PROBE_EVERY (250ms),
+ * OUTAGE_CIRCUIT_FAILURES (5), AMQP_URL.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -51,6 +55,19 @@ const HEALTHY = envInt('OUTAGE_HEALTHY', 5);
 // Checked when the consumer starts: a delay the library refuses stops the drill with its error.
 const DELAYS = (process.env.OUTAGE_DELAYS ?? '2s,5s,15s').split(',').map((d) => d.trim()).filter(Boolean) as Delay[];
 const WORK_MS = 2;
+const PROBE_EVERY = (process.env.OUTAGE_PROBE_EVERY ?? '250ms') as Delay;
+const CIRCUIT_FAILURES = envInt('OUTAGE_CIRCUIT_FAILURES', 5);
+/** What every drill of the run shares. */
+const SETTINGS = {
+  orders: ORDERS,
+  healthy: HEALTHY,
+  outageMs: OUTAGE_MS,
+  drainMs: DRAIN_MS,
+  delays: DELAYS,
+  workMs: WORK_MS,
+  probeEvery: PROBE_EVERY,
+  circuitFailures: CIRCUIT_FAILURES,
+};
 
 interface Drill {
   lib: OutageConfig['lib'];
@@ -71,16 +88,17 @@ function log(line: string): void {
 }
 
 async function drill(lib: OutageConfig['lib']): Promise<Drill> {
-  const queue = uniqueName(`bench-outage-${lib === 'amqplib' ? 'amqp' : 'rr'}`);
+  const queue = uniqueName(`bench-outage-${lib === 'amqplib' ? 'amqp' : lib === 'rabbit-retry' ? 'rr' : 'rrc'}`);
   const family = queueFamily(queue, DELAYS);
-  remember(family);
+  const stateQueue = `${queue}.circuit`;
+  remember([...family, stateQueue]);
   try {
     await declareWorkQueue(queue);
     const pub = await Publisher.open();
     const orders = Array.from({ length: ORDERS }, (_, i) => i);
     await Promise.all(orders.map((i) => pub.publishOne(queue, `order-${i}`, { kind: 'order' })));
     await waitForQuiet(20_000);
-    const cfg: OutageConfig = { lib, queue, orders: ORDERS, healthy: HEALTHY, outageMs: OUTAGE_MS, drainMs: DRAIN_MS, delays: DELAYS, workMs: WORK_MS };
+    const cfg: OutageConfig = { lib, queue, ...SETTINGS };
     const child = startChild<OutageChildResult>('outage-child.ts', cfg, OUTAGE_MS + DRAIN_MS + 90_000);
     const started = new Promise<number>((resolve) => {
       child.proc.on('message', (m) => {
@@ -126,7 +144,7 @@ async function drill(lib: OutageConfig['lib']): Promise<Drill> {
       lost: published - r.succeeded - inParkedQueue - leftInQueues,
     };
   } finally {
-    await deleteQueues(family);
+    await deleteQueues([...family, stateQueue]);
   }
 }
 
@@ -140,6 +158,8 @@ async function main(): Promise<void> {
   );
   const a = await drill('amqplib');
   const b = await drill('rabbit-retry');
+  const c = await drill('rabbit-retry-circuit');
+  const all = [a, b, c];
 
   const s = (ms: number | null) => (ms === null ? 'n/a' : `${fmt(ms / 1000, 1)} s`);
   const lat = (d: Drill) =>
@@ -148,27 +168,38 @@ async function main(): Promise<void> {
     d.child.drainMs !== null
       ? s(d.child.drainMs)
       : `not drained within ${DRAIN_MS / 1000} s (${d.child.unfinished} unfinished)`;
+  const each = (f: (d: Drill) => string) => all.map(f);
+  const circuit = c.child.circuit;
   const rows: string[][] = [
-    [`carrier calls during the ${OUTAGE_MS / 1000} s outage`, String(a.child.carrierCallsDuringOutage), String(b.child.carrierCallsDuringOutage)],
-    ['consumer process CPU during the outage', `${fmt(a.child.cpuDuringOutageS, 1)} s`, `${fmt(b.child.cpuDuringOutageS, 1)} s`],
-    ['carrier calls in all', String(a.child.carrierCalls), String(b.child.carrierCalls)],
+    [`carrier calls during the ${OUTAGE_MS / 1000} s outage`, ...each((d) => String(d.child.carrierCallsDuringOutage))],
+    ['consumer process CPU during the outage', ...each((d) => `${fmt(d.child.cpuDuringOutageS, 1)} s`)],
+    ['carrier calls in all', ...each((d) => String(d.child.carrierCalls))],
+    ['healthy orders: latency p50 / p99 (publish → success)', ...each(lat)],
+    ['healthy orders: succeeded / parked', ...each((d) => `${d.healthySucceeded}/${HEALTHY} / ${d.healthyParked}`)],
+    ['orders published', ...each((d) => String(d.published))],
+    ['orders succeeded', ...each((d) => String(d.child.succeeded))],
+    ['parked (retries ran out; replayable)', ...each((d) => String(d.inParkedQueue))],
+    ['left in the work and retry queues at the stop', ...each((d) => String(d.leftInQueues))],
+    ['lost (published − succeeded − parked − left)', ...each((d) => String(d.lost))],
+    ['duplicates (succeeded more than once)', ...each((d) => String(d.child.duplicates))],
+    ['time to drain after the carrier recovers', ...each(drain)],
+  ];
+  // The circuit's targets, against requeue in the same run.
+  const p99 = (d: Drill) => (d.healthyLatencyS.length === HEALTHY ? percentile(d.healthyLatencyS, 99) : Infinity);
+  const callBound = circuit ? circuit.probes + circuit.openingFailures : 0;
+  const targets: [string, boolean, string][] = [
     [
-      `healthy orders: latency p50 / p99 (publish → success)`,
-      lat(a),
-      lat(b),
+      'carrier calls during the outage ≤ probes + failures that opened it',
+      circuit !== undefined && c.child.carrierCallsDuringOutage <= callBound,
+      `${c.child.carrierCallsDuringOutage} ≤ ${circuit?.probes ?? '?'} + ${circuit?.openingFailures ?? '?'}`,
     ],
+    ['healthy-order p99 ≤ requeue\'s', p99(c) <= p99(a), `${fmt(p99(c), 1)} s ≤ ${fmt(p99(a), 1)} s`],
     [
-      'healthy orders: succeeded / parked',
-      `${a.healthySucceeded}/${HEALTHY} / ${a.healthyParked}`,
-      `${b.healthySucceeded}/${HEALTHY} / ${b.healthyParked}`,
+      'drain after recovery within 1.5x requeue\'s',
+      c.child.drainMs !== null && a.child.drainMs !== null && c.child.drainMs <= 1.5 * a.child.drainMs,
+      `${s(c.child.drainMs)} ≤ 1.5 × ${s(a.child.drainMs)}`,
     ],
-    ['orders published', String(a.published), String(b.published)],
-    ['orders succeeded', String(a.child.succeeded), String(b.child.succeeded)],
-    ['parked (retries ran out; replayable)', String(a.inParkedQueue), String(b.inParkedQueue)],
-    ['left in the work and retry queues at the stop', String(a.leftInQueues), String(b.leftInQueues)],
-    ['lost (published − succeeded − parked − left)', String(a.lost), String(b.lost)],
-    ['duplicates (succeeded more than once)', String(a.child.duplicates), String(b.child.duplicates)],
-    ['time to drain after the carrier recovers', drain(a), drain(b)],
+    ['0 lost and 0 parked', c.lost === 0 && c.inParkedQueue === 0, `${c.lost} lost, ${c.inParkedQueue} parked`],
   ];
   const out: string[] = [];
   out.push('');
@@ -176,21 +207,40 @@ async function main(): Promise<void> {
     `### Outage drill: ${ORDERS} orders, one consumer at prefetch 1, carrier down ${OUTAGE_MS / 1000} s, ${HEALTHY} healthy orders published during the outage`,
   );
   out.push('');
-  out.push(table(['', 'amqplib, nack(requeue=true)', `rabbit-retry, delays ${DELAYS.join(', ')}`], rows));
+  out.push(
+    table(
+      [
+        '',
+        'amqplib, nack(requeue=true)',
+        `rabbit-retry, delays ${DELAYS.join(', ')}`,
+        `rabbit-retry with a circuit (opens after ${CIRCUIT_FAILURES} failures, probes every ${PROBE_EVERY})`,
+      ],
+      rows,
+    ),
+  );
   out.push('');
   out.push(
     `Carrier: ~${WORK_MS} ms of work per call, down for every order until ${OUTAGE_MS / 1000} s after the consumer starts. ` +
       `Drain: from the carrier's recovery until every order has succeeded or parked. Runs stop at the outage + ${DRAIN_MS / 1000} s. ` +
-      `${broker}, ${os.cpus().length} cores, node ${process.version}. Reproduce: npm run bench:outage (OUTAGE_SECS, OUTAGE_DELAYS, OUTAGE_DRAIN_SECS).`,
+      `${broker}, ${os.cpus().length} cores, node ${process.version}. Reproduce: npm run bench:outage (OUTAGE_SECS, OUTAGE_DELAYS, OUTAGE_PROBE_EVERY, OUTAGE_DRAIN_SECS).`,
   );
+  if (circuit) {
+    out.push('');
+    out.push(
+      `The circuit: opened ${circuit.opens} time(s) from closed, ${circuit.probes} message probes, ${circuit.openingFailures} failures opened it, ` +
+        `${circuit.released} deliveries given back unstarted, ${circuit.returnedEarly} messages sent back early from the retry queues.`,
+    );
+  }
+  out.push('');
+  out.push(table(['circuit target (same run)', 'met', ''], targets.map(([what, met, detail]) => [what, met ? 'yes' : 'NO', detail])));
   const byThread = (d: Drill) =>
     Object.entries(d.child.threadsDuringOutage ?? {})
       .sort((x, y) => y[1] - x[1])
       .map(([name, v]) => `${name} ${fmt(v, 2)} s`)
       .join(', ') || 'n/a';
   out.push('');
-  out.push(`Consumer CPU during the outage by thread: amqplib: ${byThread(a)}; rabbit-retry: ${byThread(b)}.`);
-  const problems = [a, b].flatMap((d) => d.child.errors.map((e) => `${d.lib}: ${e}`));
+  out.push(`Consumer CPU during the outage by thread: amqplib: ${byThread(a)}; rabbit-retry: ${byThread(b)}; with a circuit: ${byThread(c)}.`);
+  const problems = all.flatMap((d) => d.child.errors.map((e) => `${d.lib}: ${e}`));
   if (problems.length) out.push(`\nErrors reported: ${problems.join('; ')}`);
 
   const dir = path.join(__dirname, 'results');
@@ -201,10 +251,11 @@ async function main(): Promise<void> {
     `${JSON.stringify(
       {
         started: started.toISOString(),
-        config: { orders: ORDERS, healthy: HEALTHY, outageMs: OUTAGE_MS, drainMs: DRAIN_MS, delays: DELAYS, workMs: WORK_MS, prefetch: 1 },
+        config: { ...SETTINGS, prefetch: 1 },
         machine: { cpus: os.cpus().length, node: process.version, broker },
         amqplib: a,
         rabbitRetry: b,
+        rabbitRetryCircuit: c,
       },
       null,
       2,

@@ -7,9 +7,11 @@
  * layer's (`ConsumeSpec` in src/binding/consumer.rs), which refuses a bad
  * value with an {@link InvalidOptionsError} before anything is declared.
  */
-import { InvalidOptionsError } from './errors';
+import { InvalidOptionsError, nativeSync } from './errors';
+import { binding } from './native';
 import {
   ALERT_OPTION_KEYS,
+  CIRCUIT_OPTION_KEYS,
   CLOSE_OPTION_KEYS,
   CONNECT_OPTION_KEYS,
   CONSUME_OPTION_KEYS,
@@ -20,6 +22,7 @@ import {
   RETRY_TABLE_OPTION_KEYS,
   TABLE_ROUTE_OPTION_KEYS,
   TLS_OPTION_KEYS,
+  type CircuitOptions,
   type CloseOptions,
   type ConnectOptions,
   type ConsumeOptions,
@@ -361,7 +364,32 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
       for (const key of ['dependency', 'tenant', 'nextAttemptAt'] as const) checkFunction(`onFailure.table.${key}`, t[key]);
       checkNativeWhole('onFailure.table.maxAttempts', t.maxAttempts, 'a whole number of at least 1');
     }
+    if (f.circuit !== undefined) checkCircuit('onFailure.circuit', f.circuit);
   }
+}
+
+/** Checks the values of a {@link CircuitOptions} (its keys are checked with onFailure's). @internal */
+export function checkCircuit(path: string, c: CircuitOptions): void {
+  checkString(`${path}.dependency`, c.dependency, { optional: true, nonEmpty: true });
+  if (c.openAfter !== undefined) {
+    checkObject(`${path}.openAfter`, c.openAfter, "an object such as { failures: 5, within: '10s' }");
+    checkKeys(`${path}.openAfter`, c.openAfter, { failures: true, within: true });
+    checkWhole(`${path}.openAfter.failures`, c.openAfter.failures, 1, 1_000_000, 'a whole number of at least 1');
+    checkDelay(`${path}.openAfter.within`, c.openAfter.within);
+  }
+  if (c.probeEvery !== undefined) checkDelay(`${path}.probeEvery`, c.probeEvery);
+  if (c.closeAfter !== undefined) checkWhole(`${path}.closeAfter`, c.closeAfter, 1, 1_000_000, 'a whole number of at least 1');
+  checkFunction(`${path}.check`, c.check, 'a function () => Promise<boolean>');
+  if (c.returnRate !== undefined && !(typeof c.returnRate === 'number' && Number.isFinite(c.returnRate) && c.returnRate > 0)) {
+    throw new InvalidOptionsError(`${path}.returnRate must be a positive number of messages a second, got ${kindOf(c.returnRate)}`);
+  }
+}
+
+/** Checks that `d` is a delay the library takes, of at least 1 ms. */
+function checkDelay(path: string, d: unknown): void {
+  if (d === undefined) throw new InvalidOptionsError(`${path} is required: a delay such as '5s'`);
+  const parsed = nativeSync(() => binding.parseDelays(delayStrings([d as Delay], path), path))[0];
+  if (parsed.ms < 1) throw new InvalidOptionsError(`${path} must be at least 1ms, got ${String(d)}`);
 }
 
 /**
@@ -377,5 +405,10 @@ export function checkOnFailureKeys(path: string, f: unknown): void {
   if (t !== undefined) {
     checkObject(`${path}.table`, t);
     checkKeys(`${path}.table`, t, TABLE_ROUTE_OPTION_KEYS);
+  }
+  const c = (f as OnFailureOptions).circuit;
+  if (c !== undefined) {
+    checkObject(`${path}.circuit`, c, "an object such as { openAfter: { failures: 5, within: '10s' }, probeEvery: '5s' }");
+    checkKeys(`${path}.circuit`, c, CIRCUIT_OPTION_KEYS);
   }
 }

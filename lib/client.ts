@@ -9,7 +9,9 @@ import { RetryTable } from './table';
 import { binding, type NativeClient, type NativeMessageProperties } from './native';
 import { consumerMetrics } from './metrics';
 import { drainTracing, tracedPublish } from './tracing';
-import { parkedQueueName } from './names';
+import { type Circuit, type CircuitRecord, checkCircuitFits, circuitFor, circuitSettings } from './circuit';
+import { CircuitIo, circuitQueueName, readCircuitState } from './consumer/circuit-io';
+import { parkedQueueName, retryQueueName } from './names';
 import {
   brokerUrls,
   checkCloseOptions,
@@ -23,6 +25,7 @@ import {
   kindOf,
 } from './check-options';
 import {
+  DEFAULT_DELAYS,
   DEFAULT_STUCK_AFTER_MS,
   type CloseOptions,
   type ConnectOptions,
@@ -262,6 +265,11 @@ export class RabbitRetry {
       }
       alert = { ...options.alert, everyMs };
     }
+    // A circuit's options are checked against those of a circuit this process already shares.
+    const circuitOptions = options.onFailure?.circuit;
+    const circuit = circuitOptions ? circuitSettings(circuitOptions) : undefined;
+    const dependency = circuitOptions?.dependency ?? options.queue;
+    if (circuit) checkCircuitFits(dependency, circuit);
     // Left-out options go as undefined: the native layer checks every value and applies the defaults.
     const inner = await native(() =>
       this.inner.consume({
@@ -291,6 +299,7 @@ export class RabbitRetry {
     const parkedDepth = async () => (await native(() => this.inner.queueInfo(parkedQueueName(options.queue))))?.messages;
     const table = this.#table;
     const oldestDueAge = table ? async () => (await table.stats()).oldestDueAgeMs : undefined;
+    let circuitOf = (): Circuit | undefined => undefined;
     const consumer = new Consumer({
       inner,
       handler,
@@ -298,17 +307,44 @@ export class RabbitRetry {
       batchSize: options.prefetch ?? CONSUME_DEFAULTS.prefetch,
       url: this.url,
       logger: this.#options.logger ?? console,
-      metrics: consumerMetrics(options.queue, this.#options.meterProvider, parkedDepth),
+      metrics: consumerMetrics(options.queue, this.#options.meterProvider, parkedDepth, circuit ? () => circuitOf()?.status() : undefined),
       parkedDepth,
       oldestDueAge,
       alert,
       table: options.onFailure?.table,
       stuckAfterMs: options.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS,
+      circuit: circuit && {
+        circuit: (() => {
+          const c = circuitFor(dependency, circuit);
+          circuitOf = () => c;
+          return c;
+        })(),
+        io: new CircuitIo(this.inner, options.queue, (options.onFailure?.delays ?? DEFAULT_DELAYS).map((d) => retryQueueName(options.queue, d))),
+      },
       onClosed: (c) => this.consumers.delete(c),
     });
     this.consumers.add(consumer);
     this.made.add(consumer);
+    if (circuit) {
+      try {
+        await consumer.joinCircuit();
+      } catch (err) {
+        await consumer.close().catch(() => undefined);
+        throw err;
+      }
+    }
     return consumer;
+  }
+
+  /**
+   * The state the circuit of `queue`'s consumers last recorded in the state
+   * queue `<queue>.circuit` (see `onFailure.circuit`), read without taking
+   * it; null when no consumer of `queue` has a circuit.
+   */
+  async circuitState(queue: string): Promise<CircuitRecord | null> {
+    this.assertOpen();
+    checkString('queue', queue, { nonEmpty: true });
+    return (await readCircuitState(this.inner, circuitQueueName(queue), queue)) ?? null;
   }
 
   /**

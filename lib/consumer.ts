@@ -17,6 +17,8 @@ import { type Log, logTo } from './consumer/log';
 import { Settlements, UNREADABLE_FAILURE } from './consumer/settlement';
 import { CloseBound } from './consumer/close-bound';
 import { type ConsumerTracing, type ProcessSpan, consumerTracing } from './tracing';
+import type { Circuit, CircuitClosedEvent, CircuitHalfOpenEvent, CircuitMember, CircuitOpenEvent, CircuitRecord, ProbeResult } from './circuit';
+import type { CircuitIo } from './consumer/circuit-io';
 
 /** @internal */
 export interface ConsumerContext {
@@ -34,6 +36,8 @@ export interface ConsumerContext {
   table?: TableRouteOptions;
   /** After this many milliseconds a running handler counts as stuck. */
   stuckAfterMs: number;
+  /** The consumer's circuit breaker, and what it does on the broker. */
+  circuit?: { circuit: Circuit; io: CircuitIo };
   onClosed: (c: Consumer) => void;
 }
 
@@ -102,6 +106,9 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   /** The node the consumer consumes from (it changes when recovery moves to another). */
   private node: string;
   private readonly tracing: ConsumerTracing;
+  private readonly circuit?: Circuit;
+  /** The consumer as its circuit sees it. */
+  private readonly member?: CircuitMember;
   private readonly counts: Omit<ConsumerStats, 'queue' | 'state' | 'url' | 'inFlight' | 'stuck' | 'oldestInFlightMs'> = {
     acked: 0,
     failed: 0,
@@ -111,6 +118,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     parkedByReason: {},
     stored: 0,
     publishFailed: 0,
+    released: 0,
+    returnedEarly: 0,
     handlerMs: { count: 0, total: 0, max: 0 },
   };
 
@@ -152,6 +161,10 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.#stuckTimer = setInterval(this.checkStuck, stuckCheckEveryMs(ctx.stuckAfterMs));
     this.#stuckTimer.unref();
     this.streamDone = new Promise((resolve) => (this.endStream = resolve));
+    if (ctx.circuit) {
+      this.circuit = ctx.circuit.circuit;
+      this.member = this.circuitMember(ctx.circuit.io);
+    }
     this.inner.start(ctx.batchSize, this.onBatch);
   }
 
@@ -179,6 +192,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       parkedByReason: { ...c.parkedByReason },
       handlerMs: { ...c.handlerMs },
       ...this.running.ages(),
+      ...(this.circuit ? { circuit: this.circuit.status() } : {}),
     };
   }
 
@@ -198,7 +212,66 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       inFlight: this.running.size,
       stuck,
       oldestInFlightMs,
+      ...(this.circuit ? { circuit: this.circuit.status() } : {}),
     };
+  }
+
+  /**
+   * Joins the circuit: reads its state queue (a circuit left open, or a probe
+   * that never finished, starts it open) and pauses when it is open.
+   * @internal
+   */
+  async joinCircuit(): Promise<void> {
+    if (!this.circuit || !this.member || !this.ctx.circuit) return;
+    const restored = await this.ctx.circuit.io.restore();
+    await this.circuit.join(this.member, restored);
+  }
+
+  /** The consumer as its circuit sees it. */
+  private circuitMember(io: CircuitIo): CircuitMember {
+    const notify = (event: 'circuitOpen' | 'circuitHalfOpen' | 'circuitClosed', e: CircuitOpenEvent | CircuitHalfOpenEvent | CircuitClosedEvent): void => {
+      if (event === 'circuitOpen') this.safely(() => this.metrics.circuitOpened((e as CircuitOpenEvent).dependency));
+      if (this.listenerCount(event) === 0) {
+        // Unheard, an open and a close still reach the log; a probe does not.
+        if (event === 'circuitOpen') {
+          const o = e as CircuitOpenEvent;
+          this.log('warn', `rabbit-retry: the circuit of '${o.dependency}' opened (${o.cause}); the consumer of '${this.queue}' stops taking messages and probes`);
+        } else if (event === 'circuitClosed') {
+          const c = e as CircuitClosedEvent;
+          this.log('warn', `rabbit-retry: the circuit of '${c.dependency}' closed (${c.cause}) after ${c.openMs} ms; the consumer of '${this.queue}' takes messages again`);
+        }
+        return;
+      }
+      try {
+        (this.emit as (ev: string, arg: unknown) => boolean)(event, e);
+      } catch (err) {
+        this.log('error', `rabbit-retry: a '${event}' listener of the consumer of '${this.queue}' threw: ${reasonOf(err)}`);
+      }
+    };
+    return {
+      queue: this.queue,
+      pause: () => (this.closing ? Promise.resolve() : native(() => this.inner.pause())),
+      resume: () => (this.closing ? Promise.resolve() : native(() => this.inner.resume())),
+      probe: () => this.probe(),
+      returnEarly: async (rate, go) => {
+        const n = await io.returnEarly(rate, () => go() && !this.closing);
+        this.counts.returnedEarly += n;
+        return n;
+      },
+      record: (r: CircuitRecord) => io.record(r),
+      notify: notify as CircuitMember['notify'],
+      warn: (line) => this.log('warn', `rabbit-retry: ${line}`),
+    };
+  }
+
+  /** Takes one message of the paused work queue and runs the handler on it. */
+  private async probe(): Promise<ProbeResult> {
+    if (this.closing || this.closed) return 'empty';
+    const p = await native(() => this.inner.probe());
+    if (p.outcome === 'empty') return 'empty';
+    const [d] = p.batch ? deliveriesOf(p.batch) : [];
+    if (!d || !p.batch || this.finishing) return 'other';
+    return this.handle(d, p.batch);
   }
 
   private readonly checkStuck = (): void => {
@@ -271,6 +344,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
 
   private async shutdown(): Promise<CloseResult> {
     this.alerts?.stop();
+    if (this.member) this.circuit?.leave(this.member);
     try {
       this.stopped = native(() => this.inner.stop());
       await this.#bound.within(this.stopped);
@@ -307,10 +381,32 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private readonly onBatch = (batch: NativeBatch): void => {
     for (const e of eventsOf(batch)) this.reportSafely(e);
     if (!this.finishing) {
-      for (const d of deliveriesOf(batch)) void this.handle(d, batch);
+      const circuit = this.circuit;
+      if (!circuit) {
+        for (const d of deliveriesOf(batch)) void this.handle(d, batch);
+      } else if (circuit.admits) {
+        for (const d of deliveriesOf(batch)) void this.handle(d, batch).then((r) => this.reportOutcome(circuit, r));
+      } else {
+        // The circuit opened after these were sent: back in their place, never started.
+        const ids = deliveriesOf(batch).map((d) => d.i);
+        if (ids.length > 0) {
+          this.counts.released += ids.length;
+          try {
+            this.inner.release(ids);
+          } catch (err) {
+            this.log('warn', `rabbit-retry: giving back ${ids.length} message(s) of '${this.queue}' failed (the broker redelivers them when the channel closes): ${reasonOf(err)}`);
+          }
+        }
+      }
     }
     if (batch.closed) this.endStream();
   };
+
+  /** Tells the circuit how a handler went. */
+  private reportOutcome(circuit: Circuit, r: ProbeResult): void {
+    if (r === 'failure') circuit.failure();
+    else if (r === 'success') circuit.success();
+  }
 
   /** Reports an event; a listener that throws is logged, and consuming goes on. */
   private reportSafely(e: WireEvent): void {
@@ -321,8 +417,11 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     }
   }
 
-  /** Runs the handler for one delivery and settles it. Never rejects. */
-  private async handle(d: DeliveryMeta, batch: NativeBatch): Promise<void> {
+  /**
+   * Runs the handler for one delivery and settles it; resolves to how it
+   * went (`failure` for a retryable one). Never rejects.
+   */
+  private async handle(d: DeliveryMeta, batch: NativeBatch): Promise<ProbeResult> {
     let run: Running | undefined;
     try {
       const { msg, messageId } = messageOf(d, batch);
@@ -355,14 +454,18 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       r.done = true;
       span?.end(error, threw);
       // The close gave up on this handler and the channel took its message back.
-      if (this.abandoned || this.closed) return;
-      if (threw) this.failedWith(d.i, msg, error, r.startedAt, d.t === 1, span);
-      else this.succeeded(d.i, r.startedAt);
+      if (this.abandoned || this.closed) return 'other';
+      if (!threw) {
+        this.succeeded(d.i, r.startedAt);
+        return 'success';
+      }
+      return this.failedWith(d.i, msg, error, r.startedAt, d.t === 1, span) ? 'failure' : 'other';
     } catch (internal) {
       // Nothing above should throw; if it did, the delivery still gets settled.
       if (!this.abandoned && !this.closed) {
         this.settlements.fail(d.i, { ...UNREADABLE_FAILURE, message: `the message could not be handled: ${reasonOf(internal)}` });
       }
+      return 'other';
     } finally {
       if (run) run.done = true;
       this.running.delete(d.i);
@@ -378,11 +481,13 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     });
   }
 
-  private failedWith(id: number, msg: Message, err: unknown, started: number, tableBound: boolean, span?: ProcessSpan): void {
+  /** Settles a failure; true when it was retryable. */
+  private failedWith(id: number, msg: Message, err: unknown, started: number, tableBound: boolean, span?: ProcessSpan): boolean {
     const failure = this.route.failureOf(err, msg, tableBound);
     this.settlements.fail(id, span ? { ...failure, ...span.moving(id) } : failure);
     this.counts.failed++;
     this.safely(() => this.timed(started, 'failure'));
+    return failure.retryable;
   }
 
   private timed(started: number, outcome: 'success' | 'failure'): void {

@@ -50,6 +50,7 @@ export {
   type TlsOptions,
   type RetryTableOptions,
   type TableRouteOptions,
+  type CircuitOptions,
 } from './options';
 export {
   RabbitRetryError,
@@ -75,3 +76,14 @@ export {
   type ReplayTarget,
 } from './parked';
 export { delayLabel, retryQueueName, parkedQueueName } from './names';
+export {
+  CIRCUIT_DEFAULTS,
+  type CircuitState,
+  type CircuitStatus,
+  type CircuitRecord,
+  type CircuitCloseCause,
+  type CircuitOpenEvent,
+  type CircuitHalfOpenEvent,
+  type CircuitClosedEvent,
+} from './circuit';
+export { circuitQueueName } from './consumer/circuit-io';

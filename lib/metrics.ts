@@ -35,6 +35,8 @@ export interface ConsumerMetrics {
   parked(reason: string): void;
   publishFailed(): void;
   handlerDuration(ms: number, outcome: 'success' | 'failure'): void;
+  /** The consumer's circuit opened. */
+  circuitOpened(dependency: string): void;
   stop(): void;
 }
 
@@ -44,6 +46,7 @@ const noop: ConsumerMetrics = {
   parked() {},
   publishFailed() {},
   handlerDuration() {},
+  circuitOpened() {},
   stop() {},
 };
 
@@ -62,6 +65,7 @@ export function consumerMetrics(
   queue: string,
   provider: MeterProviderLike | undefined,
   parkedDepth: () => Promise<number | undefined>,
+  circuit?: () => { dependency: string; state: 'closed' | 'open' | 'halfOpen' } | undefined,
 ): ConsumerMetrics {
   const p = provider ?? loadGlobalProvider();
   if (!p) return noop;
@@ -80,6 +84,13 @@ export function consumerMetrics(
     if (n !== undefined) r.observe(n, base);
   };
   depth.addCallback(observe);
+  const circuitState = circuit ? meter.createObservableGauge('rabbit_retry.circuit.state', { description: "The consumer's circuit: 0 closed, 1 half-open, 2 open" }) : undefined;
+  const circuitOpens = meter.createCounter('rabbit_retry.circuit.opened', { description: "Times the consumer's circuit opened" });
+  const observeCircuit = (r: ObservableResult) => {
+    const c = circuit?.();
+    if (c) r.observe(c.state === 'closed' ? 0 : c.state === 'halfOpen' ? 1 : 2, { ...base, dependency: c.dependency });
+  };
+  circuitState?.addCallback(observeCircuit);
   // Attribute sets made once: the per-message calls allocate nothing.
   const success = { ...base, outcome: 'success' };
   const failure = { ...base, outcome: 'failure' };
@@ -96,6 +107,10 @@ export function consumerMetrics(
     parked: (reason) => parked.add(1, attrs(byReason, 'reason', reason)),
     publishFailed: () => failed.add(1, base),
     handlerDuration: (ms, outcome) => duration.record(ms, outcome === 'success' ? success : failure),
-    stop: () => depth.removeCallback(observe),
+    circuitOpened: (dependency) => circuitOpens.add(1, { ...base, dependency }),
+    stop: () => {
+      depth.removeCallback(observe);
+      circuitState?.removeCallback(observeCircuit);
+    },
   };
 }

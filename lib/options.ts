@@ -170,10 +170,61 @@ export interface OnFailureOptions {
    * wait on a person or a condition, not a clock. `delays: []` uses the table alone.
    */
   table?: TableRouteOptions;
+  /**
+   * A circuit breaker: after a run of retryable failures the consumer stops
+   * taking messages (they wait in the work queue, in order), probes the
+   * dependency every `probeEvery`, and consumes again when a probe succeeds,
+   * sending what waits in its retry queues back at once. Consumers of one
+   * process that name the same `dependency` share one circuit.
+   */
+  circuit?: CircuitOptions;
 }
 
 /** The keys of {@link OnFailureOptions}. @internal */
-export const ON_FAILURE_OPTION_KEYS = { delays: true, retryable: true, table: true } satisfies OptionKeys<OnFailureOptions>;
+export const ON_FAILURE_OPTION_KEYS = { delays: true, retryable: true, table: true, circuit: true } satisfies OptionKeys<OnFailureOptions>;
+
+/** A consumer's circuit breaker (see {@link OnFailureOptions.circuit}). */
+export interface CircuitOptions {
+  /**
+   * What the circuit guards (a carrier, a service). Consumers of one process
+   * that name the same dependency share one circuit, with the same options.
+   * @default the work queue's name: a circuit of its own
+   */
+  dependency?: string;
+  /**
+   * It opens after this many retryable failures (errors the `retryable`
+   * predicate retries) within this window. A {@link NonRetryableError} does
+   * not count: it says the message is bad, not the dependency.
+   * @default { failures: 5, within: '10s' }
+   */
+  openAfter?: { failures: number; within: Delay };
+  /** While open, a probe this often. @default '5s' */
+  probeEvery?: Delay;
+  /** Probes that must succeed in a row to close it. @default 1 */
+  closeAfter?: number;
+  /**
+   * A health check of the dependency. When given, it is the probe: called
+   * every `probeEvery` while open (no message is spent), `true` closes the
+   * circuit; `false`, a rejection, or no answer within `probeEvery` keeps it open.
+   */
+  check?: () => Promise<boolean> | boolean;
+  /**
+   * When it closes, the messages waiting in the consumer's retry queues are
+   * sent back to the work queue at once, at this many a second (each acked in
+   * its retry queue only after the broker confirmed its copy). @default 50
+   */
+  returnRate?: number;
+}
+
+/** The keys of {@link CircuitOptions}. @internal */
+export const CIRCUIT_OPTION_KEYS = {
+  dependency: true,
+  openAfter: true,
+  probeEvery: true,
+  closeAfter: true,
+  check: true,
+  returnRate: true,
+} satisfies OptionKeys<CircuitOptions>;
 
 /** How failures go into the retry table. */
 export interface TableRouteOptions {

@@ -78,14 +78,20 @@ export function statusCommand(program: Command, cli: Cli): void {
           const role = i === 0 ? 'work' : i === names.length - 1 ? 'parked' : 'retry';
           rows.push({ queue: name, role, exists: info !== null, messages: info?.messages ?? 0, consumers: info?.consumers ?? 0 });
         }
-        if (cli.json()) io.out(JSON.stringify({ queue, queues: rows }, null, 2));
-        else
+        const circuit = await rr.circuitState(queue);
+        if (cli.json()) io.out(JSON.stringify({ queue, queues: rows, circuit }, null, 2));
+        else {
           io.out(
             formatTable(
               ['QUEUE', 'ROLE', 'MESSAGES', 'CONSUMERS'],
               rows.map((r) => [r.queue, r.role, r.exists ? String(r.messages) : 'missing', r.exists ? String(r.consumers) : '-']),
             ),
           );
+          if (circuit) {
+            io.out('');
+            io.out(`circuit  ${circuit.state}${circuit.probing ? ' (probing)' : ''}  dependency ${circuit.dependency}  since ${circuit.since}`);
+          }
+        }
       };
     });
 }

@@ -5,6 +5,7 @@
 import type { RabbitRetryError } from '../errors';
 import type { Message } from '../message';
 import type { ParkedAlert, RetryTableAlert } from '../options';
+import type { CircuitClosedEvent, CircuitHalfOpenEvent, CircuitOpenEvent, CircuitStatus } from '../circuit';
 
 /** A handler: resolve to ack the message, throw to retry or park it. */
 export type Handler = (msg: Message) => unknown;
@@ -99,11 +100,17 @@ export interface ConsumerStats {
   /** Republishes that failed (the message stayed unacked). */
   publishFailed: number;
   /** Handler durations in milliseconds. */
+  /** Deliveries given back to the work queue, never started, because the circuit had opened. */
+  released: number;
+  /** Messages sent back from the retry queues early, when the circuit closed. */
+  returnedEarly: number;
   handlerMs: { count: number; total: number; max: number };
   /** Handlers running now for longer than `stuckAfterMs`. */
   stuck: number;
   /** Milliseconds the longest-running handler has been running; 0 when none runs. */
   oldestInFlightMs: number;
+  /** The consumer's circuit, when it has one. */
+  circuit?: CircuitStatus;
 }
 
 /** Whether a consumer is consuming and none of its handlers is stuck, as {@link Consumer.health} reports it. */
@@ -120,6 +127,8 @@ export interface ConsumerHealth {
   stuck: number;
   /** Milliseconds the longest-running handler has been running; 0 when none runs. */
   oldestInFlightMs: number;
+  /** The consumer's circuit, when it has one (`onFailure.circuit`). An open circuit does not make the consumer unhealthy: it waits for its dependency by design. */
+  circuit?: CircuitStatus;
 }
 
 /** Emitted once for a delivery whose handler has not settled after `stuckAfterMs`. */
@@ -188,4 +197,10 @@ export interface ConsumerEvents {
   stuck: [StuckEvent];
   /** The consumer hit an error (a failed ack, a lost channel). */
   error: [Error];
+  /** Its circuit opened: the consumer stopped taking messages (`onFailure.circuit`). */
+  circuitOpen: [CircuitOpenEvent];
+  /** Its circuit is probing its dependency. */
+  circuitHalfOpen: [CircuitHalfOpenEvent];
+  /** Its circuit closed: the consumer takes messages again, and its retry queues are sent back. */
+  circuitClosed: [CircuitClosedEvent];
 }

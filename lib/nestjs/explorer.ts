@@ -68,6 +68,7 @@ function mergeOnFailure(defaults: OnFailureOptions | undefined, own: OnFailureOp
     delays: own.delays ?? defaults.delays,
     retryable: own.retryable ?? defaults.retryable,
     table: own.table ?? defaults.table,
+    circuit: own.circuit ?? defaults.circuit,
   };
 }
 

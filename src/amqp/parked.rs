@@ -104,6 +104,33 @@ pub(crate) async fn delete_queue(broker: &Broker, queue: &str) -> Result<Option<
     Ok(Some(n))
 }
 
+/// Declares `queue` as a state queue: durable, holding only its newest
+/// message (the broker drops the older from the head).
+pub(crate) async fn declare_state_queue(broker: &Broker, queue: &str) -> Result<()> {
+    let ch = broker.channel().await?;
+    let mut args = FieldTable::default();
+    args.insert("x-max-length".into(), AMQPValue::LongLongInt(1));
+    let options = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    ch.queue_declare(short_name("queue", queue)?, options, args)
+        .await
+        .map_err(|e| match amqp_reply(&e) {
+            Some((406, text)) => Error::new(
+                ErrorKind::TopologyMismatch,
+                format!("queue '{queue}' exists with other arguments than a state queue's (x-max-length 1): {text}"),
+            ),
+            _ => Error::with_source(
+                ErrorKind::Connection,
+                format!("declaring queue '{queue}' failed: {e}"),
+                e,
+            ),
+        })?;
+    let _ = ch.close(200, "done".into()).await;
+    Ok(())
+}
+
 /// Deletes `exchange`; a missing one counts as deleted.
 pub(crate) async fn delete_exchange(broker: &Broker, exchange: &str) -> Result<()> {
     let ch = broker.channel().await?;
@@ -187,16 +214,18 @@ impl ParkedSession {
     }
 
     /// Publishes held message `id` to `exchange` with `routing_key` with its
-    /// attempt count reset to 0 and a `retry-replayed-at` header, waits for the
-    /// confirm, then acks it. On failure the message stays held (and goes
-    /// back to the queue when the session closes).
+    /// attempt count reset to 0 and a `retry-replayed-at` header (or, with
+    /// `keep_attempt`, its headers as they are: a message of a retry queue
+    /// sent back before its delay ends), waits for the confirm, then acks it.
+    /// On failure the message stays held (and goes back to the queue when the
+    /// session closes).
     pub(crate) async fn replay(
         &self,
         broker: &Broker,
         id: u64,
-        exchange: &str,
-        routing_key: &str,
+        (exchange, routing_key): (&str, &str),
         trace: Option<(String, Option<String>)>,
+        keep_attempt: bool,
     ) -> Result<()> {
         let delivery = self.held.lock().await.get(&id).cloned().ok_or_else(|| {
             Error::new(
@@ -207,7 +236,7 @@ impl ParkedSession {
         let mut headers = FieldTable::default();
         if let Some(h) = delivery.properties.headers() {
             for (k, v) in h.inner() {
-                if !is_broker_death_header(k.as_str()) {
+                if keep_attempt || !is_broker_death_header(k.as_str()) {
                     headers.insert(k.clone(), v.clone());
                 }
             }
@@ -216,12 +245,13 @@ impl ParkedSession {
             // The replayed message continues the trace of the replay.
             headers = with_trace(headers, trace);
         }
-        let now_ms = now_ms();
-        headers.insert("retry-attempt".into(), AMQPValue::LongLongInt(0));
-        headers.insert(
-            "retry-replayed-at".into(),
-            AMQPValue::LongString(LongString::from(iso8601_utc(now_ms).into_bytes())),
-        );
+        if !keep_attempt {
+            headers.insert("retry-attempt".into(), AMQPValue::LongLongInt(0));
+            headers.insert(
+                "retry-replayed-at".into(),
+                AMQPValue::LongString(LongString::from(iso8601_utc(now_ms()).into_bytes())),
+            );
+        }
         let props = republish_properties(&delivery.properties, headers, broker.user());
         broker
             .publish(exchange, routing_key, &delivery.data, props)

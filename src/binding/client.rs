@@ -16,7 +16,9 @@ use super::table::{
     NativeTableStats,
 };
 use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions, TlsOptions};
-use crate::amqp::parked::{delete_exchange, delete_queue, purge, queue_info, ParkedSession};
+use crate::amqp::parked::{
+    declare_state_queue, delete_exchange, delete_queue, purge, queue_info, ParkedSession,
+};
 use crate::consumer::ConsumerHandle;
 use crate::table::scheduler::SchedulerHandle;
 use crate::table::store::RetryStore;
@@ -269,6 +271,14 @@ impl NativeClient {
             messages: i.messages,
             consumers: i.consumers,
         }))
+    }
+
+    /// Declares `queue` as a state queue: durable, holding only its newest message.
+    #[napi]
+    pub async fn declare_state_queue(&self, queue: String) -> napi::Result<()> {
+        declare_state_queue(&self.broker, &queue)
+            .await
+            .map_err(js_error)
     }
 
     /// Removes every ready message of `queue`; resolves to how many.

@@ -11,7 +11,9 @@ use napi_derive::napi;
 use super::convert::js_error;
 use super::table::from_epoch_ms;
 use super::wire::{events_json, to_batch, NativeBatch};
-use crate::consumer::{ConsumerHandle, DeliveryView, Event, Failure, Sink, TableFailure};
+use crate::consumer::{
+    ConsumerHandle, DeliveryView, Event, Failure, ProbeOutcome, Sink, TableFailure,
+};
 
 /// A delivery whose handler threw, and its error, passed as data so its
 /// stack survives.
@@ -127,6 +129,54 @@ impl NativeConsumer {
         self.handle.stop().await.map_err(js_error)
     }
 
+    /// Stops taking deliveries and keeps the channel: handlers running now
+    /// settle as usual, deliveries not handed over yet go back to the queue.
+    #[napi]
+    pub async fn pause(&self) -> napi::Result<()> {
+        self.handle.pause().await.map_err(js_error)
+    }
+
+    /// Consumes again after `pause`.
+    #[napi]
+    pub async fn resume(&self) -> napi::Result<()> {
+        self.handle.resume().await.map_err(js_error)
+    }
+
+    /// While paused, takes the next message of the work queue: `taken` with
+    /// its batch (settled as any delivery), `empty` when none is ready, or
+    /// `refused` when the one taken was parked before any handler.
+    #[napi]
+    pub async fn probe(&self) -> napi::Result<NativeProbe> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let outcome = self
+            .handle
+            .probe(Box::new(ProbeSink(Some(tx))))
+            .await
+            .map_err(js_error)?;
+        let batch = match outcome {
+            ProbeOutcome::Taken => rx.await.ok(),
+            _ => None,
+        };
+        Ok(NativeProbe {
+            outcome: match outcome {
+                ProbeOutcome::Empty => "empty",
+                ProbeOutcome::Taken => "taken",
+                ProbeOutcome::Refused => "refused",
+            }
+            .to_owned(),
+            batch,
+        })
+    }
+
+    /// Puts deliveries that were handed over but never started back in the
+    /// queue, in their place.
+    #[napi]
+    pub fn release(&self, ids: Vec<i64>) -> napi::Result<()> {
+        self.handle
+            .release(ids.into_iter().map(|id| id as u64).collect())
+            .map_err(js_error)
+    }
+
     /// Waits for republishes in flight and closes the consumer's channel.
     /// Resolves with the events that came after the last batch, as a JSON
     /// array of wire events (see `NativeBatch.events`).
@@ -134,6 +184,26 @@ impl NativeConsumer {
     pub async fn finish(&self) -> napi::Result<String> {
         let events = self.handle.finish().await.map_err(js_error)?;
         Ok(events_json(&events))
+    }
+}
+
+/// What a probe took.
+#[napi(object)]
+pub struct NativeProbe {
+    /// `taken`, `empty` or `refused`.
+    pub outcome: String,
+    /// The message taken, when `taken`.
+    pub batch: Option<NativeBatch>,
+}
+
+/// Takes the one delivery of a probe.
+struct ProbeSink(Option<tokio::sync::oneshot::Sender<NativeBatch>>);
+
+impl Sink for ProbeSink {
+    fn deliver(&mut self, deliveries: &[DeliveryView<'_>], events: &[Event], _closed: bool) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(to_batch(deliveries, events, false));
+        }
     }
 }
 

@@ -85,8 +85,9 @@ impl NativeParkedSession {
     }
 
     /// Publishes held message `id` to `exchange`/`routingKey` with its attempt
-    /// count reset, then acks it; `traceparent` (and `tracestate`), when given,
-    /// replace the copy's: the replay's own trace context.
+    /// count reset (kept as it is with `keepAttempt`), then acks it;
+    /// `traceparent` (and `tracestate`), when given, replace the copy's: the
+    /// replay's own trace context.
     #[napi]
     pub async fn replay(
         &self,
@@ -95,10 +96,13 @@ impl NativeParkedSession {
         routing_key: String,
         traceparent: Option<String>,
         tracestate: Option<String>,
+        keep_attempt: Option<bool>,
     ) -> napi::Result<()> {
         let trace = traceparent.map(|parent| (parent, tracestate));
+        let to = (exchange.as_str(), routing_key.as_str());
+        let keep = keep_attempt.unwrap_or(false);
         self.session
-            .replay(&self.broker, id as u64, &exchange, &routing_key, trace)
+            .replay(&self.broker, id as u64, to, trace, keep)
             .await
             .map_err(js_error)
     }

@@ -75,6 +75,38 @@ impl ConsumerHandle {
         Ok(())
     }
 
+    /// Stops taking deliveries (cancels the consumer; what arrives after the
+    /// cancel goes back to the queue) and keeps the channel, so deliveries in
+    /// flight are settled as usual. Recovery after a pause does not consume.
+    pub(crate) async fn pause(&self) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::Pause(tx))?;
+        let _ = rx.await;
+        Ok(())
+    }
+
+    /// Consumes again after [`pause`](Self::pause).
+    pub(crate) async fn resume(&self) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::Resume(tx))?;
+        rx.await
+            .unwrap_or_else(|_| Err(Error::new(ErrorKind::Closed, "the consumer is closed")))
+    }
+
+    /// While paused, takes the next message of the work queue (`basic.get`)
+    /// and hands it to `sink`, to be settled as any delivery.
+    pub(crate) async fn probe(&self, sink: Box<dyn Sink>) -> Result<ProbeOutcome> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Command::Probe(sink, tx))?;
+        rx.await
+            .unwrap_or_else(|_| Err(Error::new(ErrorKind::Closed, "the consumer is closed")))
+    }
+
+    /// Puts deliveries handed over but never started back in the queue.
+    pub(crate) fn release(&self, ids: Vec<u64>) -> Result<()> {
+        self.send(Command::Release(ids))
+    }
+
     /// Waits for every republish in flight, then closes the consumer's
     /// channel (the broker takes back any delivery still unacked). Returns
     /// the events that came after the sink's last call.

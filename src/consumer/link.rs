@@ -8,7 +8,10 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use futures_util::stream::{BoxStream, StreamExt};
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicCancelOptions, BasicNackOptions};
+use lapin::options::{
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions,
+};
+use lapin::types::FieldTable;
 use lapin::Channel;
 
 use super::failure::handle_failure;
@@ -74,6 +77,13 @@ pub(super) trait LinkChannel: Clone + Send + Sync + 'static {
     /// Closes the channel, waiting at most `limit`; the broker takes back
     /// every delivery still unacked.
     fn close(&self, reason: &str, limit: Duration) -> impl Future<Output = ()> + Send;
+
+    /// `basic.consume` of `queue` again (after a cancel): the new consumer's
+    /// tag and deliveries.
+    fn consume(&self, queue: &str) -> impl Future<Output = Result<(String, Deliveries)>> + Send;
+
+    /// `basic.get` of `queue`, unacked: the next ready message, if any.
+    fn get(&self, queue: &str) -> impl Future<Output = Result<Option<Delivery>>> + Send;
 }
 
 /// The real broker.
@@ -87,18 +97,7 @@ impl Link for BrokerLink {
         let (channel, consumer) = subscribe(&self.0, config).await?;
         let node = self.0.safe_url().to_owned();
         let consumer_tag = consumer.tag().as_str().to_owned();
-        let queue = config.topology.queue.clone();
-        let deliveries = consumer
-            .map(move |d| {
-                d.map_err(|e| {
-                    Error::with_source(
-                        ErrorKind::Connection,
-                        format!("consuming from '{queue}' stopped: {e}"),
-                        e,
-                    )
-                })
-            })
-            .boxed();
+        let deliveries = deliveries_of(consumer, &config.topology.queue);
         Ok(Subscription {
             channel,
             consumer_tag,
@@ -122,6 +121,22 @@ impl Link for BrokerLink {
         let broker = self.0.clone();
         Box::pin(async move { handle_failure(&broker, &config, id, pending, failure, route).await })
     }
+}
+
+/// A lapin consumer's deliveries, its errors saying which queue stopped.
+fn deliveries_of(consumer: lapin::Consumer, queue: &str) -> Deliveries {
+    let queue = queue.to_owned();
+    consumer
+        .map(move |d| {
+            d.map_err(|e| {
+                Error::with_source(
+                    ErrorKind::Connection,
+                    format!("consuming from '{queue}' stopped: {e}"),
+                    e,
+                )
+            })
+        })
+        .boxed()
 }
 
 /// A failed channel operation, with lapin's error as its source.
@@ -156,5 +171,27 @@ impl LinkChannel for Channel {
 
     async fn close(&self, reason: &str, limit: Duration) {
         close_channel(self, reason, limit).await;
+    }
+
+    async fn consume(&self, queue: &str) -> Result<(String, Deliveries)> {
+        let consumer = self
+            .basic_consume(
+                queue.into(),
+                "".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(channel_error)?;
+        let tag = consumer.tag().as_str().to_owned();
+        Ok((tag, deliveries_of(consumer, queue)))
+    }
+
+    async fn get(&self, queue: &str) -> Result<Option<Delivery>> {
+        let got = self
+            .basic_get(queue.into(), BasicGetOptions { no_ack: false })
+            .await
+            .map_err(channel_error)?;
+        Ok(got.map(|m| m.delivery))
     }
 }

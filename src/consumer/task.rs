@@ -13,10 +13,11 @@ use tokio::time::Instant;
 
 use super::admit::refused;
 use super::link::{Deliveries, Link, LinkChannel, Subscription};
-use super::sink::Outbox;
+use super::sink::{DeliveryView, Outbox};
+use super::steps::bounded;
 use super::*;
 use crate::amqp::fields::attempt_of;
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, Result};
 use crate::retry::{jitter, route_failure_with_table, Route};
 
 /// Where the task is: consuming, waiting to try recovery again, or done.
@@ -30,6 +31,8 @@ enum Phase {
         next_try: Instant,
         since: Instant,
     },
+    /// Paused: no consumer on the queue; the channel stays for what is in flight.
+    Paused,
     Stopped,
 }
 
@@ -48,6 +51,8 @@ pub(super) struct ConsumerTask<L: Link> {
     stuck: usize,
     last_activity: Instant,
     state: Arc<Mutex<ConsumerState>>,
+    /// Paused by JavaScript: a recovered subscription is cancelled at once.
+    paused: bool,
 }
 
 impl<L: Link> ConsumerTask<L> {
@@ -67,6 +72,7 @@ impl<L: Link> ConsumerTask<L> {
             stuck: 0,
             last_activity: Instant::now(),
             state,
+            paused: false,
         }
     }
 
@@ -107,7 +113,7 @@ impl<L: Link> ConsumerTask<L> {
             let release_at = (self.stuck > 0
                 && self.pending.is_empty()
                 && self.failures.is_empty()
-                && matches!(phase, Phase::Consuming { .. }))
+                && matches!(phase, Phase::Consuming { .. } | Phase::Paused))
             .then(|| {
                 if self.stuck >= usize::from(self.config.prefetch) {
                     Instant::now()
@@ -130,7 +136,9 @@ impl<L: Link> ConsumerTask<L> {
                     while let Some(item) = next.take() {
                         match item {
                             Some(Ok(d)) => {
-                                self.accept(d);
+                                if let Some(id) = self.accept(d) {
+                                    self.out.arrived.push(id);
+                                }
                                 if self.out.arrived.len() < MAX_DRAIN {
                                     next = next_delivery(&mut phase).now_or_never();
                                 }
@@ -225,6 +233,107 @@ impl<L: Link> ConsumerTask<L> {
                 let _ = reply.send(());
             }
             Command::Finish(reply) => *finish = Some(reply),
+            Command::Pause(reply) => {
+                self.paused = true;
+                if matches!(phase, Phase::Consuming { .. }) {
+                    if let Phase::Consuming {
+                        mut deliveries,
+                        consumer_tag,
+                    } = std::mem::replace(phase, Phase::Paused)
+                    {
+                        self.stop(&mut deliveries, &consumer_tag).await;
+                    }
+                    self.drop_arrived().await;
+                }
+                let _ = reply.send(());
+            }
+            Command::Resume(reply) => {
+                self.paused = false;
+                if matches!(phase, Phase::Paused) {
+                    *phase = self.consume_again().await;
+                }
+                let _ = reply.send(Ok(()));
+            }
+            Command::Probe(sink, reply) => {
+                let _ = reply.send(self.probe(phase, sink).await);
+            }
+            Command::Release(ids) => self.release(ids).await,
+        }
+    }
+
+    /// Consumes again on the channel kept through a pause; a channel lost
+    /// meanwhile starts recovery.
+    async fn consume_again(&mut self) -> Phase {
+        let Some(ch) = self.channel.clone().filter(|c| c.connected()) else {
+            return self.lost(format!(
+                "the channel of '{}' closed while the consumer was paused",
+                self.config.topology.queue
+            ));
+        };
+        let queue = self.config.topology.queue.clone();
+        match bounded("basic.consume", self.step(), ch.consume(&queue)).await {
+            Ok((consumer_tag, deliveries)) => Phase::Consuming {
+                deliveries,
+                consumer_tag,
+            },
+            Err(e) => self.lost(format!(
+                "consuming from '{queue}' again failed: {}",
+                e.message
+            )),
+        }
+    }
+
+    /// Takes the next message of the paused work queue for `sink`.
+    async fn probe(&mut self, phase: &mut Phase, mut sink: Box<dyn Sink>) -> Result<ProbeOutcome> {
+        if !matches!(phase, Phase::Paused) {
+            return Err(Error::new(
+                ErrorKind::InvalidOptions,
+                "a probe needs a paused consumer",
+            ));
+        }
+        let Some(ch) = self.channel.clone() else {
+            return Ok(ProbeOutcome::Empty);
+        };
+        let queue = self.config.topology.queue.clone();
+        match bounded("basic.get", self.step(), ch.get(&queue)).await {
+            Ok(None) => Ok(ProbeOutcome::Empty),
+            Ok(Some(d)) => {
+                let Some(id) = self.accept(d) else {
+                    return Ok(ProbeOutcome::Refused);
+                };
+                if let Some(p) = self.pending.get(&id) {
+                    let view = DeliveryView {
+                        id,
+                        attempt: p.attempt,
+                        table_bound: p.table_bound,
+                        delivery: &p.delivery,
+                    };
+                    sink.deliver(&[view], &[], false);
+                }
+                Ok(ProbeOutcome::Taken)
+            }
+            Err(e) => {
+                *phase = self.lost(format!(
+                    "taking a probe from '{queue}' failed: {}",
+                    e.message
+                ));
+                Err(e)
+            }
+        }
+    }
+
+    /// Puts deliveries JavaScript never started back in the queue.
+    async fn release(&mut self, ids: Vec<u64>) {
+        self.out.arrived.retain(|id| !ids.contains(id));
+        let Some(ch) = self.channel.clone() else {
+            return;
+        };
+        for id in ids {
+            if let Some(p) = self.pending.remove(&id) {
+                self.acks.forget(p.delivery.delivery_tag);
+                let _ =
+                    tokio::time::timeout(self.step(), ch.requeue(p.delivery.delivery_tag)).await;
+            }
         }
     }
 
@@ -323,7 +432,17 @@ impl<L: Link> ConsumerTask<L> {
                     after_ms: since.elapsed().as_millis() as u64,
                     url: sub.node.clone(),
                 });
-                self.consuming(sub)
+                match self.consuming(sub) {
+                    // Paused: the new consumer goes at once, with what it was sent.
+                    Phase::Consuming {
+                        mut deliveries,
+                        consumer_tag,
+                    } if self.paused => {
+                        self.stop(&mut deliveries, &consumer_tag).await;
+                        Phase::Paused
+                    }
+                    phase => phase,
+                }
             }
             Err(e)
                 if e.kind == ErrorKind::TopologyMismatch || e.kind == ErrorKind::InvalidOptions =>
@@ -367,7 +486,8 @@ impl<L: Link> ConsumerTask<L> {
         }
     }
 
-    fn accept(&mut self, d: Delivery) {
+    /// Takes a delivery in: its id, or `None` when it was refused and parked.
+    fn accept(&mut self, d: Delivery) -> Option<u64> {
         self.last_activity = Instant::now();
         self.acks.open(d.delivery_tag);
         self.next_id += 1;
@@ -384,10 +504,10 @@ impl<L: Link> ConsumerTask<L> {
         if let Some((failure, reason)) = refused {
             self.acks.publishing(p.delivery.delivery_tag);
             self.route(id, p, failure, Route::Park { reason, attempt });
-            return;
+            return None;
         }
         self.pending.insert(id, p);
-        self.out.arrived.push(id);
+        Some(id)
     }
 
     fn settle(&mut self, id: u64, s: Settlement) {

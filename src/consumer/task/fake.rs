@@ -11,7 +11,7 @@ use futures_util::stream::{self, StreamExt};
 use lapin::message::Delivery;
 use tokio::sync::{mpsc, Semaphore};
 
-use super::super::link::{Link, LinkChannel, Subscription};
+use super::super::link::{Deliveries, Link, LinkChannel, Subscription};
 use super::super::*;
 use crate::error::{Error, ErrorKind, Result};
 use crate::retry::Route;
@@ -23,6 +23,8 @@ pub(super) enum Op {
     Requeue { ch: usize, tag: u64 },
     Cancel { ch: usize },
     Close { ch: usize },
+    Consume { ch: usize },
+    Get { ch: usize },
 }
 
 /// One call of the sink.
@@ -58,7 +60,9 @@ pub(super) struct Script {
     /// Subscriptions made.
     pub(super) subscribed: Arc<AtomicUsize>,
     /// One sender per subscription so far: the test delivers through the last.
-    pub(super) feeds: Arc<Mutex<Vec<mpsc::UnboundedSender<Result<Delivery>>>>>,
+    pub(super) feeds: Feeds,
+    /// What `basic.get` returns, oldest first.
+    pub(super) ready: Arc<Mutex<VecDeque<Delivery>>>,
     /// Answers of the next subscribes after the first; `Ok` when none is left.
     pub(super) subscribe_errors: Arc<Mutex<VecDeque<Error>>>,
     /// Republishes fail while set.
@@ -79,6 +83,17 @@ impl Script {
         (script, confirms)
     }
 
+    /// A broker whose first resubscribe is refused ("broker down").
+    pub(super) fn resubscribing_after_one_refusal() -> Script {
+        let script = Script::default();
+        script
+            .subscribe_errors
+            .lock()
+            .unwrap()
+            .push_back(Error::new(ErrorKind::Connection, "broker down"));
+        script
+    }
+
     pub(super) fn ops(&self) -> Vec<Op> {
         self.ops.lock().unwrap().clone()
     }
@@ -92,6 +107,12 @@ impl Script {
         let d = Delivery::mock(tag, "".into(), "q".into(), false, format!("m{tag}").into());
         let feeds = self.feeds.lock().unwrap();
         feeds.last().unwrap().send(Ok(d)).unwrap();
+    }
+
+    /// Puts `tag` in the queue for `basic.get`.
+    pub(super) fn ready(&self, tag: u64) {
+        let d = Delivery::mock(tag, "".into(), "q".into(), false, format!("m{tag}").into());
+        self.ready.lock().unwrap().push_back(d);
     }
 
     /// The newest subscription's channel fails.
@@ -113,7 +134,11 @@ impl Script {
 pub(super) struct FakeChannel {
     n: usize,
     pub(super) ops: Arc<Mutex<Vec<Op>>>,
+    feeds: Feeds,
+    ready: Arc<Mutex<VecDeque<Delivery>>>,
 }
+
+type Feeds = Arc<Mutex<Vec<mpsc::UnboundedSender<Result<Delivery>>>>>;
 
 impl LinkChannel for FakeChannel {
     fn connected(&self) -> bool {
@@ -142,6 +167,22 @@ impl LinkChannel for FakeChannel {
         let ch = self.n;
         self.ops.lock().unwrap().push(Op::Close { ch });
     }
+
+    async fn consume(&self, _queue: &str) -> Result<(String, Deliveries)> {
+        let ch = self.n;
+        self.ops.lock().unwrap().push(Op::Consume { ch });
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.feeds.lock().unwrap().push(tx);
+        let deliveries =
+            stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|d| (d, rx)) }).boxed();
+        Ok((format!("ctag-{ch}-again"), deliveries))
+    }
+
+    async fn get(&self, _queue: &str) -> Result<Option<Delivery>> {
+        let ch = self.n;
+        self.ops.lock().unwrap().push(Op::Get { ch });
+        Ok(self.ready.lock().unwrap().pop_front())
+    }
 }
 
 impl Link for Script {
@@ -162,6 +203,8 @@ impl Link for Script {
             channel: FakeChannel {
                 n,
                 ops: self.ops.clone(),
+                feeds: self.feeds.clone(),
+                ready: self.ready.clone(),
             },
             consumer_tag: format!("ctag-{n}"),
             node: format!("amqp://node{n}"),

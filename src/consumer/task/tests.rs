@@ -111,12 +111,7 @@ async fn a_failure_is_acked_only_after_its_republish_and_then_with_what_follows(
 
 #[tokio::test(start_paused = true)]
 async fn a_lost_channel_recovers_and_its_tags_are_never_acked_on_the_new_one() {
-    let script = Script::default();
-    script
-        .subscribe_errors
-        .lock()
-        .unwrap()
-        .push_back(Error::new(ErrorKind::Connection, "broker down"));
+    let script = Script::resubscribing_after_one_refusal();
     let (handle, sink) = handling_two(&script).await;
     script.lose_channel();
     until("the loss", || sink.events().contains(&"disconnected")).await;
@@ -256,4 +251,95 @@ async fn finish_waits_for_republishes_acks_them_then_closes_and_returns_their_ev
         ]
     );
     assert_eq!(handle.state(), ConsumerState::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pause_cancels_and_keeps_the_channel_for_what_is_in_flight() {
+    let script = Script::default();
+    let (handle, sink) = handling_two(&script).await;
+    script.deliver(3);
+    until("the third delivery", || sink.ids().len() == 3).await;
+    handle.pause().await.unwrap();
+    assert_eq!(script.ops(), vec![Op::Cancel { ch: 1 }]);
+    // JavaScript never started 3: it goes back in its place; 1 and 2 finish
+    // and are acked on the same channel.
+    handle.release(vec![3]).unwrap();
+    handle.settle_many(vec![1, 2], Vec::new()).unwrap();
+    until("the ack", || script.ops().len() == 3).await;
+    assert_eq!(
+        script.ops(),
+        vec![
+            Op::Cancel { ch: 1 },
+            Op::Requeue { ch: 1, tag: 3 },
+            ack(1, 2, true)
+        ]
+    );
+    assert_eq!(script.subscriptions(), 1);
+    assert_eq!(handle.state(), ConsumerState::Connected);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_probe_takes_one_message_while_paused_and_a_resume_consumes_again() {
+    let script = Script::default();
+    let (handle, sink) = started(&script, None).await;
+    handle.attach(Box::new(sink.clone())).unwrap();
+    // Not paused: no probe.
+    let probe = FakeSink::default();
+    let refused = handle.probe(Box::new(probe.clone())).await.unwrap_err();
+    assert_eq!(refused.kind, ErrorKind::InvalidOptions);
+
+    handle.pause().await.unwrap();
+    assert_eq!(
+        handle.probe(Box::new(probe.clone())).await.unwrap(),
+        ProbeOutcome::Empty
+    );
+    script.ready(1);
+    assert_eq!(
+        handle.probe(Box::new(probe.clone())).await.unwrap(),
+        ProbeOutcome::Taken
+    );
+    assert_eq!(probe.batches()[0].deliveries, vec![(1, 1, 0)]);
+    assert!(sink.batches().is_empty(), "the probe goes to its own sink");
+    handle.settle_many(vec![1], Vec::new()).unwrap();
+    until("the probe's ack", || {
+        script.ops().contains(&ack(1, 1, false))
+    })
+    .await;
+
+    handle.resume().await.unwrap();
+    script.deliver(2);
+    until("a delivery after the resume", || sink.ids() == vec![2]).await;
+    assert_eq!(
+        script.ops(),
+        vec![
+            Op::Cancel { ch: 1 },
+            Op::Get { ch: 1 },
+            Op::Get { ch: 1 },
+            ack(1, 1, false),
+            Op::Consume { ch: 1 }
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_consumer_paused_while_recovering_does_not_consume_once_recovered() {
+    let script = Script::resubscribing_after_one_refusal();
+    let (handle, sink) = handling_two(&script).await;
+    script.lose_channel();
+    until("recovering", || handle.state() == ConsumerState::Recovering).await;
+    handle.pause().await.unwrap();
+    until("recovered", || script.subscriptions() == 2).await;
+    until("the cancel", || {
+        script.ops().contains(&Op::Cancel { ch: 2 })
+    })
+    .await;
+    script.deliver(5);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        sink.ids(),
+        vec![1, 2],
+        "nothing is handed over while paused"
+    );
+    handle.resume().await.unwrap();
+    assert!(script.ops().contains(&Op::Consume { ch: 2 }));
 }
