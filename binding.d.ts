@@ -45,6 +45,13 @@ export declare class NativeClient {
   tableRetryNow(id: number): Promise<boolean>
   /** Rows, oldest first. */
   tableList(filter: NativeListFilter): Promise<Array<NativeRow>>
+  /**
+   * Sets the shared drain rate of `dependency`'s rows, rows a second; `null`
+   * removes it (they then share the table's only).
+   */
+  tableSetRate(dependency: string, rate?: number | undefined | null): Promise<void>
+  /** The shared drain rates: the table's (dependency `''`) and each dependency's. */
+  tableRates(): Promise<Array<NativeRate>>
   /** Counts of the table and of this process's scheduler. */
   tableStats(): Promise<NativeTableStats>
   /** Depth and consumers of `queue`; `null` when it does not exist. */
@@ -156,8 +163,15 @@ export interface ConnectOptions {
   tlsKey?: string
   /** The retry table's PostgreSQL URL. */
   retryTableUrl?: string
-  /** The scheduler's rate, rows a second. @default 50 */
+  /**
+   * The retry table's drain rate, rows a second, shared by every
+   * scheduler on the database. @default 50 (when none is set)
+   */
   retryTableRatePerSec?: number
+  /** This process's scheduler's own limit, rows a second. */
+  retryTableRatePerSecPerProcess?: number
+  /** Dependencies' own shared drain rates, rows a second. */
+  retryTableDependencyRates?: Record<string, number>
   /** Whether this process runs a scheduler. @default true */
   retryTableScheduler?: boolean
 }
@@ -406,6 +420,14 @@ export interface NativeQueueInfo {
   messages: number
   /** Consumers subscribed. */
   consumers: number
+}
+
+/** A shared drain rate. */
+export interface NativeRate {
+  /** The dependency; `''` for the whole table. */
+  dependency: string
+  /** Rows a second. */
+  rate: number
 }
 
 /** A row of the retry table. */

@@ -501,6 +501,37 @@ describe('the failure path into the table', () => {
   });
 });
 
+describe('batched intake', () => {
+  test('200 failures at once become 200 rows in far fewer transactions, each original acked after its commit', async () => {
+    const queue = testQueue([]);
+    const rr = await connectTable({ scheduler: false });
+    const commits = () => Number(psql(`SELECT xact_commit FROM pg_stat_database WHERE datname = '${db}'`));
+    psql('SELECT pg_stat_clear_snapshot()', db);
+    const before = commits();
+    await storeRows(rr, queue, 200, { prefix: 'batch', dependency: 'batch' });
+    // pg_stat_database is updated when a backend reports; give it a moment.
+    await sleep(1200);
+    const used = commits() - before;
+    expect(rowCount()).toBeGreaterThanOrEqual(200);
+    expect(used).toBeLessThan(150);
+  }, 60_000);
+
+  test('an error message with a NUL byte is stored (as U+FFFD) and does not fail the rows around it', async () => {
+    const queue = testQueue([]);
+    const rr = await connectTable({ scheduler: false });
+    const consumer = track(
+      await rr.consume({ queue, prefetch: 20, onFailure: { delays: [], table: { dependency: () => 'nul', nextAttemptAt: () => null } } }, async (msg) => {
+        throw new Error(msg.json<{ i: number }>().i === 3 ? 'bad\u0000byte' : 'carrier down');
+      }),
+    );
+    await Promise.all(Array.from({ length: 10 }, (_, i) => rr.publish('', queue, { i }, { messageId: `nul-${i}` })));
+    await waitFor(() => consumer.stats().stored === 10, 20_000, 'ten rows');
+    expect(consumer.stats().publishFailed).toBe(0);
+    const rows = psqlRows<{ last_error: string }>(`SELECT last_error FROM message_retries WHERE message_id = 'nul-3'`, db);
+    expect(rows[0].last_error).toBe('bad\ufffdbyte');
+  });
+});
+
 describe('the scheduler', () => {
   test('a due row is published once to its work queue with body, message id, correlation id and headers kept and retry-attempt set; the row is deleted', async () => {
     const queue = testQueue([]);
@@ -727,7 +758,64 @@ describe('the scheduler', () => {
     expect(await queueDepth(queue)).toBe(100);
   }, 60_000);
 
-  test('a scheduler killed mid-drain: a second one finishes, every row is published, at most one twice', async () => {
+  test('two schedulers share one ratePerSec: together 100 rows at 50 a second take at least ~1.9 s, and both take part', async () => {
+    const queue = testQueue([]);
+    const rr = await connectTable({ scheduler: false });
+    await storeRows(rr, queue, 100, { prefix: 'shared', dependency: 'shared' });
+    const a = startScheduler(50);
+    const b = startScheduler(50);
+    await waitReady(a);
+    await waitReady(b);
+    const started = Date.now();
+    expect(await rr.retryTable.resume({ dependency: 'shared' })).toBe(100);
+    await waitFor(async () => (await queueDepth(queue)) >= 100, 20_000, '100 messages published', 20);
+    // Two schedulers with a rate of their own each would take ~1 s.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1900);
+    const [ca, cb] = [await stopScheduler(a), await stopScheduler(b)];
+    expect(ca.published + cb.published).toBe(100);
+    expect(ca.published).toBeGreaterThan(0);
+    expect(cb.published).toBeGreaterThan(0);
+    expect(await rr.retryTable.rates()).toContainEqual({ dependency: null, ratePerSec: 50 });
+  }, 60_000);
+
+  test("a dependency's own rate holds its rows back while the others drain at the table's rate", async () => {
+    const slowQueue = testQueue([]);
+    const fastQueue = testQueue([]);
+    const rr = await connectTable({ ratePerSec: 1000, dependencyRates: { 'slow-carrier': 10 } });
+    await storeRows(rr, slowQueue, 20, { prefix: 'slow', dependency: 'slow-carrier' });
+    await storeRows(rr, fastQueue, 100, { prefix: 'fast', dependency: 'fast-carrier' });
+    expect(await rr.retryTable.rates()).toEqual(
+      expect.arrayContaining([
+        { dependency: null, ratePerSec: 1000 },
+        { dependency: 'slow-carrier', ratePerSec: 10 },
+      ]),
+    );
+    const started = Date.now();
+    await rr.retryTable.resume({ dependency: 'slow-carrier' });
+    await rr.retryTable.resume({ dependency: 'fast-carrier' });
+    await waitFor(async () => (await queueDepth(fastQueue)) >= 100, 20_000, 'the fast rows', 20);
+    const fastMs = Date.now() - started;
+    await waitFor(async () => (await queueDepth(slowQueue)) >= 20, 20_000, 'the slow rows', 20);
+    const slowMs = Date.now() - started;
+    expect(fastMs).toBeLessThan(1500);
+    // 20 rows at 10 a second: about 2 s.
+    expect(slowMs).toBeGreaterThanOrEqual(1800);
+    await rr.retryTable.setRate('slow-carrier', null);
+    expect((await rr.retryTable.rates()).map((r) => r.dependency)).not.toContain('slow-carrier');
+    await expect(rr.retryTable.setRate('slow-carrier', 0)).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
+  }, 60_000);
+
+  test('ratePerSecPerProcess limits this process within the shared rate', async () => {
+    const queue = testQueue([]);
+    const rr = await connectTable({ ratePerSec: 1000, ratePerSecPerProcess: 40 });
+    await storeRows(rr, queue, 40, { prefix: 'local', dependency: 'local' });
+    const started = Date.now();
+    await rr.retryTable.resume({ dependency: 'local' });
+    await waitFor(async () => (await queueDepth(queue)) >= 40, 20_000, '40 messages published', 20);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+  }, 60_000);
+
+  test('a scheduler killed mid-drain: a second one finishes, every row is published, at most one batch twice', async () => {
     const queue = testQueue([]);
     const rr = await connectTable({ scheduler: false });
     const ids = await storeRows(rr, queue, 200, { prefix: 'kill', dependency: 'kill' });
@@ -753,7 +841,8 @@ describe('the scheduler', () => {
     console.log(
       `killed scheduler: ${publishedBeforeKill}+ rows published before SIGKILL, ${got.length} messages for ${ids.length} rows, ${duplicates} duplicate(s)`,
     );
-    expect(duplicates).toBeLessThanOrEqual(1);
+    // A batch holds at most a tenth of a second of the rate: 4 rows at 40 a second.
+    expect(duplicates).toBeLessThanOrEqual(4);
     const c2 = await stopScheduler(second);
     expect(c2.published).toBeGreaterThan(0);
   }, 90_000);
@@ -770,12 +859,14 @@ describe('migrations and the table shape', () => {
     expect(psqlRows('SELECT version, count(*)::int AS n FROM rabbit_retry_migrations GROUP BY version ORDER BY version', fresh)).toEqual([
       { version: 1, n: 1 },
       { version: 2, n: 1 },
+      { version: 3, n: 1 },
+      { version: 4, n: 1 },
     ]);
     expect(psql("SELECT count(*) FROM pg_class WHERE relname = 'message_retries' AND relkind = 'r'", fresh)).toBe('1');
     for (const c of clients) expect(await c.retryTable.stats()).toMatchObject({ rows: 0 });
     // Connecting again changes nothing.
     await connectClient({ retryTable: { url: pgUrl(fresh), scheduler: false } });
-    expect(psql('SELECT count(*) FROM rabbit_retry_migrations', fresh)).toBe('2');
+    expect(psql('SELECT count(*) FROM rabbit_retry_migrations', fresh)).toBe('4');
   });
 
   test('a message_retries table of another shape is refused with RETRY_TABLE, naming the column', async () => {

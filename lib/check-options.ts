@@ -263,9 +263,16 @@ export function checkConnectOptions(o: ConnectOptions): void {
     checkKeys('retryTable', o.retryTable, RETRY_TABLE_OPTION_KEYS);
     const t = o.retryTable;
     checkString('retryTable.url', t.url, { optional: false, nonEmpty: true, what });
-    const rate = t.ratePerSec;
-    if (rate !== undefined && (typeof rate !== 'number' || !Number.isFinite(rate) || rate <= 0)) {
-      throw new InvalidOptionsError(`retryTable.ratePerSec must be a positive number of rows a second, got ${kindOf(rate)}`);
+    checkRate('retryTable.ratePerSec', t.ratePerSec);
+    checkRate('retryTable.ratePerSecPerProcess', t.ratePerSecPerProcess);
+    if (t.dependencyRates !== undefined) {
+      if (!isRecord(t.dependencyRates)) {
+        throw new InvalidOptionsError(`retryTable.dependencyRates must be an object such as { carrier: 20 }, got ${kindOf(t.dependencyRates)}`);
+      }
+      for (const [dependency, rate] of Object.entries(t.dependencyRates)) {
+        if (dependency === '') throw new InvalidOptionsError("retryTable.dependencyRates: a dependency's name cannot be empty");
+        checkRate(`retryTable.dependencyRates['${dependency}']`, rate);
+      }
     }
     checkBoolean('retryTable.scheduler', t.scheduler);
   }
@@ -365,6 +372,13 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
       checkNativeWhole('onFailure.table.maxAttempts', t.maxAttempts, 'a whole number of at least 1');
     }
     if (f.circuit !== undefined) checkCircuit('onFailure.circuit', f.circuit);
+  }
+}
+
+/** Checks a rate: left out, or a positive finite number of rows a second. @internal */
+export function checkRate(name: string, rate: unknown): void {
+  if (rate !== undefined && (typeof rate !== 'number' || !Number.isFinite(rate) || rate <= 0)) {
+    throw new InvalidOptionsError(`${name} must be a positive number of rows a second, got ${kindOf(rate)}`);
   }
 }
 

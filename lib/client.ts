@@ -214,6 +214,8 @@ export class RabbitRetry {
         hostOrder: options.hostOrder,
         retryTableUrl: options.retryTable?.url,
         retryTableRatePerSec: options.retryTable?.ratePerSec,
+        retryTableRatePerSecPerProcess: options.retryTable?.ratePerSecPerProcess,
+        retryTableDependencyRates: options.retryTable?.dependencyRates ? { ...options.retryTable.dependencyRates } : undefined,
         retryTableScheduler: options.retryTable?.scheduler,
         tlsCa: tls.ca,
         tlsCert: tls.cert,

@@ -147,6 +147,8 @@ const OPTION_NAMES: Record<string, string> = {
   tlsKey: 'tls.keyFile',
   retryTableUrl: 'retryTable.url',
   retryTableRatePerSec: 'retryTable.ratePerSec',
+  retryTableRatePerSecPerProcess: 'retryTable.ratePerSecPerProcess',
+  retryTableDependencyRates: 'retryTable.dependencyRates',
   retryTableScheduler: 'retryTable.scheduler',
   recoveryInitialDelayMs: 'recovery.initialDelayMs',
   recoveryMaxDelayMs: 'recovery.maxDelayMs',

@@ -1,7 +1,7 @@
 import { InvalidOptionsError, native } from './errors';
 import type { MeterProviderLike } from './metrics';
 import type { NativeClient } from './native';
-import { checkKeys, checkObject, delayStrings } from './check-options';
+import { checkKeys, checkObject, checkRate, delayStrings } from './check-options';
 import type { Delay, OptionKeys } from './options';
 import { nativeSync } from './errors';
 import { binding } from './native';
@@ -182,6 +182,22 @@ export class RetryTable {
       firstFailedAt: new Date(r.firstFailedAtMs),
       updatedAt: new Date(r.updatedAtMs),
     }));
+  }
+
+  /**
+   * Gives the rows of `dependency` a drain rate of their own, shared by all
+   * the schedulers on the database (within `ratePerSec`); `null` removes it.
+   */
+  async setRate(dependency: string, ratePerSec: number | null): Promise<void> {
+    if (typeof dependency !== 'string' || dependency.length === 0) throw new InvalidOptionsError('dependency must be a non-empty string');
+    if (ratePerSec !== null) checkRate('ratePerSec', ratePerSec);
+    await native(() => this.client.tableSetRate(dependency, ratePerSec));
+  }
+
+  /** The shared drain rates: the whole table's (`dependency: null`) and each dependency's own, rows a second. */
+  async rates(): Promise<{ dependency: string | null; ratePerSec: number }[]> {
+    const rates = await native(() => this.client.tableRates());
+    return rates.map((r) => ({ dependency: r.dependency === '' ? null : r.dependency, ratePerSec: r.rate }));
   }
 
   /** Rows by dependency, paused and due counts, and the oldest due row's age. */

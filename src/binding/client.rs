@@ -1,5 +1,6 @@
 //! `NativeClient`: one connection, its publisher, and the consumers made from it.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +21,7 @@ use crate::amqp::parked::{
     declare_state_queue, delete_exchange, delete_queue, purge, queue_info, ParkedSession,
 };
 use crate::consumer::ConsumerHandle;
-use crate::table::scheduler::SchedulerHandle;
+use crate::table::scheduler::{SchedulerHandle, SchedulerRates};
 use crate::table::store::RetryStore;
 
 /// How to connect.
@@ -47,10 +48,24 @@ pub(crate) struct ConnectOptions {
     pub tls_key: Option<String>,
     /// The retry table's PostgreSQL URL.
     pub retry_table_url: Option<String>,
-    /// The scheduler's rate, rows a second. @default 50
+    /// The retry table's drain rate, rows a second, shared by every
+    /// scheduler on the database. @default 50 (when none is set)
     pub retry_table_rate_per_sec: Option<f64>,
+    /// This process's scheduler's own limit, rows a second.
+    pub retry_table_rate_per_sec_per_process: Option<f64>,
+    /// Dependencies' own shared drain rates, rows a second.
+    pub retry_table_dependency_rates: Option<HashMap<String, f64>>,
     /// Whether this process runs a scheduler. @default true
     pub retry_table_scheduler: Option<bool>,
+}
+
+/// A shared drain rate.
+#[napi(object)]
+pub struct NativeRate {
+    /// The dependency; `''` for the whole table.
+    pub dependency: String,
+    /// Rows a second.
+    pub rate: f64,
 }
 
 /// A connection to the broker, and the retry table when one is configured.
@@ -104,11 +119,34 @@ pub(crate) async fn connect(options: ConnectOptions) -> napi::Result<NativeClien
             options.confirm_timeout_ms.unwrap_or(30_000),
         )),
     };
-    let rate = options.retry_table_rate_per_sec.unwrap_or(50.0);
-    if !(rate.is_finite() && rate > 0.0) {
-        return Err(invalid(format!(
-            "retryTable.ratePerSec must be a positive number, got {rate}"
-        )));
+    let positive = |what: &str, r: f64| {
+        if r.is_finite() && r > 0.0 {
+            Ok(r)
+        } else {
+            Err(invalid(format!(
+                "{what} must be a positive number of rows a second, got {r}"
+            )))
+        }
+    };
+    let mut rates = SchedulerRates {
+        table: options
+            .retry_table_rate_per_sec
+            .map(|r| positive("retryTable.ratePerSec", r))
+            .transpose()?,
+        per_process: options
+            .retry_table_rate_per_sec_per_process
+            .map(|r| positive("retryTable.ratePerSecPerProcess", r))
+            .transpose()?,
+        dependencies: Vec::new(),
+    };
+    for (dependency, r) in options.retry_table_dependency_rates.unwrap_or_default() {
+        if dependency.is_empty() {
+            return Err(invalid(
+                "retryTable.dependencyRates: a dependency's name cannot be empty",
+            ));
+        }
+        let r = positive(&format!("retryTable.dependencyRates['{dependency}']"), r)?;
+        rates.dependencies.push((dependency, r));
     }
     let broker = Broker::connect(opts).await.map_err(js_error)?;
     let store = match &options.retry_table_url {
@@ -122,7 +160,7 @@ pub(crate) async fn connect(options: ConnectOptions) -> napi::Result<NativeClien
         None => None,
     };
     let scheduler = match (&store, options.retry_table_scheduler.unwrap_or(true)) {
-        (Some(store), true) => Some(SchedulerHandle::start(store.clone(), broker.clone(), rate)),
+        (Some(store), true) => Some(SchedulerHandle::start(store.clone(), broker.clone(), rates)),
         _ => None,
     };
     Ok(NativeClient {
@@ -248,6 +286,36 @@ impl NativeClient {
     pub async fn table_list(&self, filter: NativeListFilter) -> napi::Result<Vec<NativeRow>> {
         let rows = self.store()?.list(&filter.into()).await.map_err(js_error)?;
         Ok(rows.into_iter().map(NativeRow::from).collect())
+    }
+
+    /// Sets the shared drain rate of `dependency`'s rows, rows a second; `null`
+    /// removes it (they then share the table's only).
+    #[napi]
+    pub async fn table_set_rate(&self, dependency: String, rate: Option<f64>) -> napi::Result<()> {
+        if dependency.is_empty() {
+            return Err(invalid("setRate: give the dependency's name"));
+        }
+        if let Some(r) = rate {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(invalid(format!(
+                    "setRate: the rate must be a positive number of rows a second, got {r}"
+                )));
+            }
+        }
+        self.store()?
+            .set_rate(&dependency, rate)
+            .await
+            .map_err(js_error)
+    }
+
+    /// The shared drain rates: the table's (dependency `''`) and each dependency's.
+    #[napi]
+    pub async fn table_rates(&self) -> napi::Result<Vec<NativeRate>> {
+        let rates = self.store()?.rates().await.map_err(js_error)?;
+        Ok(rates
+            .into_iter()
+            .map(|(dependency, rate)| NativeRate { dependency, rate })
+            .collect())
     }
 
     /// Counts of the table and of this process's scheduler.

@@ -78,7 +78,7 @@ pub(super) async fn handle_failure(
                             .map(|ms| UNIX_EPOCH + Duration::from_millis(ms))
                             .unwrap_or_else(SystemTime::now),
                     };
-                    table.store.insert(&row).await.map(|id| row_id = Some(id))
+                    table.store.insert(row).await.map(|id| row_id = Some(id))
                 }
             }
         }

@@ -2,6 +2,8 @@
 //! clock, kept as rows in PostgreSQL (`message_retries`) and published again
 //! by a scheduler at a bounded rate when they are due.
 
+mod intake;
+mod rate;
 pub(crate) mod scheduler;
 mod schema;
 pub(crate) mod store;

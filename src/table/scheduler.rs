@@ -1,7 +1,11 @@
-//! Publishes due rows of the retry table back to their work queues: one row
-//! per transaction, locked with `FOR UPDATE SKIP LOCKED` so schedulers in
-//! several processes never take the same row, deleted only after the broker
-//! confirmed the publish, at no more than `rate` rows a second per scheduler.
+//! Publishes due rows of the retry table back to their work queues, in
+//! batches: a batch is claimed with `FOR UPDATE SKIP LOCKED` (so schedulers
+//! in several processes never take the same row), published with pipelined
+//! confirms, and its confirmed rows deleted in the same transaction; rows
+//! whose publish failed wait and are tried again. The rate is shared by every
+//! scheduler on the database (see `rate`), and a batch is never larger than
+//! the tokens taken for it: a scheduler killed between the confirms and the
+//! commit publishes at most that one batch again.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,6 +17,7 @@ use lapin::BasicProperties;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::rate::{BURST_SECS, TABLE_BUCKET};
 use super::store::{column, RetryStore};
 use crate::amqp::connection::Broker;
 use crate::amqp::fields::{header_str, with_trace};
@@ -86,11 +91,11 @@ pub(crate) struct SchedulerHandle {
 }
 
 impl SchedulerHandle {
-    /// Starts a scheduler publishing at most `rate_per_sec` rows a second.
+    /// Starts a scheduler draining at `rates`.
     pub(crate) fn start(
         store: Arc<RetryStore>,
         broker: Arc<Broker>,
-        rate_per_sec: f64,
+        rates: SchedulerRates,
     ) -> SchedulerHandle {
         let (stop, stopped) = watch::channel(false);
         let counters = Arc::new(SchedulerCounters::default());
@@ -101,7 +106,7 @@ impl SchedulerHandle {
                 broker,
                 tracer: tracer.clone(),
             },
-            rate_per_sec,
+            rates,
             stopped,
             counters.clone(),
         ));
@@ -120,7 +125,7 @@ impl SchedulerHandle {
         }
     }
 
-    /// Stops after the row in hand (if any) is done.
+    /// Stops after the batch in hand (if any) is done.
     pub(crate) async fn stop(&self) {
         let _ = self.stop.send(true);
         if let Some(task) = self.done.lock().await.take() {
@@ -153,122 +158,345 @@ struct Drainer {
     tracer: TracerSlot,
 }
 
+/// The rates a scheduler drains at, rows a second.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SchedulerRates {
+    /// The whole table's, shared by every scheduler on the database; it
+    /// replaces what another scheduler set. `None` leaves it as it is (or
+    /// sets [`DEFAULT_TABLE_RATE`] when none is set).
+    pub table: Option<f64>,
+    /// This process's own limit, on top of the shared one.
+    pub per_process: Option<f64>,
+    /// Dependencies' own shared rates, set when the scheduler starts.
+    pub dependencies: Vec<(String, f64)>,
+}
+
+/// The whole table's shared rate when no scheduler set one, rows a second.
+pub(crate) const DEFAULT_TABLE_RATE: f64 = 50.0;
+
+/// Rows in one batch at most.
+pub(crate) const MAX_DRAIN_BATCH: i64 = 500;
+/// How often the scheduler reads which dependencies have rates of their own.
+const RATES_REFRESH: Duration = Duration::from_secs(5);
+
+/// The per-process limit: a local token bucket holding at most
+/// `BURST_SECS` of its rate.
+struct LocalLimit {
+    rate: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl LocalLimit {
+    fn new(rate: f64) -> Self {
+        LocalLimit {
+            rate,
+            tokens: 0.0,
+            at: Instant::now(),
+        }
+    }
+
+    fn available(&mut self) -> i64 {
+        let now = Instant::now();
+        let cap = (self.rate * BURST_SECS).max(1.0);
+        self.tokens = (self.tokens + self.rate * (now - self.at).as_secs_f64()).min(cap);
+        self.at = now;
+        self.tokens.floor() as i64
+    }
+
+    fn spend(&mut self, n: i64) {
+        self.tokens -= n as f64;
+    }
+
+    fn until_next(&self) -> Duration {
+        Duration::from_secs_f64(((1.0 - self.tokens) / self.rate).max(0.0))
+    }
+}
+
+/// A short wait, within bounds.
+fn wait(secs: f64) -> Duration {
+    Duration::from_secs_f64(secs.clamp(0.005, IDLE_POLL.as_secs_f64()))
+}
+
 async fn run(
     drainer: Drainer,
-    rate_per_sec: f64,
+    rates: SchedulerRates,
     mut stopped: watch::Receiver<bool>,
     counters: Arc<SchedulerCounters>,
 ) {
-    let interval = Duration::from_secs_f64(1.0 / rate_per_sec.max(0.001));
-    let mut next_slot = Instant::now();
+    let store = drainer.store.clone();
+    // The shared rates this scheduler was given, set once (tried again until the database answers).
     loop {
-        if pause(&mut stopped, next_slot).await {
+        let mut set = match rates.table {
+            Some(rate) => store.set_rate(TABLE_BUCKET, Some(rate)).await,
+            None => store.ensure_rate(TABLE_BUCKET, DEFAULT_TABLE_RATE).await,
+        };
+        for (dependency, rate) in &rates.dependencies {
+            if set.is_ok() {
+                set = store.set_rate(dependency, Some(*rate)).await;
+            }
+        }
+        if set.is_ok() {
+            break;
+        }
+        counters.database_errors.fetch_add(1, Ordering::Relaxed);
+        if pause(&mut stopped, Instant::now() + Duration::from_secs(1)).await {
             return;
         }
-        match drainer.publish_one().await {
-            Ok(Some(true)) => {
-                counters.published.fetch_add(1, Ordering::Relaxed);
-                next_slot = next_slot.max(Instant::now() - interval) + interval;
+    }
+    let mut local = rates.per_process.map(LocalLimit::new);
+    let mut limited: Vec<String> = Vec::new();
+    let mut limited_at: Option<Instant> = None;
+    let mut next = Instant::now();
+    loop {
+        if pause(&mut stopped, next).await {
+            return;
+        }
+        let want = match local.as_mut() {
+            Some(l) => l.available().min(MAX_DRAIN_BATCH),
+            None => MAX_DRAIN_BATCH,
+        };
+        if want < 1 {
+            next = Instant::now() + local.as_ref().map_or(IDLE_POLL, |l| l.until_next());
+            continue;
+        }
+        if limited_at.is_none_or(|at| at.elapsed() >= RATES_REFRESH) {
+            if let Ok(all) = store.rates().await {
+                limited = all.into_iter().map(|(b, _)| b).filter(|b| !b.is_empty()).collect();
+                limited_at = Some(Instant::now());
             }
-            Ok(Some(false)) => {
-                counters.publish_failed.fetch_add(1, Ordering::Relaxed);
-                next_slot = Instant::now() + interval;
-            }
-            Ok(None) => next_slot = Instant::now() + IDLE_POLL,
+        }
+        let granted = match store.take_tokens(TABLE_BUCKET, want).await {
+            Ok(n) => n,
             Err(_) => {
                 counters.database_errors.fetch_add(1, Ordering::Relaxed);
-                next_slot = Instant::now() + Duration::from_secs(1);
+                next = Instant::now() + Duration::from_secs(1);
+                continue;
+            }
+        };
+        if granted < 1 {
+            let secs = store.refill_secs(TABLE_BUCKET).await.unwrap_or(0.05);
+            next = Instant::now() + wait(secs);
+            continue;
+        }
+        match drainer.drain(granted, &limited).await {
+            Ok(done) => {
+                counters.published.fetch_add(done.published, Ordering::Relaxed);
+                counters.publish_failed.fetch_add(done.failed, Ordering::Relaxed);
+                let used = done.published as i64 + done.failed as i64;
+                if let Some(l) = local.as_mut() {
+                    l.spend(used);
+                }
+                let _ = store.give_back(TABLE_BUCKET, granted - used).await;
+                next = if done.claimed == 0 {
+                    Instant::now() + IDLE_POLL
+                } else if done.failed > 0 && done.published == 0 {
+                    // Every publish failed: the broker refuses; do not spin.
+                    Instant::now() + Duration::from_secs(1)
+                } else {
+                    Instant::now()
+                };
+            }
+            Err(_) => {
+                let _ = store.give_back(TABLE_BUCKET, granted).await;
+                counters.database_errors.fetch_add(1, Ordering::Relaxed);
+                next = Instant::now() + Duration::from_secs(1);
             }
         }
     }
 }
 
+/// What one batch did.
+#[derive(Debug, Default)]
+struct Drained {
+    /// Rows claimed (some may have been left for their dependency's rate).
+    claimed: usize,
+    /// Rows published and deleted.
+    published: u64,
+    /// Rows whose publish failed (they wait and are tried again).
+    failed: u64,
+}
+
+/// A claimed row.
+struct Claimed {
+    id: i64,
+    queue: String,
+    body: Vec<u8>,
+    properties: serde_json::Value,
+    attempt: i32,
+    dependency: Option<String>,
+    message_id: Option<String>,
+    error: Option<String>,
+    waited_ms: f64,
+}
+
 impl Drainer {
-    /// Takes one due row: `None` when none is due, `Some(true)` when it was
-    /// published and deleted, `Some(false)` when its publish failed and it waits.
-    async fn publish_one(&self) -> Result<Option<bool>> {
-        let db =
-            |e: tokio_postgres::Error| Error::new(ErrorKind::RetryTable, format!("scheduler: {e}"));
+    /// Claims up to `max` due rows (none of a dependency in `exhausted`),
+    /// keeps as many of each rate-limited dependency as its bucket allows,
+    /// publishes them with pipelined confirms, and deletes the confirmed ones
+    /// in the same transaction.
+    async fn drain(&self, max: i64, limited: &[String]) -> Result<Drained> {
+        let db = |e: tokio_postgres::Error| {
+            Error::new(ErrorKind::RetryTable, format!("scheduler: {e}"))
+        };
+        let exhausted = if limited.is_empty() {
+            Vec::new()
+        } else {
+            self.store.exhausted_dependencies().await?
+        };
         let mut client = self.store.client().await?;
         let tx = client.transaction().await.map_err(db)?;
-        let row = tx
-            .query_opt(
+        let rows = tx
+            .query(
                 "SELECT id, queue, body, properties, attempt, dependency, message_id, last_error,
                         (extract(epoch FROM now() - updated_at) * 1000)::float8
                  FROM message_retries
                  WHERE NOT paused AND next_attempt_at <= now()
+                   AND (dependency IS NULL OR dependency <> ALL($2::text[]))
                  ORDER BY next_attempt_at, id
-                 LIMIT 1
+                 LIMIT $1
                  FOR UPDATE SKIP LOCKED",
-                &[],
+                &[&max, &exhausted],
             )
             .await
             .map_err(db)?;
-        let Some(row) = row else {
-            tx.commit().await.map_err(db)?;
-            return Ok(None);
-        };
-        let id: i64 = column(&row, 0)?;
-        let queue: String = column(&row, 1)?;
-        let body: Vec<u8> = column(&row, 2)?;
-        let properties: serde_json::Value = column(&row, 3)?;
-        let tracer = self.tracer.read().ok().and_then(|t| t.clone());
-        let published = match serde_json::from_value::<BasicProperties>(properties) {
-            Ok(props) => {
-                let props = match &tracer {
-                    Some(tracer) => {
-                        let drain = DrainRow {
-                            id,
-                            queue: queue.clone(),
-                            attempt: column(&row, 4)?,
-                            dependency: column(&row, 5)?,
-                            message_id: column(&row, 6)?,
-                            body_size: body.len(),
-                            waited_ms: column(&row, 8)?,
-                            error: column(&row, 7)?,
-                            trace: stored_trace(&props),
-                        };
-                        match tokio::time::timeout(TRACER_WAIT, tracer.start(drain)).await {
-                            Ok(Some(trace)) => {
-                                let headers = props.headers().clone().unwrap_or_default();
-                                props.with_headers(with_trace(headers, &trace))
-                            }
-                            _ => props,
-                        }
-                    }
-                    None => props,
-                };
-                self.broker.republish("", &queue, &body, props).await
-            }
-            Err(e) => Err(Error::new(
-                ErrorKind::RetryTable,
-                format!("the stored properties of row {id} cannot be read: {e}"),
-            )),
-        };
-        if let Some(tracer) = &tracer {
-            tracer.end(id, published.as_ref().err().map(|e| e.message.clone()));
+        let mut claimed = Vec::with_capacity(rows.len());
+        for row in &rows {
+            claimed.push(Claimed {
+                id: column(row, 0)?,
+                queue: column(row, 1)?,
+                body: column(row, 2)?,
+                properties: column(row, 3)?,
+                attempt: column(row, 4)?,
+                dependency: column(row, 5)?,
+                message_id: column(row, 6)?,
+                error: column(row, 7)?,
+                waited_ms: column(row, 8)?,
+            });
         }
-        match published {
-            Ok(()) => {
-                tx.execute("DELETE FROM message_retries WHERE id = $1", &[&id])
-                    .await
-                    .map_err(db)?;
-                tx.commit().await.map_err(db)?;
-                Ok(Some(true))
+        let mut done = Drained {
+            claimed: claimed.len(),
+            ..Drained::default()
+        };
+        if claimed.is_empty() {
+            tx.commit().await.map_err(db)?;
+            return Ok(done);
+        }
+        let claimed = self.within_dependency_rates(claimed, limited).await?;
+        let tracer = self.tracer.read().ok().and_then(|t| t.clone());
+        let sends = claimed.iter().map(|row| self.publish(row, tracer.as_deref()));
+        let results = futures_util::future::join_all(sends).await;
+        let mut deleted = Vec::new();
+        let mut failed_ids = Vec::new();
+        let mut failed_errors = Vec::new();
+        for (row, result) in claimed.iter().zip(results) {
+            if let Some(tracer) = &tracer {
+                tracer.end(row.id, result.as_ref().err().map(|e| e.message.clone()));
             }
-            Err(e) => {
-                tx.execute(
-                    "UPDATE message_retries
-                     SET next_attempt_at = now() + make_interval(secs => $2), last_error = $3, updated_at = now()
-                     WHERE id = $1",
-                    &[&id, &FAILED_PUBLISH_BACKOFF_SECS, &format!("publishing back to '{queue}' failed: {}", e.message)],
-                )
+            match result {
+                Ok(()) => deleted.push(row.id),
+                Err(e) => {
+                    failed_ids.push(row.id);
+                    failed_errors.push(format!(
+                        "publishing back to '{}' failed: {}",
+                        row.queue, e.message
+                    ));
+                }
+            }
+        }
+        if !deleted.is_empty() {
+            tx.execute("DELETE FROM message_retries WHERE id = ANY($1)", &[&deleted])
                 .await
                 .map_err(db)?;
-                tx.commit().await.map_err(db)?;
-                Ok(Some(false))
+        }
+        if !failed_ids.is_empty() {
+            tx.execute(
+                "UPDATE message_retries m
+                 SET next_attempt_at = now() + make_interval(secs => $3), last_error = f.error, updated_at = now()
+                 FROM unnest($1::int8[], $2::text[]) AS f(id, error)
+                 WHERE m.id = f.id",
+                &[&failed_ids, &failed_errors, &FAILED_PUBLISH_BACKOFF_SECS],
+            )
+            .await
+            .map_err(db)?;
+        }
+        tx.commit().await.map_err(db)?;
+        done.published = deleted.len() as u64;
+        done.failed = failed_ids.len() as u64;
+        Ok(done)
+    }
+
+    /// Of `claimed`, the rows each rate-limited dependency's bucket allows
+    /// now, in order; the others stay due for a later batch.
+    async fn within_dependency_rates(
+        &self,
+        claimed: Vec<Claimed>,
+        limited: &[String],
+    ) -> Result<Vec<Claimed>> {
+        if limited.is_empty() {
+            return Ok(claimed);
+        }
+        let mut allowed: Vec<(String, i64)> = Vec::new();
+        for dependency in limited {
+            let n = claimed
+                .iter()
+                .filter(|r| r.dependency.as_deref() == Some(dependency.as_str()))
+                .count() as i64;
+            if n > 0 {
+                allowed.push((dependency.clone(), self.store.take_tokens(dependency, n).await?));
             }
         }
+        Ok(claimed
+            .into_iter()
+            .filter(|r| {
+                let Some(d) = r.dependency.as_deref() else {
+                    return true;
+                };
+                match allowed.iter_mut().find(|(name, _)| name == d) {
+                    Some((_, left)) if *left > 0 => {
+                        *left -= 1;
+                        true
+                    }
+                    Some(_) => false,
+                    None => true,
+                }
+            })
+            .collect())
+    }
+
+    /// Publishes one claimed row (with its drain's trace context, when a
+    /// tracer gives one) and waits for the confirm.
+    async fn publish(&self, row: &Claimed, tracer: Option<&dyn DrainTracer>) -> Result<()> {
+        let props = serde_json::from_value::<BasicProperties>(row.properties.clone()).map_err(|e| {
+            Error::new(
+                ErrorKind::RetryTable,
+                format!("the stored properties of row {} cannot be read: {e}", row.id),
+            )
+        })?;
+        let props = match tracer {
+            Some(tracer) => {
+                let drain = DrainRow {
+                    id: row.id,
+                    queue: row.queue.clone(),
+                    attempt: row.attempt,
+                    dependency: row.dependency.clone(),
+                    message_id: row.message_id.clone(),
+                    body_size: row.body.len(),
+                    waited_ms: row.waited_ms,
+                    error: row.error.clone(),
+                    trace: stored_trace(&props),
+                };
+                match tokio::time::timeout(TRACER_WAIT, tracer.start(drain)).await {
+                    Ok(Some(trace)) => {
+                        let headers = props.headers().clone().unwrap_or_default();
+                        props.with_headers(with_trace(headers, &trace))
+                    }
+                    _ => props,
+                }
+            }
+            None => props,
+        };
+        self.broker.republish("", &row.queue, &row.body, props).await
     }
 }
 

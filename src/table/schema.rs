@@ -45,6 +45,72 @@ pub(super) const MIGRATIONS: &[(i32, &str)] = &[
     CREATE UNIQUE INDEX rabbit_retry_pauses_selector ON rabbit_retry_pauses
         (COALESCE(dependency, ''), COALESCE(tenant, ''), COALESCE(error_name, ''));",
     ),
+    (
+        3,
+        // The drain rate shared by every scheduler (see `rate`), and indexes
+        // for a table of millions: due rows in order, a dependency's or a
+        // tenant's rows oldest first, the ids of rows held for a person.
+        "CREATE TABLE rabbit_retry_rates (
+        bucket     text PRIMARY KEY,
+        rate       float8 NOT NULL CHECK (rate > 0),
+        tokens     float8 NOT NULL DEFAULT 0,
+        updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX message_retries_oldest ON message_retries (first_failed_at, id);
+    CREATE INDEX message_retries_dependency_oldest ON message_retries (dependency, first_failed_at, id);
+    CREATE INDEX message_retries_tenant_oldest ON message_retries (tenant, first_failed_at, id);
+    CREATE INDEX message_retries_held ON message_retries (id) WHERE next_attempt_at IS NULL;
+    CREATE INDEX message_retries_paused ON message_retries (id) WHERE paused;
+    DROP INDEX IF EXISTS message_retries_dependency;
+    DROP INDEX IF EXISTS message_retries_tenant;",
+    ),
+    (
+        4,
+        // Row counts by dependency, paused and held, kept by statement-level
+        // triggers (one aggregate per statement, so batches stay cheap): what
+        // `stats()` reads instead of counting a table of millions.
+        "CREATE TABLE rabbit_retry_counts (
+        dep_key        text    NOT NULL,
+        has_dependency boolean NOT NULL,
+        paused         boolean NOT NULL,
+        held           boolean NOT NULL,
+        n              bigint  NOT NULL,
+        PRIMARY KEY (dep_key, has_dependency, paused, held)
+    );
+    INSERT INTO rabbit_retry_counts
+        SELECT COALESCE(dependency, ''), dependency IS NOT NULL, paused, next_attempt_at IS NULL, count(*)
+        FROM message_retries GROUP BY 1, 2, 3, 4;
+    CREATE FUNCTION rabbit_retry_count() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            INSERT INTO rabbit_retry_counts AS c (dep_key, has_dependency, paused, held, n)
+                SELECT COALESCE(dependency, ''), dependency IS NOT NULL, paused, next_attempt_at IS NULL, count(*)
+                FROM rabbit_retry_new GROUP BY 1, 2, 3, 4
+            ON CONFLICT (dep_key, has_dependency, paused, held) DO UPDATE SET n = c.n + EXCLUDED.n;
+        END IF;
+        IF TG_OP IN ('DELETE', 'UPDATE') THEN
+            INSERT INTO rabbit_retry_counts AS c (dep_key, has_dependency, paused, held, n)
+                SELECT COALESCE(dependency, ''), dependency IS NOT NULL, paused, next_attempt_at IS NULL, -count(*)
+                FROM rabbit_retry_old GROUP BY 1, 2, 3, 4
+            ON CONFLICT (dep_key, has_dependency, paused, held) DO UPDATE SET n = c.n + EXCLUDED.n;
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE FUNCTION rabbit_retry_count_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        DELETE FROM rabbit_retry_counts;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER rabbit_retry_count_insert AFTER INSERT ON message_retries
+        REFERENCING NEW TABLE AS rabbit_retry_new FOR EACH STATEMENT EXECUTE PROCEDURE rabbit_retry_count();
+    CREATE TRIGGER rabbit_retry_count_update AFTER UPDATE ON message_retries
+        REFERENCING OLD TABLE AS rabbit_retry_old NEW TABLE AS rabbit_retry_new
+        FOR EACH STATEMENT EXECUTE PROCEDURE rabbit_retry_count();
+    CREATE TRIGGER rabbit_retry_count_delete AFTER DELETE ON message_retries
+        REFERENCING OLD TABLE AS rabbit_retry_old FOR EACH STATEMENT EXECUTE PROCEDURE rabbit_retry_count();
+    CREATE TRIGGER rabbit_retry_count_truncate AFTER TRUNCATE ON message_retries
+        FOR EACH STATEMENT EXECUTE PROCEDURE rabbit_retry_count_truncate();",
+    ),
 ];
 
 /// The columns the library reads and writes, with their types as

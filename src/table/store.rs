@@ -8,12 +8,13 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::types::{FromSql, ToSql};
 use tokio_postgres::Row;
 
+use super::intake::Intake;
 use super::tls::PgTls;
 use crate::error::{Error, ErrorKind, Result};
 use crate::redact::redact_url;
 
 /// Whether a pause (`p`) covers a row (`m`): every field the pause gives matches.
-const PAUSE_MATCHES: &str = "(p.dependency IS NULL OR p.dependency = m.dependency)
+pub(super) const PAUSE_MATCHES: &str = "(p.dependency IS NULL OR p.dependency = m.dependency)
      AND (p.tenant IS NULL OR p.tenant = m.tenant)
      AND (p.error_name IS NULL OR p.error_name = m.error_name)";
 
@@ -123,6 +124,7 @@ pub(crate) struct TableStats {
 pub(crate) struct RetryStore {
     pool: Pool,
     safe_url: String,
+    intake: Intake,
 }
 
 /// Column `i` of `row` as a `T`; a column of another type (a table changed by
@@ -198,7 +200,12 @@ impl RetryStore {
             .recycle_timeout(Some(Duration::from_secs(5)))
             .build()
             .map_err(|e| table_error("could not build the connection pool", e))?;
-        let store = Arc::new(RetryStore { pool, safe_url });
+        let intake = Intake::start(pool.clone());
+        let store = Arc::new(RetryStore {
+            pool,
+            safe_url,
+            intake,
+        });
         store.migrate().await?;
         store.check_shape().await?;
         Ok(store)
@@ -224,47 +231,10 @@ impl RetryStore {
         })
     }
 
-    /// Stores a failed message in one transaction; returns the row id.
-    pub(crate) async fn insert(&self, row: &NewRow) -> Result<i64> {
-        let mut client = self.client().await?;
-        let tx = client
-            .transaction()
-            .await
-            .map_err(|e| table_error("insert", e))?;
-        let attempt = i32::try_from(row.attempt).unwrap_or(i32::MAX);
-        let inserted = tx
-            .query_one(
-                &format!(
-                    "INSERT INTO message_retries (queue, body, properties, attempt, next_attempt_at,
-                        dependency, tenant, last_error, error_name, message_id, correlation_id, first_failed_at, paused)
-                     SELECT $1, $2, $3, $4, $5, $6::text, $7::text, $8, $9::text, $10, $11, $12,
-                        EXISTS (SELECT 1 FROM rabbit_retry_pauses p,
-                                (SELECT $6::text AS dependency, $7::text AS tenant, $9::text AS error_name) m
-                                WHERE {PAUSE_MATCHES})
-                     RETURNING id"
-                ),
-                &[
-                    &row.queue,
-                    &row.body,
-                    &row.properties,
-                    &attempt,
-                    &row.next_attempt_at,
-                    &row.dependency,
-                    &row.tenant,
-                    &row.last_error,
-                    &row.error_name,
-                    &row.message_id,
-                    &row.correlation_id,
-                    &row.first_failed_at,
-                ],
-            )
-            .await
-            .map_err(|e| table_error("insert into message_retries", e))?;
-        let id: i64 = column(&inserted, 0)?;
-        tx.commit()
-            .await
-            .map_err(|e| table_error("commit of the insert", e))?;
-        Ok(id)
+    /// Stores a failed message; resolves to its row id once the batch that
+    /// holds it committed (see `intake`).
+    pub(crate) async fn insert(&self, row: NewRow) -> Result<i64> {
+        self.intake.insert(row).await
     }
 
     fn selector_sql(sel: &Selector) -> Result<(String, Vec<String>)> {
@@ -422,34 +392,46 @@ impl RetryStore {
             .collect()
     }
 
-    /// Counts by dependency, paused, held and due, and the oldest due row's age.
+    /// Counts by dependency, paused, held and due, and the oldest due row's
+    /// age. The first three come from `rabbit_retry_counts` (kept by
+    /// triggers), the due ones from the index of due rows: milliseconds at a
+    /// million rows.
     pub(crate) async fn stats(&self) -> Result<TableStats> {
         let client = self.client().await?;
+        let err = |e| table_error("stats", e);
         let totals = client
             .query_one(
-                "SELECT count(*),
-                        count(*) FILTER (WHERE paused),
-                        count(*) FILTER (WHERE next_attempt_at IS NULL),
-                        count(*) FILTER (WHERE NOT paused AND next_attempt_at <= now()),
-                        COALESCE((EXTRACT(EPOCH FROM now() - min(next_attempt_at) FILTER (WHERE NOT paused AND next_attempt_at <= now())) * 1000)::bigint, 0)
-                 FROM message_retries",
+                "SELECT COALESCE(sum(n), 0)::int8,
+                        COALESCE(sum(n) FILTER (WHERE paused), 0)::int8,
+                        COALESCE(sum(n) FILTER (WHERE held), 0)::int8
+                 FROM rabbit_retry_counts",
                 &[],
             )
             .await
-            .map_err(|e| table_error("stats", e))?;
+            .map_err(err)?;
+        let due = client
+            .query_one(
+                "SELECT count(*),
+                        COALESCE((EXTRACT(EPOCH FROM now() - min(next_attempt_at)) * 1000)::bigint, 0)
+                 FROM message_retries WHERE NOT paused AND next_attempt_at <= now()",
+                &[],
+            )
+            .await
+            .map_err(err)?;
         let by = client
             .query(
-                "SELECT dependency, count(*) FROM message_retries GROUP BY dependency ORDER BY dependency NULLS LAST",
+                "SELECT CASE WHEN has_dependency THEN dep_key END, sum(n)::int8
+                 FROM rabbit_retry_counts GROUP BY 1 HAVING sum(n) > 0 ORDER BY 1 NULLS LAST",
                 &[],
             )
             .await
-            .map_err(|e| table_error("stats", e))?;
+            .map_err(err)?;
         Ok(TableStats {
             rows: column(&totals, 0)?,
             paused: column(&totals, 1)?,
             held: column(&totals, 2)?,
-            due: column(&totals, 3)?,
-            oldest_due_age_ms: column(&totals, 4)?,
+            due: column(&due, 0)?,
+            oldest_due_age_ms: column(&due, 1)?,
             by_dependency: by
                 .iter()
                 .map(|r| Ok((column(r, 0)?, column(r, 1)?)))
