@@ -131,6 +131,11 @@ export declare class NativeParkedSession {
    * replay's own trace context.
    */
   replay(id: number, exchange: string, routingKey: string, traceparent?: string | undefined | null, tracestate?: string | undefined | null, keepAttempt?: boolean | undefined | null): Promise<void>
+  /**
+   * Acks held message `id` without publishing it: it leaves the queue for
+   * good, and the messages still held keep their places.
+   */
+  discard(id: number): Promise<void>
   /** Closes the session; held messages go back to the queue. */
   close(): Promise<void>
 }

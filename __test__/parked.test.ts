@@ -485,5 +485,42 @@ describe('purge()', () => {
   it('resolves to 0 when the parked queue does not exist', async () => {
     const rr = await connectClient();
     expect(await rr.parked(testQueue()).purge()).toBe(0);
+    expect(await rr.parked(testQueue()).purge({ filter: { reason: 'exhausted' } })).toBe(0);
+  });
+
+  it('with a filter deletes only the selected messages, up to limit, reporting each; the others stay parked in their order', async () => {
+    const queue = testQueue();
+    await seedParked(queue, numbered(10, (i) => (i % 3 === 0 ? { reason: 'non-retryable', errorName: 'NonRetryableError' } : {})));
+    const rr = await connectClient();
+    const progress: { purged: number; skipped: number }[] = [];
+    const purged = await rr.parked(queue).purge({ filter: { reason: 'non-retryable' }, limit: 3, onProgress: (p) => progress.push(p) });
+    expect(purged).toBe(3);
+    expect(progress).toEqual([
+      { purged: 1, skipped: 0 },
+      { purged: 2, skipped: 2 },
+      { purged: 3, skipped: 4 },
+    ]);
+    expect(ids(await rr.parked(queue).peek({ limit: 100 }))).toEqual(['m1', 'm2', 'm4', 'm5', 'm7', 'm8', 'm9']);
+    expect(await rr.parked(queue).purge({ filter: { errorName: 'NonRetryableError' } })).toBe(1);
+    expect(gotIds(await drain(parkedQueueName(queue)))).toEqual(['m1', 'm2', 'm4', 'm5', 'm7', 'm8']);
+    expect(await queueDepth(queue)).toBe(0);
+  });
+
+  it('with a limit alone deletes the first N', async () => {
+    const queue = testQueue();
+    await seedParked(queue, numbered(5));
+    const rr = await connectClient();
+    expect(await rr.parked(queue).purge({ limit: 2 })).toBe(2);
+    expect(gotIds(await drain(parkedQueueName(queue)))).toEqual(['m2', 'm3', 'm4']);
+  });
+
+  it('rejects bad options with INVALID_OPTIONS and deletes nothing', async () => {
+    const queue = testQueue();
+    await seedParked(queue, numbered(2));
+    const rr = await connectClient();
+    for (const bad of [{ limit: 0 }, { limit: 1.5 }, { filter: { reson: 'x' } }, { lmit: 1 }] as never[]) {
+      await expect(rr.parked(queue).purge(bad)).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
+    }
+    expect(await rr.parked(queue).count()).toBe(2);
   });
 });

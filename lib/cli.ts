@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /**
- * `npx rabbit-retry`: look at a work queue's retry and parked queues, and
- * replay or purge parked messages. Exit codes: 0 ok, 1 broker or runtime
- * error, 2 bad arguments.
+ * `npx rabbit-retry`: look at a work queue's retry and parked queues,
+ * replay or purge parked messages, and serve the operators' console (`ui`).
+ * Exit codes: 0 ok, 1 broker or runtime error, 2 bad arguments.
  */
 import { Command, CommanderError } from 'commander';
 
@@ -12,6 +12,7 @@ import { RabbitRetryError } from './errors';
 import { type Action, type Cli, type CliIo, EXIT, UsageError } from './cli/common';
 import { parkedCommands, statusCommand } from './cli/queue-commands';
 import { tableCommands } from './cli/table-commands';
+import { uiCommand } from './cli/ui-command';
 
 export { type CliIo, EXIT, formatTable } from './cli/common';
 
@@ -33,6 +34,7 @@ function cliProgram(io: CliIo): { program: Command; cli: Cli } {
   statusCommand(program, cli);
   parkedCommands(program, cli);
   tableCommands(program, cli);
+  uiCommand(program, cli);
   return { program, cli };
 }
 
@@ -43,7 +45,7 @@ async function connectAndRun(program: Command, cli: Cli, action: Action): Promis
   try {
     const url = brokerUrls(program.opts<{ url?: string[] }>().url, io.env.AMQP_URL, DEFAULT_URL);
     const db = program.opts<{ db?: string }>().db ?? io.env.RETRY_TABLE_URL;
-    const usesTable = cli.needsDb;
+    const usesTable = cli.needsDb || (cli.wantsDb === true && db !== undefined && db !== '');
     if (usesTable && !db) throw new UsageError('the table commands need the database: --db postgres://… or RETRY_TABLE_URL');
     // The CLI looks and operates; it never runs a scheduler of its own.
     rr = await RabbitRetry.connect({ url, connectTimeoutMs: 5000, retryTable: usesTable && db ? { url: db, scheduler: false } : undefined });

@@ -42,6 +42,26 @@ export const DEFAULT_URL = 'amqp://guest:guest@127.0.0.1:5672';
 /** The defaults the native layer applies to consume options left out. */
 const CONSUME_DEFAULTS = binding.consumeDefaults();
 
+/** The broker URLs each client connected with, passwords included: for the console's management API calls only. */
+const connectedUrls = new WeakMap<RabbitRetry, readonly string[]>();
+
+/**
+ * The URLs `rr` connected with, as given (with their passwords): the console
+ * derives the management API's address and credentials from them, server-side.
+ * @internal
+ */
+export function brokerUrlsOf(rr: RabbitRetry): readonly string[] {
+  return connectedUrls.get(rr) ?? [];
+}
+
+/** A work queue a client's consumer consumes, and the labels of its retry delays. @internal */
+export interface ConsumedQueue {
+  /** The work queue. */
+  queue: string;
+  /** Its delays' labels, in order (`5s`, `1m`): its retry queues are `<queue>.retry.<label>`. */
+  delays: string[];
+}
+
 /** Options of {@link RabbitRetry.publish}. */
 export interface PublishOptions extends Omit<MessageProperties, 'timestamp' | 'expiration' | 'deliveryMode'> {
   /** A `Date`, or seconds since the epoch. */
@@ -172,6 +192,8 @@ export class RabbitRetry {
   private readonly made = new WeakSet<Consumer>();
   private closed = false;
   private closing?: Promise<CloseResult>;
+  /** Every work queue a consumer of this client consumed, running or not, by name. */
+  readonly #consumed = new Map<string, ConsumedQueue>();
 
   // An ES private field: printing or serialising the client never shows the URL's password.
   readonly #options: ConnectOptions;
@@ -228,7 +250,9 @@ export class RabbitRetry {
     );
     const drains = options.retryTable && options.retryTable.scheduler !== false ? drainTracing() : undefined;
     if (drains) inner.traceDrains((row) => drains.start(row), (drain) => drains.end(drain));
-    return new RabbitRetry(inner, options);
+    const rr = new RabbitRetry(inner, options);
+    connectedUrls.set(rr, urls);
+    return rr;
   }
 
   /**
@@ -327,6 +351,8 @@ export class RabbitRetry {
     });
     this.consumers.add(consumer);
     this.made.add(consumer);
+    const labels = delays.length ? nativeSync(() => binding.parseDelays(delays)).map((d) => d.label) : [];
+    this.#consumed.set(options.queue, { queue: options.queue, delays: labels });
     if (circuit) {
       try {
         await consumer.joinCircuit();
@@ -347,6 +373,15 @@ export class RabbitRetry {
     this.assertOpen();
     checkString('queue', queue, { nonEmpty: true });
     return (await readCircuitState(this.inner, circuitQueueName(queue), queue)) ?? null;
+  }
+
+  /**
+   * The work queues this client's consumers consumed, running or closed, in
+   * the order they started: what the console shows without being told.
+   * @internal
+   */
+  consumedQueues(): ConsumedQueue[] {
+    return [...this.#consumed.values()].map((q) => ({ ...q, delays: [...q.delays] }));
   }
 
   /**

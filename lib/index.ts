@@ -74,6 +74,8 @@ export {
   type ReplayProgress,
   type ReplayResult,
   type ReplayTarget,
+  type PurgeOptions,
+  type PurgeProgress,
 } from './parked';
 export { delayLabel, retryQueueName, parkedQueueName } from './names';
 export {
@@ -87,3 +89,36 @@ export {
   type CircuitClosedEvent,
 } from './circuit';
 export { circuitQueueName } from './consumer/circuit-io';
+export {
+  RabbitRetryConsole,
+  startConsole,
+  fingerprint,
+  normalizeMessage,
+  userFrame,
+  messageKey,
+  CONSOLE_TOKEN_HEADER,
+  CONSOLE_TOKEN_ENV,
+  DEFAULT_CONSOLE_PORT,
+  type ConsoleOptions,
+  type ConsoleHandler,
+  type ConsoleErrorCode,
+  type ConsoleState,
+  type ConsoleServer,
+  type StartConsoleOptions,
+  type QueueView,
+  type TableView,
+  type DependencyView,
+  type RowView,
+  type GroupsAnswer,
+  type Fingerprint,
+  type Grouping,
+  type ParkedGroup,
+  type MessageSummary,
+  type MessageDetail,
+  type BodyView,
+  type JobView,
+  type JobKind,
+  type JobScope,
+  type KnownQueue,
+  type ManagementStatus,
+} from './console';

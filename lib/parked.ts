@@ -100,6 +100,27 @@ export interface ReplayResult {
   durationMs: number;
 }
 
+/** Progress of a {@link Parked.purge} that selects messages, reported after each deleted one. */
+export interface PurgeProgress {
+  /** Deleted so far. */
+  purged: number;
+  /** Looked at and left parked so far (not selected by the filter). */
+  skipped: number;
+}
+
+/** Options of {@link Parked.purge}: which messages to delete. */
+export interface PurgeOptions {
+  /** Delete at most this many. @default all that the filter selects */
+  limit?: number;
+  /** Delete only the messages it selects. */
+  filter?: ParkedFilter;
+  /** Called after each deleted message. */
+  onProgress?: (p: PurgeProgress) => void;
+}
+
+/** The keys of {@link PurgeOptions}. */
+const PURGE_OPTION_KEYS = { limit: true, filter: true, onProgress: true } satisfies OptionKeys<PurgeOptions>;
+
 /** A parked message: a {@link Message} with its `retry-*` headers read out. */
 export class ParkedMessage extends Message {
   /** `retry-reason`: `exhausted`, `non-retryable`, ... */
@@ -298,11 +319,75 @@ export class Parked {
     return { replayed, skipped, durationMs: Date.now() - started };
   }
 
-  /** Deletes every parked message; resolves to how many. */
-  async purge(): Promise<number> {
+  /**
+   * Deletes parked messages for good; resolves to how many. Without options
+   * it deletes every one. With a `filter` or a `limit` it looks at the
+   * messages in order (no more than the queue's depth at the start) and
+   * deletes the ones selected, up to `limit`, each acked alone: the others
+   * stay parked, in their order. When a deletion fails it stops, and that
+   * message and the rest stay parked.
+   */
+  async purge(options?: PurgeOptions): Promise<number> {
+    if (options !== undefined) {
+      checkObject('purge options', options, 'an object such as { filter, limit }');
+      checkKeys('purge', options, PURGE_OPTION_KEYS);
+      checkFilter('purge', options.filter);
+      positiveInt('limit', options.limit);
+    }
+    if (options?.filter !== undefined || options?.limit !== undefined) return this.purgeSelected(options);
     const info = await native(() => this.client.queueInfo(this.name));
     if (!info) return 0;
     return native(() => this.client.purge(this.name));
+  }
+
+  private async purgeSelected(options: PurgeOptions): Promise<number> {
+    const depth = await this.count();
+    if (depth === 0) return 0;
+    let purged = 0;
+    let skipped = 0;
+    await this.withSession(async (s) => {
+      let looked = 0;
+      const room = () => (options.limit === undefined || purged < options.limit ? depth - looked : 0);
+      for await (const { id, message } of taken(s, room)) {
+        looked++;
+        if (!selects(options.filter, message)) {
+          skipped++;
+          continue;
+        }
+        try {
+          await native(() => s.discard(id));
+        } catch (err) {
+          const e = err as { message?: unknown } | null;
+          if (e && typeof e.message === 'string') {
+            e.message = `purge of '${this.name}' stopped after ${purged} message(s); the rest stay parked: ${e.message}`;
+          }
+          throw err;
+        }
+        purged++;
+        options.onProgress?.({ purged, skipped });
+      }
+    });
+    return purged;
+  }
+
+  /**
+   * Calls `visit` with each of the first `scanLimit` parked messages, in
+   * order, until it returns `false`, and leaves every one parked (as
+   * {@link peek} does); resolves to how many it looked at.
+   * @internal
+   */
+  async scan(scanLimit: number, visit: (m: ParkedMessage, position: number) => boolean | void): Promise<number> {
+    positiveInt('scanLimit', scanLimit);
+    if ((await this.count()) === 0) return 0;
+    let scanned = 0;
+    let stop = false;
+    await this.withSession(async (s) => {
+      for await (const { message } of taken(s, () => (stop ? 0 : scanLimit - scanned))) {
+        if (visit(message, scanned) === false) stop = true;
+        scanned++;
+      }
+    });
+    return scanned;
   }
 
   private async withSession(f: (s: NativeParkedSession) => Promise<void>): Promise<void> {

@@ -36,6 +36,8 @@ export interface Cli {
   action?: Action;
   /** The chosen command needs the retry table's database. */
   needsDb: boolean;
+  /** The chosen command uses the retry table's database when one is given. */
+  wantsDb?: boolean;
 }
 
 /** A `--limit`: a whole number of at least 1. */

@@ -6,6 +6,12 @@
 export { RabbitRetryModule } from './module';
 export { RabbitRetryConsumers, type ConsumersHealth } from './consumers';
 export {
+  RabbitRetryConsoleModule,
+  RabbitRetryConsoleHost,
+  RABBIT_RETRY_CONSOLE_OPTIONS,
+  type RabbitRetryConsoleModuleOptions,
+} from './console-module';
+export {
   Consume,
   OnFailure,
   InjectRabbitRetry,

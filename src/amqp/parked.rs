@@ -269,6 +269,30 @@ impl ParkedSession {
         Ok(())
     }
 
+    /// Acks held message `id` without publishing it anywhere: it leaves the
+    /// queue for good. The messages the session still holds keep their places.
+    pub(crate) async fn discard(&self, id: u64) -> Result<()> {
+        let delivery = self.held.lock().await.get(&id).cloned().ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidOptions,
+                format!("message {id} is not held by this session"),
+            )
+        })?;
+        delivery
+            .acker
+            .ack(BasicAckOptions::default())
+            .await
+            .map_err(|e| {
+                Error::with_source(
+                    ErrorKind::Connection,
+                    format!("deleting message {id} failed; it stays parked: {e}"),
+                    e,
+                )
+            })?;
+        self.held.lock().await.remove(&id);
+        Ok(())
+    }
+
     /// Closes the session; every message still held goes back to the queue.
     pub(crate) async fn close(&self) -> Result<()> {
         self.held.lock().await.clear();

@@ -107,6 +107,13 @@ impl NativeParkedSession {
             .map_err(js_error)
     }
 
+    /// Acks held message `id` without publishing it: it leaves the queue for
+    /// good, and the messages still held keep their places.
+    #[napi]
+    pub async fn discard(&self, id: i64) -> napi::Result<()> {
+        self.session.discard(id as u64).await.map_err(js_error)
+    }
+
     /// Closes the session; held messages go back to the queue.
     #[napi]
     pub async fn close(&self) -> napi::Result<()> {

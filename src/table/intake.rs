@@ -201,7 +201,10 @@ mod tests {
     #[test]
     fn a_nul_becomes_a_replacement_character_and_other_text_is_kept() {
         assert_eq!(pg_text("carrier 503"), "carrier 503");
-        assert!(matches!(pg_text("carrier 503"), std::borrow::Cow::Borrowed(_)));
+        assert!(matches!(
+            pg_text("carrier 503"),
+            std::borrow::Cow::Borrowed(_)
+        ));
         assert_eq!(pg_text("bad\0byte\0"), "bad\u{FFFD}byte\u{FFFD}");
     }
 }

@@ -262,7 +262,11 @@ async fn run(
         }
         if limited_at.is_none_or(|at| at.elapsed() >= RATES_REFRESH) {
             if let Ok(all) = store.rates().await {
-                limited = all.into_iter().map(|(b, _)| b).filter(|b| !b.is_empty()).collect();
+                limited = all
+                    .into_iter()
+                    .map(|(b, _)| b)
+                    .filter(|b| !b.is_empty())
+                    .collect();
                 limited_at = Some(Instant::now());
             }
         }
@@ -281,8 +285,12 @@ async fn run(
         }
         match drainer.drain(granted, &limited).await {
             Ok(done) => {
-                counters.published.fetch_add(done.published, Ordering::Relaxed);
-                counters.publish_failed.fetch_add(done.failed, Ordering::Relaxed);
+                counters
+                    .published
+                    .fetch_add(done.published, Ordering::Relaxed);
+                counters
+                    .publish_failed
+                    .fetch_add(done.failed, Ordering::Relaxed);
                 let used = done.published as i64 + done.failed as i64;
                 if let Some(l) = local.as_mut() {
                     l.spend(used);
@@ -336,9 +344,8 @@ impl Drainer {
     /// publishes them with pipelined confirms, and deletes the confirmed ones
     /// in the same transaction.
     async fn drain(&self, max: i64, limited: &[String]) -> Result<Drained> {
-        let db = |e: tokio_postgres::Error| {
-            Error::new(ErrorKind::RetryTable, format!("scheduler: {e}"))
-        };
+        let db =
+            |e: tokio_postgres::Error| Error::new(ErrorKind::RetryTable, format!("scheduler: {e}"));
         let exhausted = if limited.is_empty() {
             Vec::new()
         } else {
@@ -384,7 +391,9 @@ impl Drainer {
         }
         let claimed = self.within_dependency_rates(claimed, limited).await?;
         let tracer = self.tracer.read().ok().and_then(|t| t.clone());
-        let sends = claimed.iter().map(|row| self.publish(row, tracer.as_deref()));
+        let sends = claimed
+            .iter()
+            .map(|row| self.publish(row, tracer.as_deref()));
         let results = futures_util::future::join_all(sends).await;
         let mut deleted = Vec::new();
         let mut failed_ids = Vec::new();
@@ -405,9 +414,12 @@ impl Drainer {
             }
         }
         if !deleted.is_empty() {
-            tx.execute("DELETE FROM message_retries WHERE id = ANY($1)", &[&deleted])
-                .await
-                .map_err(db)?;
+            tx.execute(
+                "DELETE FROM message_retries WHERE id = ANY($1)",
+                &[&deleted],
+            )
+            .await
+            .map_err(db)?;
         }
         if !failed_ids.is_empty() {
             tx.execute(
@@ -443,7 +455,10 @@ impl Drainer {
                 .filter(|r| r.dependency.as_deref() == Some(dependency.as_str()))
                 .count() as i64;
             if n > 0 {
-                allowed.push((dependency.clone(), self.store.take_tokens(dependency, n).await?));
+                allowed.push((
+                    dependency.clone(),
+                    self.store.take_tokens(dependency, n).await?,
+                ));
             }
         }
         Ok(claimed
@@ -467,12 +482,16 @@ impl Drainer {
     /// Publishes one claimed row (with its drain's trace context, when a
     /// tracer gives one) and waits for the confirm.
     async fn publish(&self, row: &Claimed, tracer: Option<&dyn DrainTracer>) -> Result<()> {
-        let props = serde_json::from_value::<BasicProperties>(row.properties.clone()).map_err(|e| {
-            Error::new(
-                ErrorKind::RetryTable,
-                format!("the stored properties of row {} cannot be read: {e}", row.id),
-            )
-        })?;
+        let props =
+            serde_json::from_value::<BasicProperties>(row.properties.clone()).map_err(|e| {
+                Error::new(
+                    ErrorKind::RetryTable,
+                    format!(
+                        "the stored properties of row {} cannot be read: {e}",
+                        row.id
+                    ),
+                )
+            })?;
         let props = match tracer {
             Some(tracer) => {
                 let drain = DrainRow {
@@ -496,7 +515,9 @@ impl Drainer {
             }
             None => props,
         };
-        self.broker.republish("", &row.queue, &row.body, props).await
+        self.broker
+            .republish("", &row.queue, &row.body, props)
+            .await
     }
 }
 

@@ -1,0 +1,177 @@
+/**
+ * The console's page in a real browser: Debian's Chromium (/usr/bin/chromium,
+ * or CHROMIUM_PATH) driven by playwright-core, against the real broker. An
+ * operator sees 30 parked messages as three groups of 10, opens one, replays
+ * it and watches its count fall to 0 while the handler completes each
+ * message, then purges another group after confirming its count.
+ *
+ * Screenshots go to __test__/output/console/; with RR_DOCS=1 (`npm run
+ * docs:console`) the one the README shows is written to docs/console.png too.
+ * Without a Chromium the test is skipped, and says why.
+ */
+import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+
+import { type Browser, type Page, chromium } from 'playwright-core';
+
+import { parkedQueueName } from '../lib';
+import { type ConsoleServer, startConsole } from '../lib/console';
+import { parkThreeKinds } from './console-fixture';
+import { cleanup, closeAmqp, connectClient, deleteQueues, drain, queueDepth, seedParked, testQueue, track, uniqueName, waitFor } from './helpers';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const OUT = path.join(__dirname, 'output', 'console');
+const DOCS_SHOT = path.join(__dirname, '..', 'docs', 'console.png');
+const hasChromium = existsSync(CHROMIUM);
+
+if (!hasChromium) {
+  process.stderr.write(`console-browser.test.ts: skipped, no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH)\n`);
+}
+
+let browser: Browser | undefined;
+let server: ConsoleServer | undefined;
+const queues: string[] = [];
+
+afterEach(async () => {
+  await browser?.close();
+  browser = undefined;
+  await server?.close();
+  server = undefined;
+  await cleanup();
+  for (const q of queues.splice(0)) await deleteQueues(q);
+});
+afterAll(closeAmqp);
+
+/** Saves a screenshot of the page's viewport as `name` in the output folder; returns its path. */
+async function shot(page: Page, name: string): Promise<string> {
+  mkdirSync(OUT, { recursive: true });
+  const file = path.join(OUT, name);
+  await page.screenshot({ path: file });
+  return file;
+}
+
+const groupRow = (page: Page, errorName: string) => page.locator('tr.group', { has: page.locator('.ename', { hasText: new RegExp(`^${errorName}$`) }) });
+
+(hasChromium ? test : test.skip)(
+  hasChromium
+    ? 'an operator sees three groups of 10, opens one, replays it and watches its count fall to 0 as its messages succeed, then purges another after confirming'
+    : `the console in a browser (skipped: no Chromium at ${CHROMIUM})`,
+  async () => {
+    const rr = await connectClient();
+    const queue = uniqueName('shipment.requested');
+    queues.push(queue);
+    const { consumer, succeeded, ids } = await parkThreeKinds(rr, queue, 10);
+    track(consumer);
+    server = await startConsole({ client: rr, port: 0, management: false });
+
+    browser = await chromium.launch({ executablePath: CHROMIUM });
+    const page = await browser.newPage({ viewport: { width: 1366, height: 900 } });
+    const pageErrors: string[] = [];
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+    await page.goto(server.url);
+
+    // Three groups of 10, each named by its error.
+    await page.locator('tr.group').nth(2).waitFor();
+    expect(await page.locator('tr.group td.count').allTextContents()).toEqual(['10', '10', '10']);
+    expect((await page.locator('tr.group .ename').allTextContents()).sort()).toEqual(['Error', 'NonRetryableError', 'TypeError']);
+    expect(await page.locator('#scan').textContent()).toMatch(/^Grouped all 30 parked messages in \d+ ms/);
+    expect(await page.locator('.queue-item').first().textContent()).toContain('30 parked');
+    await shot(page, '1-groups.png');
+
+    // Open the TypeError group: its 10 messages, the first with its body and stack.
+    const tax = groupRow(page, 'TypeError');
+    await tax.locator('[data-action=open]').click();
+    await page.locator('.message').nth(9).waitFor();
+    expect(await page.locator('.message').count()).toBe(10);
+    const firstMessage = page.locator('.message').first();
+    expect(await firstMessage.locator('pre').first().textContent()).toContain('"kind": "tax"');
+    expect(await firstMessage.locator('pre').nth(1).textContent()).toMatch(/^TypeError: Cannot read properties of undefined \(reading 'rate'\)\n\s+at /);
+    let docsShot = await shot(page, '2-group-open.png');
+
+    // Replay it at 5 a second, after confirming.
+    await page.locator('#rate').fill('5');
+    await tax.locator('[data-action=replay]').click();
+    await page.locator('#modal').waitFor({ state: 'visible' });
+    expect(await page.locator('#modal-title').textContent()).toBe('Replay 10 messages?');
+    expect(await page.locator('#modal-text').textContent()).toContain(`go back to ${queue} at 5 a second`);
+    await page.locator('#modal-ok').click();
+
+    // Its count falls to 0 on the page, without a reload.
+    const seen: number[] = [];
+    let midShot = false;
+    await waitFor(
+      async () => {
+        const n = Number(await tax.locator('td.count').textContent());
+        if (seen[seen.length - 1] !== n) seen.push(n);
+        if (!midShot && n > 0 && n < 10) {
+          midShot = true;
+          // The README's picture: the groups, one open and replaying.
+          docsShot = await shot(page, '3-replaying.png');
+        }
+        return n === 0;
+      },
+      30_000,
+      "the TypeError group's count to fall to 0",
+      100,
+    );
+    expect(seen[seen.length - 1]).toBe(0);
+    expect(seen.some((n) => n > 0 && n < 10)).toBe(true);
+    expect([...seen].sort((a, b) => b - a)).toEqual(seen);
+
+    // The handler completed each replayed message.
+    await waitFor(() => succeeded.length === 10, 15_000, 'the replayed messages to succeed');
+    expect([...succeeded].sort()).toEqual([...ids.tax].sort());
+    await waitFor(async () => (await page.locator('tr.group.settled .settled-note').allTextContents()).some((t) => t.startsWith('replayed 10')), 10_000, 'the replayed group to settle');
+    expect(await queueDepth(parkedQueueName(queue))).toBe(20);
+    await shot(page, '4-replayed.png');
+
+    // Purge the NonRetryableError group, after a confirmation that names the count.
+    const address = groupRow(page, 'NonRetryableError');
+    await address.locator('[data-action=purge]').click();
+    await page.locator('#modal').waitFor({ state: 'visible' });
+    expect(await page.locator('#modal-title').textContent()).toBe('Purge 10 messages?');
+    expect(await page.locator('#modal-ok').textContent()).toBe('Purge 10 messages');
+    await shot(page, '5-purge-confirm.png');
+    await page.locator('#modal-ok').click();
+    await waitFor(async () => (await address.locator('td.count').textContent()) === '0', 15_000, "the purged group's count to be 0");
+    await waitFor(async () => (await queueDepth(parkedQueueName(queue))) === 10, 10_000, 'the parked depth to be 10');
+    await waitFor(async () => (await page.locator('.queue-item').first().textContent())?.includes('10 parked') === true, 10_000, 'the queue list to show 10 parked');
+    expect(await groupRow(page, 'Error').locator('td.count').textContent()).toBe('10');
+    await shot(page, '6-purged.png');
+
+    // What is left is exactly the carrier timeouts; the purged messages never reached the handler.
+    const left = (await drain(parkedQueueName(queue))).map((m) => m.properties.messageId);
+    expect([...left].sort()).toEqual([...ids.carrier].sort());
+    expect(await queueDepth(queue)).toBe(0);
+    expect(succeeded).toHaveLength(10);
+    expect(pageErrors).toEqual([]);
+
+    if (process.env.RR_DOCS === '1') copyFileSync(docsShot, DOCS_SHOT);
+  },
+  120_000,
+);
+
+(hasChromium ? test : test.skip)(
+  hasChromium ? 'markup in a body, a header or an error is shown as text and never runs' : `markup shown as text (skipped: no Chromium at ${CHROMIUM})`,
+  async () => {
+    const rr = await connectClient();
+    const queue = testQueue();
+    const markup = '<img src=x onerror="window.__ran=1"><b>bold</b>';
+    await seedParked(queue, [{ body: { note: markup }, messageId: 'html-1', errorMessage: `bad ${markup}`, headers: { 'x-note': markup } }]);
+    server = await startConsole({ client: rr, port: 0, queues: [queue], management: false });
+    browser = await chromium.launch({ executablePath: CHROMIUM });
+    const page = await browser.newPage({ viewport: { width: 1366, height: 900 } });
+    await page.goto(server.url);
+    await page.locator('tr.group [data-action=open]').click();
+    await page.locator('.message pre').first().waitFor();
+    await page.waitForTimeout(300);
+    expect(await page.evaluate('typeof window.__ran')).toBe('undefined');
+    expect(await page.locator('img, b').count()).toBe(0);
+    expect(await page.locator('tr.group .emsg').textContent()).toBe(`bad ${markup.replace('=1', '=<n>')}`);
+    expect(await page.locator('.message summary').textContent()).toBe(`Error: bad ${markup}`);
+    expect(await page.locator('.message pre').first().textContent()).toContain(JSON.stringify(markup).slice(1, -1));
+    expect(await page.locator('.message pre').nth(2).textContent()).toContain('"x-note": "<img src=x onerror=\\"window.__ran=1\\"><b>bold</b>"');
+    expect(await queueDepth(parkedQueueName(queue))).toBe(1);
+  },
+  60_000,
+);

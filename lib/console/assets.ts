@@ -1,0 +1,26 @@
+/**
+ * The page's files (`assets/`: HTML, CSS and plain JavaScript, no framework),
+ * read from beside this module: `lib/console/assets/` in the sources, and
+ * `dist/console/assets/`, where the build copies them, in the package.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** The page's files. */
+export type AssetName = 'index.html' | 'console.js' | 'console.css';
+
+const cache = new Map<AssetName, Buffer>();
+
+/** The bytes of asset `name`, read once. */
+export function asset(name: AssetName): Buffer {
+  let b = cache.get(name);
+  if (!b) {
+    try {
+      b = readFileSync(join(__dirname, 'assets', name));
+    } catch (err) {
+      throw new Error(`rabbit-retry: the console's ${name} is missing beside ${__dirname}; the package is incomplete (${(err as Error).message})`);
+    }
+    cache.set(name, b);
+  }
+  return b;
+}

@@ -1,0 +1,188 @@
+/**
+ * The console's replays and purges run in the server, one at a time on each
+ * parked queue, whether or not a page is watching: closing the page stops
+ * nothing. Each keeps its progress for the page to read.
+ */
+import { RabbitRetryError } from '../errors';
+
+/** What a job does. */
+export type JobKind = 'replay' | 'purge';
+
+/** What a job acts on: the whole parked queue, a group, or one message. */
+export type JobScope = 'queue' | 'group' | 'message';
+
+/** A job as the page reads it. */
+export interface JobView {
+  /** Its id, in the order jobs were asked for. */
+  id: number;
+  /** `replay` or `purge`. */
+  kind: JobKind;
+  /** The work queue. */
+  queue: string;
+  /** `queue`, `group` or `message`. */
+  scope: JobScope;
+  /** The group's or the message's key. */
+  key: string | null;
+  /** What it acts on, in words. */
+  label: string;
+  /** `queued` (waits for another job on the queue), `running`, `done`, `failed` or `stopped`. */
+  state: 'queued' | 'running' | 'done' | 'failed' | 'stopped';
+  /** Messages replayed or purged so far. */
+  done: number;
+  /** Messages looked at and left parked so far. */
+  skipped: number;
+  /** The most it acts on: the count the operator confirmed. */
+  total: number;
+  /** Replays: publishes a second at most. */
+  ratePerSec: number | null;
+  /** Messages done, by the key of their group. */
+  byGroup: Record<string, number>;
+  /** Why it failed. */
+  error: { code: string; message: string } | null;
+  /** When it was asked for, started and ended, ISO 8601. */
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+}
+
+/** A job's working state. */
+export interface Job extends JobView {
+  /** Set by {@link Jobs.stop}: the job selects nothing more. */
+  stopping: boolean;
+  /** The parked queue's depth when the job began: the messages it holds while it works are not counted as ready. */
+  parkedAtStart?: number;
+}
+
+/** Runs one task at a time for each key, in the order asked. */
+export class KeyedQueue {
+  private readonly tails = new Map<string, Promise<void>>();
+  private readonly running = new Map<string, number>();
+
+  /** Whether a task of `key` runs or waits. */
+  busy(key: string): boolean {
+    return (this.running.get(key) ?? 0) > 0;
+  }
+
+  /** Runs `f` after every task of `key` asked before it has ended. */
+  run<T>(key: string, f: () => Promise<T>): Promise<T> {
+    this.running.set(key, (this.running.get(key) ?? 0) + 1);
+    const prev = this.tails.get(key) ?? Promise.resolve();
+    const result = prev.then(f);
+    const tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.tails.set(key, tail);
+    void tail.then(() => {
+      const n = (this.running.get(key) ?? 1) - 1;
+      if (n === 0) {
+        this.running.delete(key);
+        if (this.tails.get(key) === tail) this.tails.delete(key);
+      } else this.running.set(key, n);
+    });
+    return result;
+  }
+}
+
+/** Jobs kept for the page once ended. */
+const KEEP_ENDED = 50;
+
+/** The console's jobs. */
+export class Jobs {
+  private readonly list: Job[] = [];
+  private nextId = 1;
+  private readonly ended = new Set<Promise<void>>();
+
+  constructor(
+    /** The per-queue order that jobs and readings of the parked queue share. */
+    private readonly order: KeyedQueue,
+  ) {}
+
+  /** The id the next job will get. */
+  get nextJobId(): number {
+    return this.nextId;
+  }
+
+  /**
+   * Queues `work` on `queue`'s turn and returns the job at once; `work`
+   * reports progress by changing the job it is given.
+   */
+  start(
+    fields: Pick<JobView, 'kind' | 'queue' | 'scope' | 'key' | 'label' | 'total' | 'ratePerSec'>,
+    work: (job: Job) => Promise<void>,
+  ): Job {
+    const job: Job = {
+      ...fields,
+      id: this.nextId++,
+      state: 'queued',
+      done: 0,
+      skipped: 0,
+      byGroup: {},
+      error: null,
+      createdAt: new Date().toISOString(),
+      startedAt: null,
+      finishedAt: null,
+      stopping: false,
+    };
+    this.list.push(job);
+    const run = this.order
+      .run(job.queue, async () => {
+        if (job.stopping) {
+          job.state = 'stopped';
+          return;
+        }
+        job.state = 'running';
+        job.startedAt = new Date().toISOString();
+        await work(job);
+        job.state = job.stopping ? 'stopped' : 'done';
+      })
+      .catch((err: unknown) => {
+        job.state = 'failed';
+        job.error = {
+          code: err instanceof RabbitRetryError ? err.code : 'INTERNAL',
+          message: err instanceof Error ? err.message : String(err),
+        };
+      })
+      .finally(() => {
+        job.finishedAt = new Date().toISOString();
+        this.ended.delete(run);
+        this.trim();
+      });
+    this.ended.add(run);
+    return job;
+  }
+
+  /** Asks job `id` to stop: it selects no more messages and ends. False when there is no such job still going. */
+  stop(id: number): boolean {
+    const job = this.list.find((j) => j.id === id);
+    if (!job || (job.state !== 'queued' && job.state !== 'running')) return false;
+    job.stopping = true;
+    return true;
+  }
+
+  /** The job running on `queue`, if one is. */
+  running(queue: string): Job | undefined {
+    return this.list.find((j) => j.queue === queue && j.state === 'running');
+  }
+
+  /** Whether a job of `queue` is queued or running. */
+  active(queue: string): boolean {
+    return this.list.some((j) => j.queue === queue && (j.state === 'queued' || j.state === 'running'));
+  }
+
+  /** Every job kept, oldest first. */
+  views(): JobView[] {
+    return this.list.map(({ stopping: _stopping, parkedAtStart: _parkedAtStart, ...view }) => ({ ...view, byGroup: { ...view.byGroup } }));
+  }
+
+  /** Stops every job and waits for them to end. */
+  async stopAll(): Promise<void> {
+    for (const j of this.list) if (j.state === 'queued' || j.state === 'running') j.stopping = true;
+    await Promise.all([...this.ended]);
+  }
+
+  private trim(): void {
+    const ended = this.list.filter((j) => j.state !== 'queued' && j.state !== 'running');
+    for (const j of ended.slice(0, Math.max(0, ended.length - KEEP_ENDED))) this.list.splice(this.list.indexOf(j), 1);
+  }
+}
