@@ -54,6 +54,8 @@ export {
 export {
   RabbitRetryError,
   NonRetryableError,
+  NoHandlerError,
+  UnsupportedOptionError,
   TopologyMismatchError,
   UnroutableError,
   PublishNackedError,

@@ -10,10 +10,12 @@ use napi_derive::napi;
 use super::consumer::NativeConsumer;
 use super::convert::{invalid, js_error, MessageProperties};
 use super::parked::{NativeParkedSession, NativeQueueInfo};
+use super::reply::NativeReplySession;
 use super::spec::{ConsumeOptions, ConsumeSpec};
 use super::table::{NativeListFilter, NativeRow, NativeSelector, NativeTableStats};
 use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions, TlsOptions};
 use crate::amqp::parked::{delete_exchange, delete_queue, purge, queue_info, ParkedSession};
+use crate::amqp::reply::ReplySession;
 use crate::consumer::ConsumerHandle;
 use crate::table::scheduler::SchedulerHandle;
 use crate::table::store::RetryStore;
@@ -273,6 +275,13 @@ impl NativeClient {
             session,
             work_queue,
         ))
+    }
+
+    /// Opens a channel for requests that wait for a reply (direct reply-to).
+    #[napi]
+    pub async fn open_replies(&self) -> napi::Result<NativeReplySession> {
+        let session = ReplySession::open(&self.broker).await.map_err(js_error)?;
+        Ok(NativeReplySession::new(session))
     }
 
     /// Deletes `queue` and its messages; resolves to how many it held, `null`
