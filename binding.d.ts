@@ -62,6 +62,8 @@ export declare class NativeClient {
   purge(queue: string): Promise<number>
   /** Opens a session on `parkedQueue`, whose messages belong to `workQueue`. */
   openParked(parkedQueue: string, workQueue: string): Promise<NativeParkedSession>
+  /** Opens a channel for requests that wait for a reply (direct reply-to). */
+  openReplies(): Promise<NativeReplySession>
   /**
    * Deletes `queue` and its messages; resolves to how many it held, `null`
    * when it did not exist.
@@ -137,6 +139,25 @@ export declare class NativeParkedSession {
    */
   discard(id: number): Promise<void>
   /** Closes the session; held messages go back to the queue. */
+  close(): Promise<void>
+}
+
+/** A channel that publishes requests and receives their replies. */
+export declare class NativeReplySession {
+  /**
+   * Publishes a request with `reply-to` set to direct reply-to, mandatory,
+   * and waits for the broker's confirm; rejects with `UNROUTABLE`,
+   * `PUBLISH_NACKED`, `PUBLISH_FAILED` or `CLOSED`.
+   */
+  request(exchange: string, routingKey: string, body: Buffer, properties?: MessageProperties | undefined | null): Promise<void>
+  /**
+   * Waits for the next replies (at most `max`), in the consumer's batch
+   * form; a batch with `closed` set once the channel is closed.
+   */
+  next(max: number): Promise<NativeBatch>
+  /** Whether the channel is open: requests can be sent and replies come. */
+  get open(): boolean
+  /** Closes the channel; replies still on their way are dropped. */
   close(): Promise<void>
 }
 
@@ -277,6 +298,11 @@ export interface FailureInfo {
   stack: string
   /** Whether another attempt could succeed. */
   retryable: boolean
+  /**
+   * Park the message at once with this `retry-reason`, whatever the
+   * delays and `retryable` say: only `no-handler` (no handler takes it).
+   */
+  park?: string
   /** For the retry table: what the row waits on, whose it is, and when it is due. */
   table?: TableInfo
   /** The W3C `traceparent` the moved copy carries (the span of its move). */

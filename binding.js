@@ -838,6 +838,7 @@ module.exports = nativeBinding
 module.exports.NativeClient = nativeBinding.NativeClient
 module.exports.NativeConsumer = nativeBinding.NativeConsumer
 module.exports.NativeParkedSession = nativeBinding.NativeParkedSession
+module.exports.NativeReplySession = nativeBinding.NativeReplySession
 module.exports.connect = nativeBinding.connect
 module.exports.consumeDefaults = nativeBinding.consumeDefaults
 module.exports.errorCodes = nativeBinding.errorCodes

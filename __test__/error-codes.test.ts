@@ -6,12 +6,14 @@
 import { type ErrorCode, RabbitRetryError, fromNative } from '../lib/errors';
 import { binding } from '../lib/native';
 
-/** Codes that only the TypeScript layer raises (a handler throws them). */
-const JS_ONLY: readonly ErrorCode[] = ['NON_RETRYABLE'];
+/** Codes that only the TypeScript layer raises (a handler throws them, or a start-up check). */
+const JS_ONLY: readonly ErrorCode[] = ['NON_RETRYABLE', 'NO_HANDLER', 'UNSUPPORTED_OPTION'];
 
 /** Every member of ErrorCode; the `satisfies` keeps it complete at compile time. */
 const TS_CODES = Object.keys({
   NON_RETRYABLE: true,
+  NO_HANDLER: true,
+  UNSUPPORTED_OPTION: true,
   TOPOLOGY_MISMATCH: true,
   UNROUTABLE: true,
   PUBLISH_NACKED: true,

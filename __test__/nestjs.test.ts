@@ -871,12 +871,12 @@ describe('unknown options of the module and the decorators', () => {
 
   test("forRootAsync: an unknown key in the factory's options fails the start with INVALID_OPTIONS", async () => {
     const failure = compile({
-      imports: [RabbitRetryModule.forRootAsync({ useFactory: () => ({ url: AMQP_URL, prefetchCount: 5 }) as RabbitRetryModuleOptions })],
+      imports: [RabbitRetryModule.forRootAsync({ useFactory: () => ({ url: AMQP_URL, maxInFlight: 5 }) as RabbitRetryModuleOptions })],
     });
     await expect(failure).rejects.toBeInstanceOf(InvalidOptionsError);
     await expect(failure).rejects.toMatchObject({
       code: 'INVALID_OPTIONS',
-      message: expect.stringMatching(/^`prefetchCount` is not an option of RabbitRetryModule options; its options are `url`, .*`defaultOnFailure`, `prefetch`$/),
+      message: expect.stringMatching(/^`maxInFlight` is not an option of RabbitRetryModule options; its options are `url`, .*`defaultOnFailure`, `prefetch`$/),
     });
   });
 });

@@ -7,7 +7,7 @@
  * layer's (`ConsumeSpec` in src/binding/consumer.rs), which refuses a bad
  * value with an {@link InvalidOptionsError} before anything is declared.
  */
-import { InvalidOptionsError, nativeSync } from './errors';
+import { InvalidOptionsError, UnsupportedOptionError, nativeSync } from './errors';
 import { binding } from './native';
 import {
   ALERT_OPTION_KEYS,
@@ -102,6 +102,29 @@ export function checkKeys(where: string, obj: object, known: Readonly<Record<str
   else message += `; its options are ${names.map(showKey).join(', ')}`;
   if (others.length > 0) message += ` (also not an option: ${others.map(showKey).join(', ')})`;
   throw new InvalidOptionsError(message);
+}
+
+/**
+ * Refuses an option of another library that `obj` still carries (a key of
+ * `foreign`), with an {@link UnsupportedOptionError} naming it, `where` it is
+ * and what to do instead (the key's entry in `foreign`). Only key names
+ * appear in the message, never a value. `prefix` is put before the key in
+ * the error's `option` (`queueOptions.`).
+ * @internal
+ */
+export function refuseForeign(where: string, obj: object, foreign: Readonly<Record<string, string>>, prefix = ''): void {
+  let keys: string[];
+  try {
+    keys = Object.keys(obj);
+  } catch {
+    throw new InvalidOptionsError(`the keys of ${where} could not be read`);
+  }
+  for (const key of keys) {
+    if (!Object.prototype.hasOwnProperty.call(foreign, key)) continue;
+    if ((obj as Record<string, unknown>)[key] === undefined) continue;
+    const option = `${prefix}${key}`;
+    throw new UnsupportedOptionError(option, `${showKey(option)} of ${where} has no meaning in rabbit-retry: ${foreign[key]}`);
+  }
 }
 
 /** @internal */

@@ -5,6 +5,7 @@ import type { CloseResult, Handler } from './consumer/events';
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
 import type { MessageProperties } from './message';
 import { Parked } from './parked';
+import { Replies } from './replies';
 import { RetryTable } from './table';
 import { binding, type NativeClient, type NativeMessageProperties } from './native';
 import { consumerMetrics } from './metrics';
@@ -414,6 +415,26 @@ export class RabbitRetry {
     this.assertOpen();
     if (typeof queue !== 'string' || queue.length === 0) throw new InvalidOptionsError('queue must be the name of a work queue');
     return new Parked(this.inner, queue);
+  }
+
+  /**
+   * A channel for requests that wait for a reply (direct reply-to), opened
+   * on the first request.
+   * @internal
+   */
+  replies(): Replies {
+    this.assertOpen();
+    return new Replies(
+      () => {
+        this.assertOpen();
+        return this.inner.openReplies();
+      },
+      (options) => {
+        checkPublishOptions(options);
+        if (options.replyTo !== undefined) throw new InvalidOptionsError('replyTo of a request is direct reply-to; leave it out');
+        return toNativeProps(options, undefined);
+      },
+    );
   }
 
   /** Messages and consumers of `queue`, or `null` when it does not exist. */

@@ -6,6 +6,8 @@
 /** The codes of rabbit-retry's errors. */
 export type ErrorCode =
   | 'NON_RETRYABLE'
+  | 'NO_HANDLER'
+  | 'UNSUPPORTED_OPTION'
   | 'TOPOLOGY_MISMATCH'
   | 'UNROUTABLE'
   | 'PUBLISH_NACKED'
@@ -35,6 +37,35 @@ export class RabbitRetryError extends Error {
 export class NonRetryableError extends RabbitRetryError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('NON_RETRYABLE', message, options);
+  }
+}
+
+/**
+ * Throw this from a handler when nothing in the service handles the message
+ * (a message type or pattern without a handler): the message is parked at
+ * once with `retry-reason: no-handler`, whatever the delays, instead of being
+ * dropped or retried.
+ */
+export class NoHandlerError extends RabbitRetryError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('NO_HANDLER', message, options);
+  }
+}
+
+/**
+ * An option another library takes (a `@RabbitSubscribe` option of
+ * `@golevelup/nestjs-rabbitmq`, a `Transport.RMQ` option) that has no meaning
+ * here, or a value of it that rabbit-retry cannot honour. Raised at start-up,
+ * so that nothing it asked for is silently ignored; the message names the
+ * option and what to do instead.
+ */
+export class UnsupportedOptionError extends RabbitRetryError {
+  /** The option, as written: `queueOptions.channel`, `errorHandler`. */
+  readonly option: string;
+
+  constructor(option: string, message: string) {
+    super('UNSUPPORTED_OPTION', message);
+    this.option = option;
   }
 }
 

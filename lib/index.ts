@@ -55,6 +55,8 @@ export {
 export {
   RabbitRetryError,
   NonRetryableError,
+  NoHandlerError,
+  UnsupportedOptionError,
   TopologyMismatchError,
   UnroutableError,
   PublishNackedError,

@@ -13,6 +13,7 @@ export type {
   NativeConsumer,
   NativeBatch,
   NativeParkedSession,
+  NativeReplySession,
   FailureInfo as NativeFailureInfo,
   MessageProperties as NativeMessageProperties,
 } from '../binding';

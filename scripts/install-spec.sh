@@ -16,9 +16,12 @@
 #   2. takes cargo and rustc off the PATH: the prebuilt binary is all a user needs;
 #   3. per row: installs that row's Node from the npm registry's `node` package
 #      (the machine's own node when its major matches), puts it first on the
-#      PATH so npm, npx, tsc and jest run under it, creates the project, installs
-#      the tarball, type-checks with skipLibCheck off (tsc --noEmit) and runs the
-#      project's Jest e2e spec against the broker at AMQP_URL;
+#      PATH so npm, npx, tsc and jest run under it, creates the project (a
+#      NestJS service with @nestjs/microservices), installs the tarball,
+#      type-checks with skipLibCheck off (tsc --noEmit), runs the project's Jest
+#      e2e specs against the broker at AMQP_URL (a RabbitRetryModule service,
+#      and a microservice on RabbitRetryServer), then builds the project with
+#      tsc and runs the microservice's main with node;
 #   4. prints one summary line per row with the versions it resolved.
 # Rows run one after another; a failing row does not stop the next ones.
 # Exits non-zero when any row fails.
@@ -88,6 +91,7 @@ else
 fi
 contents=$(tar -tzf "$tarball")
 for f in package/dist/index.js package/dist/index.d.ts package/dist/nestjs/index.js package/dist/nestjs/index.d.ts \
+  package/dist/microservices/index.js package/dist/microservices/index.d.ts \
   package/dist/testing/index.js package/dist/testing/index.d.ts package/binding.js package/binding.d.ts; do
   grep -qx "$f" <<<"$contents" || { echo "the tarball lacks $f" >&2; exit 1; }
 done
@@ -177,6 +181,7 @@ run_row() {
   "dependencies": {
     "@nestjs/common": "$nest",
     "@nestjs/core": "$nest",
+    "@nestjs/microservices": "$nest",
     "reflect-metadata": "^0.2",
     "rxjs": "^7"
   },
@@ -193,7 +198,7 @@ JSON
 
   echo "install the tarball" >"$step"
   npm_install "$tarball"
-  node -e 'require("rabbit-retry"); require("rabbit-retry/nestjs"); require("rabbit-retry/testing")'
+  node -e 'require("rabbit-retry"); require("rabbit-retry/nestjs"); require("rabbit-retry/microservices"); require("rabbit-retry/testing")'
 
   local transform_version
   if [[ $transform == swc ]]; then
@@ -214,6 +219,14 @@ JSON
   echo "jest e2e" >"$step"
   echo "-- jest e2e (broker $(sed -E 's#//([^:/]+):[^@]*@#//\1:***@#' <<<"$AMQP_URL"))"
   RR_SPEC_QUEUES=$queues timeout 180 npm run --silent test:e2e -- --ci
+
+  echo "build" >"$step"
+  echo "-- tsc (build to dist/)"
+  timeout 120 npx tsc -p tsconfig.json --rootDir . --outDir dist
+
+  echo "run the built microservice" >"$step"
+  echo "-- node dist/src/microservice.main.js"
+  RR_SPEC_QUEUES=$queues timeout 60 node dist/src/microservice.main.js
   echo "done" >"$step"
 }
 

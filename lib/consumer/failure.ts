@@ -1,8 +1,9 @@
 /**
  * Where a failed message goes: the `retryable` predicate's verdict and, past
- * the delays, the retry table row the `onFailure.table` callbacks describe.
+ * the delays, the retry table row the `onFailure.table` callbacks describe;
+ * a {@link NoHandlerError} parks at once as `no-handler`.
  */
-import { NonRetryableError } from '../errors';
+import { NoHandlerError, NonRetryableError } from '../errors';
 import type { Message } from '../message';
 import type { NativeFailureInfo } from '../native';
 import type { TableRouteOptions } from '../options';
@@ -42,6 +43,14 @@ function isThenable(v: unknown): v is PromiseLike<unknown> {
   }
 }
 
+function isNoHandler(err: unknown): boolean {
+  try {
+    return err instanceof NoHandlerError;
+  } catch {
+    return false;
+  }
+}
+
 function isNonRetryable(err: unknown): boolean {
   try {
     return err instanceof NonRetryableError;
@@ -73,6 +82,8 @@ export class FailureRoute {
    */
   failureOf(err: unknown, msg: Message, tableBound: boolean): FailureInfo {
     try {
+      // Nothing handles the message: it parks at once, whatever the delays and the predicate say.
+      if (isNoHandler(err)) return { ...errorInfo(err), retryable: false, park: 'no-handler' };
       const retryable = this.isRetryable(err, msg);
       const table = retryable && tableBound ? this.tableInfo(err, msg) : undefined;
       return { ...errorInfo(err), retryable, table };

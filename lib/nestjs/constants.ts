@@ -3,6 +3,9 @@ import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
 /** Metadata key of {@link Consume}, stored on the handler function. @internal */
 export const CONSUME_METADATA = 'rabbit-retry:consume';
 
+/** Metadata key of {@link RabbitSubscribe}, stored on the handler function. @internal */
+export const RABBIT_SUBSCRIBE_METADATA = 'rabbit-retry:rabbit-subscribe';
+
 /** Metadata key of {@link OnFailure}, stored on the handler function. @internal */
 export const ON_FAILURE_METADATA = 'rabbit-retry:on-failure';
 

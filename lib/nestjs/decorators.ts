@@ -31,8 +31,11 @@ export function InjectRabbitRetry(): PropertyDecorator & ParameterDecorator {
   return Inject(RABBIT_RETRY);
 }
 
-/** The parameter kinds of a handler; the numbers of Nest's RPC payload and context. @internal */
-export const ArgType = { Payload: 3, Message: 6 } as const;
+/**
+ * The parameter kinds of a handler; the numbers of Nest's RPC payload and
+ * context, and one more for the headers (which pipes see as `custom`). @internal
+ */
+export const ArgType = { Payload: 3, Message: 6, Headers: 7 } as const;
 
 /** @internal */
 export type ArgType = (typeof ArgType)[keyof typeof ArgType];
@@ -49,7 +52,9 @@ export interface ArgMetadata {
 
 function argDecorator(type: ArgType, data: string | undefined, pipes: PipeLike[]): ParameterDecorator {
   return (target, key, index) => {
-    if (key === undefined) throw new Error('rabbit-retry: @RabbitPayload() and @RabbitMessage() go on the parameters of a @Consume method');
+    if (key === undefined) {
+      throw new Error('rabbit-retry: @RabbitPayload(), @RabbitMessage(), @RabbitHeader() and @RabbitRequest() go on the parameters of a @Consume or @RabbitSubscribe method');
+    }
     const ctor = target.constructor;
     const existing = (Reflect.getMetadata(ARGS_METADATA, ctor, key) ?? {}) as Record<string, ArgMetadata>;
     Reflect.defineMetadata(ARGS_METADATA, { ...existing, [`${type}:${index}`]: { index, data, pipes } }, ctor, key);
@@ -69,4 +74,23 @@ export function RabbitPayload(property?: string | PipeLike, ...pipes: PipeLike[]
 /** Marks the parameter that receives the {@link Message}, when others use {@link RabbitPayload}. */
 export function RabbitMessage(): ParameterDecorator {
   return argDecorator(ArgType.Message, undefined, []);
+}
+
+/**
+ * Marks the parameter that receives the {@link Message}, as golevelup's
+ * decorator of the same name marks amqplib's message: read `msg.body`,
+ * `msg.headers`, `msg.routingKey` and `msg.properties` where amqplib has
+ * `content`, `properties.headers`, `fields.routingKey` and `properties`.
+ */
+export function RabbitRequest(): ParameterDecorator {
+  return argDecorator(ArgType.Message, undefined, []);
+}
+
+/**
+ * Marks the parameter that receives the message's headers (or the header
+ * `property`), so that pipes (global ones and those given here) transform it.
+ */
+export function RabbitHeader(property?: string | PipeLike, ...pipes: PipeLike[]): ParameterDecorator {
+  if (property === undefined || typeof property === 'string') return argDecorator(ArgType.Headers, property, pipes);
+  return argDecorator(ArgType.Headers, undefined, [property, ...pipes]);
 }

@@ -12,14 +12,15 @@ import type { Module as NestModule } from '@nestjs/core/injector/module';
 
 import type { RabbitRetry } from '../client';
 import type { Consumer } from '../consumer';
-import { NonRetryableError, RabbitRetryError } from '../errors';
+import { InvalidOptionsError, NonRetryableError, RabbitRetryError } from '../errors';
 import type { Message } from '../message';
 import { checkKeys, checkObject, checkOnFailureKeys } from '../check-options';
 import type { ConsumeOptions, OnFailureOptions } from '../options';
-import { ARGS_METADATA, CONSUME_METADATA, ON_FAILURE_METADATA, RABBIT_RETRY_CONTEXT } from './constants';
+import { ARGS_METADATA, CONSUME_METADATA, ON_FAILURE_METADATA, RABBIT_RETRY_CONTEXT, RABBIT_SUBSCRIBE_METADATA } from './constants';
 import type { RabbitRetryConsumers } from './consumers';
 import { ArgType } from './decorators';
 import { CONSUME_HANDLER_HINTS, CONSUME_HANDLER_OPTION_KEYS, type ConsumeHandlerOptions, type RabbitRetryModuleOptions } from './options';
+import { type RabbitSubscribeOptions, checkReturned, subscribePlan } from './subscribe';
 
 /** One decorated method, found at bootstrap. */
 interface HandlerRef {
@@ -27,8 +28,19 @@ interface HandlerRef {
   name: string;
   instance: object;
   method: string;
+  /** What it consumes: `@Consume`'s options, or those `@RabbitSubscribe`'s map to (once checked). */
   consume: ConsumeHandlerOptions;
   onFailure?: OnFailureOptions;
+  /** `@RabbitSubscribe`'s options, as written. */
+  subscribe?: RabbitSubscribeOptions;
+  /** How the body is read: JSON unless `@RabbitSubscribe` says otherwise. */
+  body?: (msg: Message) => unknown;
+}
+
+/** The queue a handler's decorator names, for messages (before its options are checked). */
+function queueOf(options: unknown): string {
+  const q = options !== null && typeof options === 'object' ? (options as { queue?: unknown }).queue : undefined;
+  return typeof q === 'string' ? q : '(no queue)';
 }
 
 // Methods a RabbitRetryModule already consumes for, so that two modules never start two consumers for one method.
@@ -38,9 +50,9 @@ const claimed = new WeakMap<object, Set<string>>();
 const paramsFactory = {
   exchangeKeyForValue(type: number, data: unknown, args: unknown[]): unknown {
     if (type === ArgType.Message) return args[1];
-    const body = args[0];
-    if (typeof data !== 'string') return body;
-    return body !== null && typeof body === 'object' ? (body as Record<string, unknown>)[data] : undefined;
+    const value = type === ArgType.Headers ? (args[1] as Message).headers : args[0];
+    if (typeof data !== 'string') return value;
+    return value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[data] : undefined;
   },
 };
 
@@ -143,11 +155,16 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
         const fn = (proto as Record<string, unknown>)[method];
         if (typeof fn !== 'function') continue;
         const consume = Reflect.getMetadata(CONSUME_METADATA, fn) as ConsumeHandlerOptions | undefined;
+        const subscribe = Reflect.getMetadata(RABBIT_SUBSCRIBE_METADATA, fn) as RabbitSubscribeOptions | undefined;
         const onFailure = Reflect.getMetadata(ON_FAILURE_METADATA, fn) as OnFailureOptions | undefined;
-        if (!consume && !onFailure) continue;
+        if (!consume && !subscribe && !onFailure) continue;
         const name = `${className}.${method}`;
-        if (!consume) {
-          problems.push(`${name} has @OnFailure but no @Consume: add @Consume({ queue }) or remove @OnFailure`);
+        if (consume && subscribe) {
+          problems.push(`${name} has both @Consume and @RabbitSubscribe: keep one`);
+          continue;
+        }
+        if (!consume && !subscribe) {
+          problems.push(`${name} has @OnFailure but no @Consume: add @Consume({ queue }) (or @RabbitSubscribe({ queue })), or remove @OnFailure`);
           continue;
         }
         if (several && mine && !this.sees(wrapper, mine)) continue;
@@ -167,7 +184,8 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
         }
         methods.add(method);
         claimed.set(instance, methods);
-        found.push({ name, instance, method, consume, onFailure });
+        // A @RabbitSubscribe's consume options are filled in when its options are checked.
+        found.push({ name, instance, method, consume: consume ?? { queue: queueOf(subscribe) }, onFailure, subscribe });
       }
     }
     if (problems.length > 0) {
@@ -198,10 +216,25 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     return mine.isGlobal || host === mine || (host !== undefined && host.imports.has(mine));
   }
 
-  /** Refuses a key of `@Consume` or `@OnFailure` that is not an option of theirs. */
+  /**
+   * Refuses a key of `@Consume` or `@OnFailure` that is not an option of
+   * theirs, and maps `@RabbitSubscribe`'s options to a consumer (refusing
+   * those that have no meaning here).
+   */
   private check(ref: HandlerRef): void {
-    checkObject('@Consume options', ref.consume, 'an object such as { queue }');
-    checkKeys('@Consume', ref.consume, CONSUME_HANDLER_OPTION_KEYS, CONSUME_HANDLER_HINTS);
+    if (ref.subscribe !== undefined) {
+      const plan = subscribePlan(ref.subscribe);
+      if (plan.onFailure !== undefined && ref.onFailure !== undefined) {
+        throw new InvalidOptionsError('onFailure is given twice, in @RabbitSubscribe and in @OnFailure: keep one');
+      }
+      if (plan.onFailure !== undefined) checkOnFailureKeys('@RabbitSubscribe onFailure', plan.onFailure);
+      ref.consume = plan.consume;
+      ref.onFailure = plan.onFailure ?? ref.onFailure;
+      ref.body = plan.body;
+    } else {
+      checkObject('@Consume options', ref.consume, 'an object such as { queue }');
+      checkKeys('@Consume', ref.consume, CONSUME_HANDLER_OPTION_KEYS, CONSUME_HANDLER_HINTS);
+    }
     if (ref.onFailure !== undefined) checkOnFailureKeys('@OnFailure', ref.onFailure);
   }
 
@@ -216,7 +249,7 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
 
   private withName(ref: HandlerRef, err: unknown): unknown {
     if (err instanceof RabbitRetryError) {
-      err.message = `${ref.name} could not consume '${ref.consume.queue}' (${err.code}): ${err.message}`;
+      err.message = `${ref.name} could not consume '${queueOf(ref.consume)}' (${err.code}): ${err.message}`;
     }
     return err;
   }
@@ -239,15 +272,20 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
       { guards: true, interceptors: true, filters: false },
       RABBIT_RETRY_CONTEXT,
     );
+    const read = ref.body ?? ((msg: Message) => msg.json());
+    const subscriber = ref.subscribe !== undefined;
     const handler = async (msg: Message): Promise<void> => {
-      const body = msg.json();
+      const body = read(msg);
+      let returned: unknown;
       try {
-        await invoke(body, msg);
+        // golevelup's handlers take the headers third; @Consume handlers ignore them.
+        returned = await invoke(body, msg, msg.headers);
       } catch (err) {
         // A guard's refusal will not change on the next attempt.
         if (isForbidden(err)) throw new NonRetryableError(`${ref.name} refused the message: ${err.message}`, { cause: err });
         throw err;
       }
+      if (subscriber) checkReturned(returned, ref.name);
     };
     let consumer: Consumer;
     try {

@@ -1,7 +1,8 @@
 /**
- * rabbit-retry for NestJS: `RabbitRetryModule`, `@Consume`, `@OnFailure`
- * and `@InjectRabbitRetry`. Needs `@nestjs/common`, `@nestjs/core`,
- * `reflect-metadata` and `rxjs` (NestJS 10 or 11).
+ * rabbit-retry for NestJS: `RabbitRetryModule`, `@Consume`, `@OnFailure`,
+ * `@RabbitSubscribe` (with the options of `@golevelup/nestjs-rabbitmq`'s) and
+ * `@InjectRabbitRetry`. Needs `@nestjs/common`, `@nestjs/core`,
+ * `reflect-metadata` and `rxjs` (NestJS 10, 11 or 12).
  */
 export { RabbitRetryModule } from './module';
 export { RabbitRetryConsumers, type ConsumersHealth } from './consumers';
@@ -17,8 +18,11 @@ export {
   InjectRabbitRetry,
   RabbitPayload,
   RabbitMessage,
+  RabbitRequest,
+  RabbitHeader,
   type PipeLike,
 } from './decorators';
+export { RabbitSubscribe, Nack, type RabbitSubscribeOptions, type RabbitSubscribeQueueOptions } from './subscribe';
 export {
   RABBIT_RETRY_MODULE_OPTIONS,
   type RabbitRetryModuleOptions,
@@ -29,4 +33,4 @@ export {
   type ConsumeHandlerOptions,
 } from './options';
 export { RABBIT_RETRY, RABBIT_RETRY_CONTEXT, type RabbitRetryContextType } from './constants';
-export { RabbitRetry, Message, NonRetryableError, type OnFailureOptions } from '../index';
+export { RabbitRetry, Message, NonRetryableError, NoHandlerError, UnsupportedOptionError, type OnFailureOptions } from '../index';

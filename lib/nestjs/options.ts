@@ -1,6 +1,6 @@
 import { ConfigurableModuleBuilder, type ConfigurableModuleCls, type ConfigurableModuleHost } from '@nestjs/common';
 
-import { checkKeys, checkObject, checkOnFailureKeys } from '../check-options';
+import { checkKeys, checkObject, checkOnFailureKeys, refuseForeign } from '../check-options';
 import {
   CONNECT_OPTION_KEYS,
   CONSUME_OPTION_KEYS,
@@ -94,6 +94,35 @@ export const ASYNC_OPTION_KEYS = {
 } satisfies OptionKeys<RabbitRetryModuleAsyncOptions>;
 
 /**
+ * The options of `@golevelup/nestjs-rabbitmq`'s `RabbitMQModule.forRoot`
+ * that have no meaning for a RabbitRetryModule, and what to do instead.
+ * @internal
+ */
+export const GOLEVELUP_MODULE_OPTIONS: Readonly<Record<string, string>> = {
+  uri: 'write `url`, one URL or a list of them',
+  prefetchCount: 'write `prefetch`',
+  exchanges: 'each @RabbitSubscribe declares its exchange (a topic exchange; `exchangeType` for another type)',
+  exchangeBindings: 'bind exchanges to exchanges outside rabbit-retry (a definitions file, or the management API)',
+  queues: 'each @RabbitSubscribe or @Consume declares its queue',
+  channels: 'every consumer has a channel of its own; set `prefetch` on the handler, or here',
+  handlers: 'give each handler its options in @RabbitSubscribe',
+  defaultHandler: 'give each handler its options in @RabbitSubscribe',
+  defaultRpcTimeout: 'rabbit-retry has no @RabbitRPC; requests and replies go through rabbit-retry/microservices',
+  defaultExchangeType: 'give `exchangeType` in @RabbitSubscribe (the default is topic)',
+  defaultRpcErrorHandler: 'rabbit-retry has no @RabbitRPC; requests and replies go through rabbit-retry/microservices',
+  defaultSubscribeErrorBehavior: 'write `defaultOnFailure`: a handler that throws retries through the retry queues and parks, never requeues',
+  connectionInitOptions: 'the connection is made at start-up (`connectTimeoutMs`), which fails with CONNECTION when no node answers; consumers recover by themselves afterwards',
+  connectionManagerOptions: 'write `heartbeat`, `connectTimeoutMs`, `tls` and `recovery` (on each handler)',
+  registerHandlers: 'handlers are always found and started at bootstrap',
+  enableDirectReplyTo: 'rabbit-retry has no @RabbitRPC; requests and replies go through rabbit-retry/microservices',
+  enableControllerDiscovery: 'controllers are always scanned, as providers are',
+  deserializer: 'give `deserializer` to each @RabbitSubscribe',
+  serializer: 'publish JSON, text or Buffers with `rr.publish`',
+  defaultPublishOptions: 'give publish options to each `rr.publish`; messages are persistent by default',
+  name: 'inject the client with @InjectRabbitRetry(), or import one RabbitRetryModule per broker',
+};
+
+/**
  * Checks the keys of the module options `options` (of `forRoot` when
  * `where` is `RabbitRetryModule.forRoot`, which also takes `isGlobal`) and of
  * their `defaultOnFailure`. The connect options' own objects (`tls`,
@@ -102,6 +131,7 @@ export const ASYNC_OPTION_KEYS = {
  */
 export function checkModuleOptions(where: string, options: unknown, known: Readonly<Record<string, true>>): void {
   checkObject(`${where} options`, options, 'an object such as { url }');
+  refuseForeign(where, options as object, GOLEVELUP_MODULE_OPTIONS);
   checkKeys(where, options as object, known);
   const defaults = (options as RabbitRetryModuleOptions).defaultOnFailure;
   if (defaults !== undefined) checkOnFailureKeys('defaultOnFailure', defaults);

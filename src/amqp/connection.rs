@@ -191,6 +191,11 @@ impl Broker {
             .await
     }
 
+    /// How long a publish waits for the broker's confirm.
+    pub(crate) fn confirm_timeout(&self) -> Duration {
+        self.publisher.confirm_timeout()
+    }
+
     /// Publishes a failed or replayed message on the confirm channel that
     /// every consumer of this connection shares for them. It is kept apart
     /// from the application's because a publish to a missing exchange closes

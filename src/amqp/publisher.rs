@@ -83,35 +83,19 @@ impl Publisher {
         body: &[u8],
         properties: BasicProperties,
     ) -> Result<()> {
-        let exchange_name = short_name("exchange", exchange)?;
-        let key = short_name("routing key", routing_key)?;
+        // Checked before a channel is opened for a publish that cannot be sent.
+        short_name("exchange", exchange)?;
+        short_name("routing key", routing_key)?;
         let ch = self.channel(conn).await?;
-        let target = describe(exchange, routing_key);
-        let confirm = ch
-            .basic_publish(
-                exchange_name,
-                key,
-                BasicPublishOptions {
-                    mandatory: true,
-                    immediate: false,
-                },
-                body,
-                properties,
-            )
-            .await
-            .map_err(|e| publish_error(&target, &e))?;
-        let confirmation = tokio::time::timeout(self.confirm_timeout, confirm)
-            .await
-            .map_err(|_| {
-                Error::new(
-                    ErrorKind::PublishFailed,
-                    format!(
-                        "no confirm for the publish to {target} within {} ms; it may or may not have been stored",
-                        self.confirm_timeout.as_millis()
-                    ),
-                )
-            })?
-            .map_err(|e| publish_error(&target, &e))?;
+        let confirmation = publish_confirmed(
+            &ch,
+            exchange,
+            routing_key,
+            body,
+            properties,
+            self.confirm_timeout,
+        )
+        .await?;
         if matches!(confirmation, Confirmation::Nack(_)) {
             let refused = self.refused_in_a_row.fetch_add(1, Ordering::SeqCst) + 1;
             if refused >= REFUSALS_BEFORE_NEW_CHANNEL {
@@ -120,26 +104,83 @@ impl Publisher {
         } else {
             self.refused_in_a_row.store(0, Ordering::SeqCst);
         }
-        match confirmation {
-            Confirmation::Ack(None) => Ok(()),
-            Confirmation::Ack(Some(returned)) => Err(Error::new(
-                ErrorKind::Unroutable,
-                format!(
-                    "the broker returned the publish to {target} ({} {}): no queue is bound to it; declare the queue or check the names",
-                    returned.reply_code, returned.reply_text
-                ),
-            )),
-            Confirmation::Nack(_) => Err(Error::new(
-                ErrorKind::PublishNacked,
-                format!(
-                    "the broker refused the publish to {target} (basic.nack): the queue may be full with reject-publish overflow, or the broker had an internal error"
-                ),
-            )),
-            Confirmation::NotRequested => Err(Error::new(
+        confirmed(exchange, routing_key, confirmation)
+    }
+
+    /// How long a publish waits for its confirm.
+    pub(crate) fn confirm_timeout(&self) -> Duration {
+        self.confirm_timeout
+    }
+}
+
+/// Publishes `body` to `exchange` with `routing_key` on `ch` (a channel in
+/// confirm mode), mandatory, and waits at most `timeout` for the broker's
+/// confirm; see [`confirmed`] for what the confirm means.
+pub(crate) async fn publish_confirmed(
+    ch: &Channel,
+    exchange: &str,
+    routing_key: &str,
+    body: &[u8],
+    properties: BasicProperties,
+    timeout: Duration,
+) -> Result<Confirmation> {
+    let exchange_name = short_name("exchange", exchange)?;
+    let key = short_name("routing key", routing_key)?;
+    let target = describe(exchange, routing_key);
+    let confirm = ch
+        .basic_publish(
+            exchange_name,
+            key,
+            BasicPublishOptions {
+                mandatory: true,
+                immediate: false,
+            },
+            body,
+            properties,
+        )
+        .await
+        .map_err(|e| publish_error(&target, &e))?;
+    tokio::time::timeout(timeout, confirm)
+        .await
+        .map_err(|_| {
+            Error::new(
                 ErrorKind::PublishFailed,
-                format!("the publish to {target} was not confirmed: the channel is not in confirm mode"),
-            )),
-        }
+                format!(
+                    "no confirm for the publish to {target} within {} ms; it may or may not have been stored",
+                    timeout.as_millis()
+                ),
+            )
+        })?
+        .map_err(|e| publish_error(&target, &e))
+}
+
+/// What the broker's confirm of a mandatory publish to `exchange` with
+/// `routing_key` means: only an `Ack` without a return is a success.
+pub(crate) fn confirmed(
+    exchange: &str,
+    routing_key: &str,
+    confirmation: Confirmation,
+) -> Result<()> {
+    let target = describe(exchange, routing_key);
+    match confirmation {
+        Confirmation::Ack(None) => Ok(()),
+        Confirmation::Ack(Some(returned)) => Err(Error::new(
+            ErrorKind::Unroutable,
+            format!(
+                "the broker returned the publish to {target} ({} {}): no queue is bound to it; declare the queue or check the names",
+                returned.reply_code, returned.reply_text
+            ),
+        )),
+        Confirmation::Nack(_) => Err(Error::new(
+            ErrorKind::PublishNacked,
+            format!(
+                "the broker refused the publish to {target} (basic.nack): the queue may be full with reject-publish overflow, or the broker had an internal error"
+            ),
+        )),
+        Confirmation::NotRequested => Err(Error::new(
+            ErrorKind::PublishFailed,
+            format!("the publish to {target} was not confirmed: the channel is not in confirm mode"),
+        )),
     }
 }
 

@@ -11,6 +11,7 @@ use napi_derive::napi;
 use super::consumer::NativeConsumer;
 use super::convert::{invalid, js_error, MessageProperties};
 use super::parked::{NativeParkedSession, NativeQueueInfo};
+use super::reply::NativeReplySession;
 use super::spec::{ConsumeOptions, ConsumeSpec};
 use super::table::{
     DrainEndFn, DrainStartFn, JsDrainTracer, NativeListFilter, NativeRow, NativeSelector,
@@ -20,6 +21,7 @@ use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions, TlsO
 use crate::amqp::parked::{
     declare_state_queue, delete_exchange, delete_queue, purge, queue_info, ParkedSession,
 };
+use crate::amqp::reply::ReplySession;
 use crate::consumer::ConsumerHandle;
 use crate::table::scheduler::{SchedulerHandle, SchedulerRates};
 use crate::table::store::RetryStore;
@@ -370,6 +372,13 @@ impl NativeClient {
             session,
             work_queue,
         ))
+    }
+
+    /// Opens a channel for requests that wait for a reply (direct reply-to).
+    #[napi]
+    pub async fn open_replies(&self) -> napi::Result<NativeReplySession> {
+        let session = ReplySession::open(&self.broker).await.map_err(js_error)?;
+        Ok(NativeReplySession::new(session))
     }
 
     /// Deletes `queue` and its messages; resolves to how many it held, `null`

@@ -8,12 +8,13 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
 
-use super::convert::js_error;
+use super::convert::{invalid, js_error};
 use super::table::from_epoch_ms;
 use super::wire::{events_json, to_batch, NativeBatch};
 use crate::consumer::{
     ConsumerHandle, DeliveryView, Event, Failure, ProbeOutcome, Sink, TableFailure,
 };
+use crate::retry::ParkReason;
 
 /// A delivery whose handler threw, and its error, passed as data so its
 /// stack survives.
@@ -29,6 +30,9 @@ pub struct FailureInfo {
     pub stack: String,
     /// Whether another attempt could succeed.
     pub retryable: bool,
+    /// Park the message at once with this `retry-reason`, whatever the
+    /// delays and `retryable` say: only `no-handler` (no handler takes it).
+    pub park: Option<String>,
     /// For the retry table: what the row waits on, whose it is, and when it is due.
     pub table: Option<TableInfo>,
     /// The W3C `traceparent` the moved copy carries (the span of its move).
@@ -101,11 +105,18 @@ impl NativeConsumer {
             .into_iter()
             .map(|failure| {
                 let id = failure.id;
+                let park = match failure.park.as_deref() {
+                    None => None,
+                    Some(reason) => Some(ParkReason::requested(reason).ok_or_else(|| {
+                        invalid("a failure may ask to park with the reason 'no-handler' only")
+                    })?),
+                };
                 let f = Failure {
                     name: failure.name,
                     message: failure.message,
                     stack: failure.stack,
                     retryable: failure.retryable,
+                    park,
                     trace: failure
                         .traceparent
                         .map(|parent| (parent, failure.tracestate)),
@@ -115,9 +126,9 @@ impl NativeConsumer {
                         next_attempt_at: t.next_attempt_at_ms.map(from_epoch_ms),
                     }),
                 };
-                (id as u64, f)
+                Ok((id as u64, f))
             })
-            .collect();
+            .collect::<napi::Result<Vec<_>>>()?;
         self.handle
             .settle_many(acked.into_iter().map(|id| id as u64).collect(), fails)
             .map_err(js_error)

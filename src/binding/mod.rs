@@ -8,6 +8,7 @@ mod client;
 mod consumer;
 mod convert;
 mod parked;
+mod reply;
 mod spec;
 mod table;
 mod wire;

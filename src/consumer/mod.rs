@@ -32,7 +32,7 @@ use tokio::sync::oneshot;
 
 use crate::amqp::topology::Topology;
 use crate::error::Error;
-use crate::retry::Backoff;
+use crate::retry::{Backoff, ParkReason};
 use crate::table::store::RetryStore;
 use acks::{AckLedger, AckOp};
 
@@ -120,6 +120,8 @@ pub(crate) struct Failure {
     pub stack: String,
     /// Whether another attempt could succeed.
     pub retryable: bool,
+    /// Park at once with this reason, whatever the delays and `retryable` say.
+    pub park: Option<ParkReason>,
     /// Where the row goes when the route is the retry table.
     pub table: Option<TableFailure>,
     /// The trace context the moved copy carries instead of the delivery's:

@@ -519,7 +519,13 @@ impl<L: Link> ConsumerTask<L> {
             Settlement::Ack => self.acks.done(p.delivery.delivery_tag),
             Settlement::Fail(f) => {
                 self.acks.publishing(p.delivery.delivery_tag);
-                let route = self.route_of(p.attempt, f.retryable);
+                let route = match f.park {
+                    Some(reason) => Route::Park {
+                        reason,
+                        attempt: p.attempt,
+                    },
+                    None => self.route_of(p.attempt, f.retryable),
+                };
                 self.route(id, p, f, route);
             }
         }

@@ -19,6 +19,9 @@ pub(crate) enum ParkReason {
     /// The producer's headers leave no room in the frame for the `retry-*`
     /// headers: parked, with the largest of them dropped and named.
     HeadersTooLarge,
+    /// No handler takes the message (a pattern nobody handles): JavaScript
+    /// parks it at once, whatever the delays.
+    NoHandler,
 }
 
 impl ParkReason {
@@ -30,6 +33,17 @@ impl ParkReason {
             ParkReason::DeliveryLimit => "delivery-limit",
             ParkReason::Undecodable => "undecodable",
             ParkReason::HeadersTooLarge => "headers-too-large",
+            ParkReason::NoHandler => "no-handler",
+        }
+    }
+
+    /// The reason JavaScript may ask a failure to park with, by its header
+    /// value; `None` for every other value (the other reasons are the
+    /// consumer's own to decide).
+    pub(crate) fn requested(value: &str) -> Option<ParkReason> {
+        match value {
+            "no-handler" => Some(ParkReason::NoHandler),
+            _ => None,
         }
     }
 }
@@ -200,6 +214,25 @@ mod tests {
         }
         assert_eq!(ParkReason::Exhausted.as_str(), "exhausted");
         assert_eq!(ParkReason::NonRetryable.as_str(), "non-retryable");
+        assert_eq!(ParkReason::NoHandler.as_str(), "no-handler");
+    }
+
+    #[test]
+    fn javascript_may_ask_for_no_handler_only() {
+        assert_eq!(
+            ParkReason::requested("no-handler"),
+            Some(ParkReason::NoHandler)
+        );
+        for other in [
+            "exhausted",
+            "non-retryable",
+            "delivery-limit",
+            "undecodable",
+            "",
+            "No-Handler",
+        ] {
+            assert_eq!(ParkReason::requested(other), None, "{other}");
+        }
     }
 }
 

@@ -110,6 +110,23 @@ async fn a_failure_is_acked_only_after_its_republish_and_then_with_what_follows(
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_failure_that_asks_to_park_parks_at_once_with_delays_left() {
+    let script = Script::default();
+    let (handle, sink) = handling_two(&script).await;
+    let no_handler = Failure {
+        park: Some(crate::retry::ParkReason::NoHandler),
+        ..failure("no handler for pattern 'x'")
+    };
+    handle
+        .settle_many(vec![], vec![(1, no_handler), (2, failure("carrier 503"))])
+        .unwrap();
+    until("both moves", || sink.events().len() == 2).await;
+    let mut events = sink.events();
+    events.sort_unstable();
+    assert_eq!(events, vec!["parked", "retry"]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_lost_channel_recovers_and_its_tags_are_never_acked_on_the_new_one() {
     let script = Script::resubscribing_after_one_refusal();
     let (handle, sink) = handling_two(&script).await;

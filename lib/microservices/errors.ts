@@ -1,0 +1,90 @@
+import { RpcException } from '@nestjs/microservices';
+
+/** What Nest answers a caller with when the error is not an RpcException. @internal */
+export const INTERNAL_ERROR_MESSAGE = 'Internal server error';
+
+/** What Nest's RMQ transport answers a request whose pattern has no handler. @internal */
+export const NO_MESSAGE_HANDLER = 'There is no matching message handler defined in the remote service.';
+
+/**
+ * A handler's error as Nest's exception filters handed it to the transport
+ * (an object such as `{ status: 'error', message }`), as an Error for the
+ * failure path: its `message` is the object's message, `error` the object.
+ * Register `RabbitRetryExceptionFilter` to have the handler's own error here
+ * instead (its class, message and stack).
+ */
+export class RpcHandlerError extends Error {
+  /** What the exception filters gave the transport. */
+  readonly error: unknown;
+
+  constructor(error: unknown) {
+    super(messageOf(error));
+    this.name = 'RpcHandlerError';
+    this.error = error;
+  }
+}
+
+function messageOf(error: unknown): string {
+  try {
+    if (typeof error === 'string') return error;
+    if (error !== null && typeof error === 'object') {
+      const m = (error as { message?: unknown }).message;
+      if (typeof m === 'string') return m;
+      const json = JSON.stringify(error);
+      if (typeof json === 'string') return json;
+    }
+    return String(error);
+  } catch {
+    return 'an error that cannot be read';
+  }
+}
+
+/** Whether `error` is what Nest's default filter makes of an error that is not an RpcException. @internal */
+export function isNestInternalError(error: unknown): boolean {
+  try {
+    return (
+      error !== null &&
+      typeof error === 'object' &&
+      (error as { status?: unknown }).status === 'error' &&
+      (error as { message?: unknown }).message === INTERNAL_ERROR_MESSAGE
+    );
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The error the failure path records for what a handler's stream failed
+ * with: an Error as it is (the handler's own, with `RabbitRetryExceptionFilter`),
+ * anything else as an {@link RpcHandlerError}.
+ * @internal
+ */
+export function failureOf(error: unknown): unknown {
+  try {
+    if (error instanceof Error) return error;
+  } catch {
+    // A proxy that refuses inspection: the failure path reads it safely.
+    return error;
+  }
+  return new RpcHandlerError(error);
+}
+
+/**
+ * What a caller is answered with for `error`, as Nest's default exception
+ * filter would have made it: an RpcException's error (an object as it is, a
+ * string as `{ status: 'error', message }`), `Internal server error` for any
+ * other Error, and anything else (what a filter already made) as it is.
+ * @internal
+ */
+export function answerOf(error: unknown): unknown {
+  try {
+    if (error instanceof RpcException) {
+      const e = error.getError();
+      return e !== null && typeof e === 'object' ? e : { status: 'error', message: e };
+    }
+    if (error instanceof Error) return { status: 'error', message: INTERNAL_ERROR_MESSAGE };
+  } catch {
+    return { status: 'error', message: INTERNAL_ERROR_MESSAGE };
+  }
+  return error;
+}

@@ -1,0 +1,392 @@
+import { EventEmitter } from 'node:events';
+
+import { Logger } from '@nestjs/common';
+import { type CustomTransportStrategy, type MessageHandler, type ReadPacket, Server, type WritePacket } from '@nestjs/microservices';
+import { type Observable, lastValueFrom } from 'rxjs';
+
+import { type PublishOptions, RabbitRetry } from '../client';
+import type { Consumer } from '../consumer';
+import type { ConsumerEvents } from '../consumer/events';
+import { ClosedError, InvalidOptionsError, NoHandlerError, NonRetryableError, RabbitRetryError, UnroutableError } from '../errors';
+import type { Message } from '../message';
+import { checkBoolean, checkConsumeOptions, checkConnectOptions, checkFunction, checkKeys, checkObject, checkWhole, delayStrings, refuseForeign } from '../check-options';
+import { DEFAULT_CLOSE_TIMEOUT_MS, DEFAULT_DELAYS } from '../options';
+import { RabbitRetryChannelRef, RabbitRetryContext } from './context';
+import { NO_MESSAGE_HANDLER, answerOf, failureOf, isNestInternalError } from './errors';
+import { RMQ_SERVER_OPTIONS, type RabbitRetryServerOptions, SERVER_OPTION_KEYS, connectOptionsOf, consumeOptionsOf, publishOptionsOf } from './options';
+
+/** The events a server passes on from its consumer: `on('parked', e => …)`. */
+export type RabbitRetryServerEvents = ConsumerEvents;
+
+/** The statuses a server reports through `status` (NestJS 11 and later). */
+export type RabbitRetryServerStatus = 'connected' | 'disconnected' | 'closed';
+
+/** The prefix of the names RabbitMQ gives direct reply-to addresses. */
+const DIRECT_REPLY_TO = 'amq.rabbitmq.reply-to';
+
+/** A message's pattern as text, as Nest's handlers are registered by it. */
+function patternText(pattern: unknown): string {
+  if (typeof pattern === 'string') return pattern;
+  try {
+    return JSON.stringify(pattern) ?? String(pattern);
+  } catch {
+    return '[a pattern that cannot be written as JSON]';
+  }
+}
+
+/** An error's message, for a log line. */
+function describe(err: unknown): string {
+  try {
+    return err instanceof Error ? err.message : String(err);
+  } catch {
+    return 'an unreadable error';
+  }
+}
+
+/** The body of a message as Nest's RMQ transport reads it: JSON, else its text. */
+function parsedBody(msg: Message): { value: unknown; json: boolean; error?: string } {
+  const text = msg.text();
+  try {
+    return { value: JSON.parse(text) as unknown, json: true };
+  } catch (err) {
+    return { value: text, json: false, error: describe(err) };
+  }
+}
+
+/**
+ * A NestJS microservices transport with rabbit-retry's failure path. An app
+ * whose handlers were written for `Transport.RMQ` runs them unchanged, on
+ * the same wire format (`{ pattern, data, id? }` as JSON, replies
+ * `{ id, err, response, isDisposed }` to `reply-to` with the request's
+ * correlation id), so existing producers and clients keep working:
+ *
+ * - an `@EventPattern` handler that throws (an Error or an RpcException), or
+ *   whose stream fails, sends the message to the next retry queue, and to
+ *   `<queue>.parked` when the delays are used up; nothing is requeued at once;
+ * - a `@MessagePattern` handler's replies go to the request's `reply-to`
+ *   (direct reply-to or a reply queue); a failure answers the caller with the
+ *   error and is not retried, unless `retryRequests` is set;
+ * - a message whose pattern has no handler is parked at once with
+ *   `retry-reason: no-handler` (a request's caller is answered first); a body
+ *   that is not JSON is parked at once as `non-retryable`;
+ * - `@Payload()` is the message's `data`, and `@Ctx()` a
+ *   {@link RabbitRetryContext} with the {@link Message}, its attempt and headers.
+ *
+ * ```ts
+ * const app = await NestFactory.createMicroservice(AppModule, {
+ *   strategy: new RabbitRetryServer({ url: process.env.AMQP_URL, queue: 'orders', onFailure: { delays: ['5s', '1m'] } }),
+ * });
+ * app.useGlobalFilters(new RabbitRetryExceptionFilter()); // the handlers' own errors in the parked headers
+ * await app.listen();
+ * ```
+ */
+export class RabbitRetryServer extends Server implements CustomTransportStrategy {
+  protected override readonly logger = new Logger('RabbitRetryServer');
+  readonly #options: RabbitRetryServerOptions;
+  readonly #events = new EventEmitter();
+  #rr?: RabbitRetry;
+  #consumer?: Consumer;
+  #closing?: Promise<void>;
+  #warnedInternal = false;
+
+  /**
+   * Checks the options at once: an unknown key, or a `Transport.RMQ` option
+   * that has no meaning here (`noAck`, `urls`, …), throws with its name.
+   */
+  constructor(options: RabbitRetryServerOptions) {
+    super();
+    checkObject('RabbitRetryServer options', options, 'an object such as { queue }');
+    refuseForeign('RabbitRetryServer', options, RMQ_SERVER_OPTIONS);
+    checkKeys('RabbitRetryServer', options, SERVER_OPTION_KEYS);
+    const { client, retryRequests, serializer, deserializer, closeTimeoutMs } = options;
+    if (client !== undefined) {
+      if (!(client instanceof RabbitRetry)) throw new InvalidOptionsError('client must be a connected RabbitRetry client');
+      const given = Object.keys(connectOptionsOf(options));
+      if (given.length > 0) {
+        throw new InvalidOptionsError(`give either client or connect options, not both: ${given.map((k) => `\`${k}\``).join(', ')} would be ignored`);
+      }
+    } else {
+      checkConnectOptions(connectOptionsOf(options));
+    }
+    checkConsumeOptions(consumeOptionsOf(options));
+    delayStrings(options.onFailure?.delays);
+    checkBoolean('retryRequests', retryRequests);
+    for (const [name, hook, method] of [
+      ['serializer', serializer, 'serialize'],
+      ['deserializer', deserializer, 'deserialize'],
+    ] as const) {
+      if (hook === undefined) continue;
+      checkObject(name, hook, `an object with ${method}()`);
+      checkFunction(`${name}.${method}`, (hook as unknown as Record<string, unknown>)[method], `a function`);
+    }
+    checkWhole('closeTimeoutMs', closeTimeoutMs, 0, Number.MAX_SAFE_INTEGER, 'a whole number of milliseconds');
+    this.#options = options;
+    this.initializeSerializer(options);
+    this.initializeDeserializer(options);
+  }
+
+  /** Connects (unless given a client), declares the work queue's topology and starts consuming. */
+  async listen(callback: (...optionalParams: unknown[]) => unknown): Promise<void> {
+    try {
+      const rr = this.#options.client ?? (await RabbitRetry.connect({ logger: this.rrLogger(), ...connectOptionsOf(this.#options) }));
+      this.#rr = rr;
+      const consumer = await rr.consume(consumeOptionsOf(this.#options), (msg) => this.handle(msg));
+      this.#consumer = consumer;
+      if (this.#closing) {
+        // close() came while the consumer was starting: it stops now too.
+        await consumer.close({ timeoutMs: this.#options.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS });
+        if (this.#options.client === undefined) await rr.close();
+        callback(new ClosedError('RabbitRetryServer was closed while it started'));
+        return;
+      }
+      this.follow(consumer);
+      this.setStatus('connected');
+      this.logger.log(`consuming '${consumer.queue}' on ${rr.url}`);
+    } catch (err) {
+      await this.close().catch(() => undefined);
+      callback(err);
+      return;
+    }
+    callback();
+  }
+
+  /**
+   * Stops consuming, lets the handlers in flight finish (at most
+   * `closeTimeoutMs`) and settles them, puts deliveries that never started
+   * back in the queue, then closes the connection it opened.
+   */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      try {
+        await this.#consumer?.close({ timeoutMs: this.#options.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS });
+      } finally {
+        if (this.#options.client === undefined) await this.#rr?.close().catch(() => undefined);
+        this.setStatus('closed');
+      }
+    })();
+    return this.#closing;
+  }
+
+  /** Listens to the consumer's events: `retry`, `parked`, `publishFailed`, `stuck`, `disconnected`, `recovered`, `error`. */
+  on<K extends keyof RabbitRetryServerEvents>(event: K, callback: (...args: RabbitRetryServerEvents[K]) => void): this;
+  /** Any other name is accepted and never called. */
+  on(event: string, callback: (...args: never[]) => void): this;
+  on(event: string, callback: (...args: never[]) => void): this {
+    this.#events.on(event, callback as (...args: unknown[]) => void);
+    return this;
+  }
+
+  /** The rabbit-retry client the server consumes with (for `publish`, `parked(queue)`, `queueInfo`). */
+  unwrap<T = RabbitRetry>(): T {
+    if (!this.#rr) throw new Error('RabbitRetryServer is not listening: call listen() (app.listen() or app.startAllMicroservices()) first');
+    return this.#rr as unknown as T;
+  }
+
+  /** The consumer of the work queue, once listening: `stats()`, `health()`. */
+  get consumer(): Consumer | undefined {
+    return this.#consumer;
+  }
+
+  /** Handles one delivery; a throw takes the failure path (retry or park). */
+  private async handle(msg: Message): Promise<void> {
+    const packet = await this.packetOf(msg);
+    const pattern = patternText(packet.pattern);
+    const id = packet.id;
+    const replyTo = msg.properties.replyTo;
+    const answers = id !== undefined && id !== null && replyTo !== undefined && replyTo !== '';
+    const handler = packet.pattern === undefined ? null : this.getHandlerByPattern(pattern);
+    if (!handler) {
+      if (answers) await this.reply(replyTo, msg, { id, err: NO_MESSAGE_HANDLER, status: 'error', isDisposed: true });
+      throw new NoHandlerError(
+        packet.pattern === undefined
+          ? 'the message has no pattern: it is not { pattern, data } JSON, and the deserializer gave it none'
+          : `no handler for pattern ${pattern}: add an @EventPattern or @MessagePattern for it to the service that consumes this queue, or stop sending it here`,
+      );
+    }
+    const channel = new RabbitRetryChannelRef();
+    const ctx = new RabbitRetryContext(msg, channel, pattern);
+    if (answers) {
+      // The caller is answered with the error and the request acked, unless requests retry:
+      // then only the failure that parks the request answers.
+      const retries = this.#options.retryRequests === true;
+      const send = (p: WritePacket) => this.reply(replyTo, msg, { ...p, id });
+      const failed = await this.answer(handler, packet, ctx, send, retries ? (f) => this.parksOn(f, msg) : () => true);
+      if (failed.failed && retries) throw failed.failure;
+      return;
+    }
+    try {
+      const stream = this.transformToObservable(await handler(packet.data, ctx)) as Observable<unknown>;
+      await lastValueFrom(stream, { defaultValue: undefined });
+    } catch (err) {
+      throw this.failure(err);
+    }
+    // A handler written to settle its own message (noAck: false) may have rejected it.
+    const verdict = channel.verdict();
+    if (verdict?.kind === 'reject') {
+      if (verdict.requeue) throw new Error(`the handler of pattern ${pattern} rejected the message (nack with requeue): it goes to the next retry queue`);
+      throw new NonRetryableError(`the handler of pattern ${pattern} rejected the message without requeue`);
+    }
+  }
+
+  /**
+   * Runs a request's handler and sends its replies as Nest does: each value
+   * of its stream, the last with `isDisposed`; or, when it fails and
+   * `answerNow` agrees, the error (as Nest's default filter would give it).
+   */
+  private async answer(
+    handler: MessageHandler,
+    packet: ReadPacket,
+    ctx: RabbitRetryContext,
+    send: (p: WritePacket) => Promise<void>,
+    answerNow: (failure: unknown) => boolean,
+  ): Promise<{ failed: false } | { failed: true; failure: unknown }> {
+    let pending: WritePacket | undefined;
+    let sent = Promise.resolve();
+    const queue = (p: WritePacket) => {
+      sent = sent.then(() => send(p));
+    };
+    try {
+      const stream = this.transformToObservable(await handler(packet.data, ctx)) as Observable<unknown>;
+      await new Promise<void>((resolve, reject) => {
+        stream.subscribe({
+          next: (response) => {
+            if (pending) queue(pending);
+            pending = { response };
+          },
+          error: reject,
+          complete: resolve,
+        });
+      });
+    } catch (err) {
+      const failure = this.failure(err);
+      if (answerNow(failure)) {
+        if (pending) queue(pending);
+        queue({ err: answerOf(err), isDisposed: true });
+      }
+      await sent;
+      return { failed: true, failure };
+    }
+    queue(pending ? { ...pending, isDisposed: true } : { isDisposed: true });
+    await sent;
+    return { failed: false };
+  }
+
+  /** Whether the failure of a request that retries parks it now (so its caller is answered). */
+  private parksOn(failure: unknown, msg: Message): boolean {
+    if (failure instanceof NonRetryableError) return true;
+    const delays = this.#options.onFailure?.delays ?? DEFAULT_DELAYS;
+    if (msg.attempt >= delays.length) return true;
+    const retryable = this.#options.onFailure?.retryable;
+    try {
+      return retryable !== undefined && retryable(failure, msg) !== true;
+    } catch {
+      return true;
+    }
+  }
+
+  /** The error the failure path records; warns once when Nest's filter hid the handler's error. */
+  private failure(err: unknown): unknown {
+    if (!this.#warnedInternal && isNestInternalError(err)) {
+      this.#warnedInternal = true;
+      this.logger.warn(
+        "a handler's error reached the transport as Nest's 'Internal server error': its class, message and stack are not in the retry headers, " +
+          'and a NonRetryableError retries. Register RabbitRetryExceptionFilter (app.useGlobalFilters(new RabbitRetryExceptionFilter())) to pass the error on as it was thrown',
+      );
+    }
+    return failureOf(err);
+  }
+
+  /** The message's packet, through the deserializer; one that cannot be read parks at once. */
+  private async packetOf(msg: Message): Promise<ReadPacket & { id?: unknown }> {
+    const body = parsedBody(msg);
+    const custom = this.#options.deserializer !== undefined;
+    if (!body.json && !custom) {
+      throw new NonRetryableError(`the message body is not valid JSON (${body.error}): a Nest message is { "pattern", "data" } as JSON`);
+    }
+    let packet: unknown;
+    try {
+      packet = await this.deserializer.deserialize(body.value, { ...msg.properties, headers: msg.headers });
+    } catch (err) {
+      throw new NonRetryableError(`the deserializer could not read the message: ${describe(err)}`, { cause: err });
+    }
+    if (packet === null || typeof packet !== 'object') {
+      throw new NonRetryableError('the deserializer returned no packet: it must return { pattern, data, id? }');
+    }
+    return packet as ReadPacket & { id?: unknown };
+  }
+
+  /** Sends one reply packet to `replyTo` with the request's correlation id. */
+  private async reply(replyTo: string, msg: Message, packet: WritePacket & { id?: unknown }): Promise<void> {
+    const rr = this.#rr;
+    if (!rr) return;
+    let body: string;
+    let options: PublishOptions;
+    try {
+      const serialized = (await this.serializer.serialize(packet as WritePacket & { id: string })) as unknown;
+      if (serialized !== null && typeof serialized === 'object' && 'options' in serialized) {
+        const { options: o, ...rest } = serialized as { options?: Record<string, unknown> };
+        options = publishOptionsOf(o, 'the serializer\'s options');
+        body = JSON.stringify(rest);
+      } else {
+        options = {};
+        body = JSON.stringify(serialized);
+      }
+    } catch (err) {
+      this.logger.error(`the reply to ${replyTo} could not be serialized, so the caller gets none: ${describe(err)}`);
+      return;
+    }
+    const correlationId = msg.properties.correlationId;
+    try {
+      await rr.publish('', replyTo, Buffer.from(body ?? 'null', 'utf8'), {
+        contentType: 'application/json',
+        ...options,
+        ...(correlationId !== undefined ? { correlationId } : {}),
+        persistent: false,
+      });
+    } catch (err) {
+      // RabbitMQ returns every mandatory publish to a direct reply-to address, delivered or not.
+      if (err instanceof UnroutableError && replyTo.startsWith(DIRECT_REPLY_TO)) return;
+      this.logger.warn(`the reply to ${replyTo} could not be sent (${err instanceof RabbitRetryError ? err.code : 'error'}): ${describe(err)}`);
+    }
+  }
+
+  /** Logs the consumer's moves and passes its events on to `on()` listeners. */
+  private follow(consumer: Consumer): void {
+    const q = consumer.queue;
+    consumer.on('retry', (e) => {
+      this.logger.warn(`retry: queue '${q}', message ${e.messageId ?? '(no id)'}, attempt ${e.attempt} failed, next in ${e.delay} (${e.target}): ${e.error}`);
+    });
+    consumer.on('parked', (e) => {
+      this.logger.error(`parked: queue '${q}', message ${e.messageId ?? '(no id)'}, ${e.reason} after attempt ${e.attempt + 1} (${e.target}): ${e.error}`);
+    });
+    consumer.on('publishFailed', (e) => {
+      this.logger.error(`queue '${q}', message ${e.messageId ?? '(no id)'}: could not move it to '${e.target}'; the broker will redeliver it: ${e.error.message}`);
+    });
+    consumer.on('disconnected', (e) => {
+      this.setStatus('disconnected');
+      this.logger.warn(`consumer of '${q}' lost its channel on ${e.url}, recovering: ${e.error.message}`);
+    });
+    consumer.on('recovered', () => this.setStatus('connected'));
+    consumer.on('error', (err) => this.logger.error(`consumer of '${q}': ${err.message}`));
+    for (const event of ['retry', 'parked', 'stored', 'publishFailed', 'stuck', 'alert', 'tableAlert', 'disconnected', 'recovered', 'error'] as const) {
+      consumer.on(event, (...args: unknown[]) => {
+        if (this.#events.listenerCount(event) === 0) return;
+        try {
+          this.#events.emit(event, ...args);
+        } catch (err) {
+          this.logger.error(`a '${event}' listener of RabbitRetryServer threw: ${describe(err)}`);
+        }
+      });
+    }
+  }
+
+  private setStatus(status: RabbitRetryServerStatus): void {
+    // NestJS 11 and later report it through `status`; NestJS 10 has no such stream.
+    (this as unknown as { _status$?: { next(s: string): void } })._status$?.next(status);
+  }
+
+  private rrLogger(): { warn(m: string): void; error(m: string): void } {
+    return { warn: (m) => this.logger.warn(m), error: (m) => this.logger.error(m) };
+  }
+}
+

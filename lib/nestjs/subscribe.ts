@@ -1,0 +1,340 @@
+/**
+ * `@RabbitSubscribe`, with the options of `@golevelup/nestjs-rabbitmq`'s
+ * decorator, mapped to rabbit-retry's topology; `onFailure` added. An
+ * option that has no meaning here fails the bootstrap with
+ * `UNSUPPORTED_OPTION`, naming it, rather than being ignored.
+ */
+import { SetMetadata } from '@nestjs/common';
+
+import { InvalidOptionsError, NonRetryableError, UnsupportedOptionError } from '../errors';
+import type { Message } from '../message';
+import { checkBoolean, checkFunction, checkKeys, checkObject, checkString, refuseForeign } from '../check-options';
+import type { ConsumeOptions, OnFailureOptions, OptionKeys, QueueArguments } from '../options';
+import { RABBIT_SUBSCRIBE_METADATA } from './constants';
+import type { ConsumeHandlerOptions } from './options';
+
+/**
+ * The queue options of {@link RabbitSubscribe}, as golevelup (and amqplib's
+ * `assertQueue`) name them. The work queue is always durable, never
+ * exclusive or auto-deleted: a retry queue dead-letters back to it.
+ */
+export interface RabbitSubscribeQueueOptions {
+  /** Only `true` (the default): the work queue outlives the connection. */
+  durable?: boolean;
+  /** Only `false` (the default). */
+  exclusive?: boolean;
+  /** Only `false` (the default). */
+  autoDelete?: boolean;
+  /** Queue arguments (`x-max-length`, …); `x-queue-type` becomes `queueType`. */
+  arguments?: QueueArguments;
+  /** `x-message-ttl`. */
+  messageTtl?: number;
+  /** `x-expires`. */
+  expires?: number;
+  /** `x-dead-letter-exchange`: where the broker dead-letters what expires or overflows (never a handler's failure). */
+  deadLetterExchange?: string;
+  /** `x-dead-letter-routing-key`. */
+  deadLetterRoutingKey?: string;
+  /** `x-max-length`. */
+  maxLength?: number;
+  /** `x-max-priority`. */
+  maxPriority?: number;
+  /** Refused at start-up: the binding is made without arguments. */
+  bindQueueArguments?: unknown;
+  /** Refused at start-up: every consumer has a channel of its own; set `prefetch`. */
+  channel?: unknown;
+  /** Refused at start-up: the consumer is made by rabbit-retry, acks and all. */
+  consumerOptions?: unknown;
+}
+
+/** The keys of {@link RabbitSubscribeQueueOptions}. */
+const QUEUE_OPTION_KEYS = {
+  durable: true,
+  exclusive: true,
+  autoDelete: true,
+  arguments: true,
+  messageTtl: true,
+  expires: true,
+  deadLetterExchange: true,
+  deadLetterRoutingKey: true,
+  maxLength: true,
+  maxPriority: true,
+  bindQueueArguments: true,
+  channel: true,
+  consumerOptions: true,
+} satisfies OptionKeys<RabbitSubscribeQueueOptions>;
+
+/** Queue options that have no meaning here, and what to do instead. */
+const REFUSED_QUEUE_OPTIONS: Readonly<Record<string, string>> = {
+  bindQueueArguments: 'the queue is bound without arguments; bind with arguments (a headers exchange) outside rabbit-retry',
+  channel: 'every consumer has a channel of its own; set `prefetch` on the handler, or on the module',
+  consumerOptions: 'the consumer is rabbit-retry\'s: it acks each message after its handler, and `prefetch` limits the handlers in flight',
+};
+
+/** The queue options that are queue arguments, by their argument name. */
+const ARGUMENT_OF: Readonly<Record<string, string>> = {
+  messageTtl: 'x-message-ttl',
+  expires: 'x-expires',
+  deadLetterExchange: 'x-dead-letter-exchange',
+  deadLetterRoutingKey: 'x-dead-letter-routing-key',
+  maxLength: 'x-max-length',
+  maxPriority: 'x-max-priority',
+};
+
+/**
+ * What {@link RabbitSubscribe} takes: the options a `@golevelup/nestjs-rabbitmq`
+ * `@RabbitSubscribe` handler already has, plus `onFailure` (and `prefetch`,
+ * `exchangeType`, `queueType`). The options golevelup has that mean nothing
+ * here are listed too, so existing code compiles; each fails the bootstrap
+ * with `UNSUPPORTED_OPTION`, naming it.
+ */
+export interface RabbitSubscribeOptions {
+  /** The work queue. Required: its retry and parked queues are named after it. */
+  queue?: string;
+  /** An exchange to declare and bind the queue to (a topic exchange unless `exchangeType` says otherwise). */
+  exchange?: string;
+  /** The binding key; a list of one key is that key. @default the queue name */
+  routingKey?: string | readonly string[];
+  /** How the work queue is declared. */
+  queueOptions?: RabbitSubscribeQueueOptions;
+  /** `false` consumes a queue that exists as it is, never declaring it (`assertQueue: false`). @default true */
+  createQueueIfNotExists?: boolean;
+  /** A body that is not JSON reaches the handler as text instead of being parked as `non-retryable`. @default false */
+  allowNonJsonMessages?: boolean;
+  /**
+   * Turns the body into the handler's first argument, instead of JSON. A
+   * deserializer that throws parks the message as `non-retryable` (unless
+   * `allowNonJsonMessages`: then the handler gets the text).
+   */
+  deserializer?: (body: Buffer, msg: Message) => unknown;
+  /** What to do when the handler throws: the retry delays, and which errors are worth another attempt. */
+  onFailure?: OnFailureOptions;
+  /** Handlers in flight at most. @default the module's `prefetch`, else 10 */
+  prefetch?: number;
+  /** The exchange's type. @default 'topic' */
+  exchangeType?: ConsumeOptions['exchangeType'];
+  /** The queue type of the work, retry and parked queues. @default 'classic' */
+  queueType?: ConsumeOptions['queueType'];
+  /** Refused at start-up: give the options here rather than in the module's `handlers`. */
+  name?: unknown;
+  /** Refused at start-up: one connection per RabbitRetryModule. */
+  connection?: unknown;
+  /** Refused at start-up: the queue is bound once, to `exchange` with `routingKey`. */
+  bindings?: unknown;
+  /** Refused at start-up: failures take the failure path; see `onFailure`. */
+  errorBehavior?: unknown;
+  /** Refused at start-up: failures take the failure path; see `onFailure`. */
+  errorHandler?: unknown;
+  /** Refused at start-up: a queue that exists with other arguments fails with TOPOLOGY_MISMATCH, naming the option that matches. */
+  assertQueueErrorHandler?: unknown;
+  /** Refused at start-up: a subscriber sends no replies. */
+  usePersistentReplyTo?: unknown;
+  /** Refused at start-up: each message is handled, and retried or parked, on its own. */
+  batchOptions?: unknown;
+}
+
+/** The keys of {@link RabbitSubscribeOptions}. */
+const SUBSCRIBE_OPTION_KEYS = {
+  queue: true,
+  exchange: true,
+  routingKey: true,
+  queueOptions: true,
+  createQueueIfNotExists: true,
+  allowNonJsonMessages: true,
+  deserializer: true,
+  onFailure: true,
+  prefetch: true,
+  exchangeType: true,
+  queueType: true,
+  name: true,
+  connection: true,
+  bindings: true,
+  errorBehavior: true,
+  errorHandler: true,
+  assertQueueErrorHandler: true,
+  usePersistentReplyTo: true,
+  batchOptions: true,
+} satisfies OptionKeys<RabbitSubscribeOptions>;
+
+/** golevelup's options that have no meaning here, and what to do instead. */
+const REFUSED_OPTIONS: Readonly<Record<string, string>> = {
+  name: 'rabbit-retry has no module-level `handlers` to name: give the options in @RabbitSubscribe',
+  connection: 'a RabbitRetryModule has one connection; import a second RabbitRetryModule for another broker',
+  errorBehavior: 'a handler that throws takes the failure path (retry queues, then the parked queue), never a requeue: set `onFailure` or @OnFailure',
+  errorHandler: 'a handler that throws takes the failure path (retry queues, then the parked queue): set `onFailure` or @OnFailure, and follow the consumer\'s `retry` and `parked` events through RabbitRetryConsumers',
+  assertQueueErrorHandler: 'a queue that exists with other arguments fails the bootstrap with TOPOLOGY_MISMATCH, naming the option that matches; set `queueOptions.arguments` to match, or `createQueueIfNotExists: false`',
+  usePersistentReplyTo: 'a subscriber sends no replies',
+  batchOptions: 'each message is handled, and retried or parked, on its own; raise `prefetch` to handle more at once',
+};
+
+/**
+ * Consumes `options.queue` with this provider method once the application
+ * bootstraps, as `@golevelup/nestjs-rabbitmq`'s decorator of the same name
+ * does, with rabbit-retry's failure path: a handler that throws retries
+ * through the retry queues and parks, never requeues. The method receives
+ * the parsed body, the {@link Message} and its headers; resolve to ack,
+ * throw to retry or park, or return a {@link Nack}.
+ *
+ * ```ts
+ * @RabbitSubscribe({ exchange: 'exchange1', routingKey: 'subscribe-route', queue: 'subscribe-queue', onFailure: { delays: ['5s', '1m'] } })
+ * async pubSubHandler(msg: {}) {}
+ * ```
+ *
+ * Combines with {@link OnFailure} (not with `onFailure` given here too), not
+ * with {@link Consume}.
+ */
+export function RabbitSubscribe(options: RabbitSubscribeOptions): MethodDecorator {
+  return SetMetadata(RABBIT_SUBSCRIBE_METADATA, options);
+}
+
+/**
+ * Returned by a {@link RabbitSubscribe} handler, as golevelup's `Nack`: the
+ * message failed. `new Nack(true)` sends it to the next retry queue (it is
+ * never requeued at once); `new Nack()` parks it as `non-retryable`.
+ */
+export class Nack {
+  readonly #requeue: boolean;
+
+  constructor(requeue = false) {
+    this.#requeue = requeue;
+  }
+
+  /** Whether the message is worth another attempt. */
+  get requeue(): boolean {
+    return this.#requeue;
+  }
+}
+
+/** What a `@RabbitSubscribe` method becomes: its consumer's options and how its body is read. @internal */
+export interface SubscribePlan {
+  consume: ConsumeHandlerOptions;
+  onFailure?: OnFailureOptions;
+  body: (msg: Message) => unknown;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** Refuses a queue option whose value asks for what the work queue cannot be. */
+function requireValue(option: string, value: unknown, allowed: boolean, why: string): void {
+  if (value !== undefined && value !== allowed) {
+    throw new UnsupportedOptionError(`queueOptions.${option}`, `\`queueOptions.${option}: ${String(value)}\` is not supported: ${why}`);
+  }
+}
+
+/**
+ * Maps `@RabbitSubscribe` options to a consumer: throws an
+ * {@link UnsupportedOptionError} for an option with no meaning here, an
+ * {@link InvalidOptionsError} for a wrong one.
+ * @internal
+ */
+export function subscribePlan(options: RabbitSubscribeOptions): SubscribePlan {
+  checkObject('@RabbitSubscribe options', options, 'an object such as { exchange, routingKey, queue }');
+  checkKeys('@RabbitSubscribe', options, SUBSCRIBE_OPTION_KEYS);
+  refuseForeign('@RabbitSubscribe', options, REFUSED_OPTIONS);
+  const o = options;
+  if (o.bindings !== undefined && !(Array.isArray(o.bindings) && o.bindings.length === 0)) {
+    throw new UnsupportedOptionError(
+      'bindings',
+      '`bindings` of @RabbitSubscribe has no meaning in rabbit-retry: the queue is bound once, to `exchange` with `routingKey`; bind it to other exchanges with an exchange-to-exchange binding, or give each exchange a queue and a handler of its own',
+    );
+  }
+  checkString('queue', o.queue, {
+    optional: false,
+    nonEmpty: true,
+    what: "a queue name: rabbit-retry's retry and parked queues are named after it, so a server-named queue cannot have them",
+  });
+  checkString('exchange', o.exchange);
+  let routingKey: string | undefined;
+  if (Array.isArray(o.routingKey)) {
+    if (o.routingKey.length > 1) {
+      throw new UnsupportedOptionError(
+        'routingKey',
+        '`routingKey` of @RabbitSubscribe is a list of several keys: rabbit-retry binds one key per queue; write one topic pattern that covers them (`orders.*`), or give each key a queue and a handler of its own',
+      );
+    }
+    routingKey = o.routingKey[0] as string | undefined;
+  } else {
+    routingKey = o.routingKey as string | undefined;
+  }
+  checkString('routingKey', routingKey);
+  checkBoolean('createQueueIfNotExists', o.createQueueIfNotExists);
+  checkBoolean('allowNonJsonMessages', o.allowNonJsonMessages);
+  checkFunction('deserializer', o.deserializer, 'a function (body, msg) => value');
+
+  let queueArguments: Record<string, string | number | boolean> | undefined;
+  let queueType = o.queueType;
+  if (o.queueOptions !== undefined) {
+    const q = o.queueOptions;
+    checkObject('queueOptions', q, 'an object such as { arguments }');
+    checkKeys('@RabbitSubscribe queueOptions', q, QUEUE_OPTION_KEYS);
+    refuseForeign('@RabbitSubscribe', q, REFUSED_QUEUE_OPTIONS, 'queueOptions.');
+    requireValue('durable', q.durable, true, 'the work queue is durable, as its retry queues dead-letter back to it');
+    requireValue('exclusive', q.exclusive, false, 'the work queue outlives its connection, as its retry queues dead-letter back to it');
+    requireValue('autoDelete', q.autoDelete, false, 'the work queue outlives its consumers, as its retry queues dead-letter back to it');
+    const args: Record<string, string | number | boolean> = {};
+    if (q.arguments !== undefined) {
+      if (!isRecord(q.arguments)) throw new InvalidOptionsError('queueOptions.arguments must be an object of argument names to values');
+      Object.assign(args, q.arguments);
+    }
+    for (const [option, argument] of Object.entries(ARGUMENT_OF)) {
+      const v = (q as Record<string, unknown>)[option];
+      if (v !== undefined) args[argument] = v as string | number;
+    }
+    const type = args['x-queue-type'];
+    if (type !== undefined) {
+      delete args['x-queue-type'];
+      if (type !== 'classic' && type !== 'quorum') {
+        throw new UnsupportedOptionError('queueOptions.arguments.x-queue-type', `\`x-queue-type\` '${String(type)}' is not supported: rabbit-retry consumes classic and quorum queues`);
+      }
+      if (queueType !== undefined && queueType !== type) {
+        throw new InvalidOptionsError(`queueType '${queueType}' and queueOptions.arguments['x-queue-type'] '${type}' disagree: give one`);
+      }
+      queueType = type;
+    }
+    if (Object.keys(args).length > 0) queueArguments = args;
+  }
+
+  const consume: ConsumeHandlerOptions = { queue: o.queue as string };
+  if (o.exchange !== undefined) consume.exchange = o.exchange;
+  if (o.exchangeType !== undefined) consume.exchangeType = o.exchangeType;
+  if (routingKey !== undefined) consume.routingKey = routingKey;
+  if (o.prefetch !== undefined) consume.prefetch = o.prefetch;
+  if (queueType !== undefined) consume.queueType = queueType;
+  if (queueArguments !== undefined) consume.queueArguments = queueArguments;
+  if (o.createQueueIfNotExists === false) consume.assertQueue = false;
+
+  const deserializer = o.deserializer;
+  const lenient = o.allowNonJsonMessages === true;
+  const body = (msg: Message): unknown => {
+    if (msg.body.length === 0) return undefined;
+    if (deserializer) {
+      try {
+        return deserializer(msg.body, msg);
+      } catch (err) {
+        if (lenient) return msg.text();
+        const reason = err instanceof Error ? err.message : String(err);
+        throw new NonRetryableError(`the deserializer could not read the message: ${reason}`, { cause: err });
+      }
+    }
+    if (!lenient) return msg.json();
+    try {
+      return JSON.parse(msg.text()) as unknown;
+    } catch {
+      return msg.text();
+    }
+  };
+  return { consume, onFailure: o.onFailure, body };
+}
+
+/**
+ * What a handler's return value means: a {@link Nack} fails the message
+ * (retry or park); anything else acks it.
+ * @internal
+ */
+export function checkReturned(value: unknown, name: string): void {
+  if (!(value instanceof Nack)) return;
+  if (value.requeue) throw new Error(`${name} returned new Nack(true): the message goes to the next retry queue`);
+  throw new NonRetryableError(`${name} returned new Nack(): the message is parked`);
+}
