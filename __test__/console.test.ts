@@ -527,7 +527,8 @@ describe('rabbit-retry ui', () => {
     child.stderr.on('data', (b: Buffer) => (err += b.toString()));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     try {
-      await waitFor(() => /rabbit-retry console on (http:\S+)/.test(out), 20_000, `the console's URL (stderr: ${err})`);
+      // Two lines: the URL, then the broker and the queues (each its own write).
+      await waitFor(() => /rabbit-retry console on (http:\S+)/.test(out) && out.includes('; queues '), 20_000, `the console's URL (stderr: ${err})`);
       const url = /rabbit-retry console on (http:\S+)/.exec(out)?.[1] as string;
       expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
       expect(out).toContain(`broker amqp://guest:***@127.0.0.1:5672; queues ${queue}`);

@@ -3,7 +3,6 @@ import { readFileSync } from 'node:fs';
 import { Consumer, outsideHandlers, runningConsumer } from './consumer';
 import type { CloseResult, Handler } from './consumer/events';
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
-import type { MessageProperties } from './message';
 import { Parked } from './parked';
 import { Replies } from './replies';
 import { RetryTable } from './table';
@@ -34,6 +33,7 @@ import {
   type QueueArguments,
   type Logger,
   type OptionKeys,
+  type PublishOptions,
   type TlsOptions,
 } from './options';
 
@@ -61,18 +61,6 @@ export interface ConsumedQueue {
   queue: string;
   /** Its delays' labels, in order (`5s`, `1m`): its retry queues are `<queue>.retry.<label>`. */
   delays: string[];
-}
-
-/** Options of {@link RabbitRetry.publish}. */
-export interface PublishOptions extends Omit<MessageProperties, 'timestamp' | 'expiration' | 'deliveryMode'> {
-  /** A `Date`, or seconds since the epoch. */
-  timestamp?: Date | number;
-  /** Per-message TTL in milliseconds. */
-  expiration?: string | number;
-  /** Whether the broker writes the message to disk. @default true */
-  persistent?: boolean;
-  /** Application headers. */
-  headers?: Record<string, unknown>;
 }
 
 /** The keys of {@link PublishOptions}. */

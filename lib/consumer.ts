@@ -254,9 +254,15 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       resume: () => (this.closing ? Promise.resolve() : native(() => this.inner.resume())),
       probe: () => this.probe(),
       returnEarly: async (rate, go) => {
-        const n = await io.returnEarly(rate, () => go() && !this.closing);
-        this.counts.returnedEarly += n;
-        return n;
+        try {
+          const n = await io.returnEarly(rate, () => go() && !this.closing);
+          this.counts.returnedEarly += n;
+          return n;
+        } catch (err) {
+          // Closing took the channel away: what was not sent back waits out its delay.
+          if (this.closing) return 0;
+          throw err;
+        }
       },
       record: (r: CircuitRecord) => io.record(r),
       notify: notify as CircuitMember['notify'],

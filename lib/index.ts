@@ -4,7 +4,7 @@
  * with their error when retries run out; every move is a confirmed publish
  * before the ack.
  */
-export { RabbitRetry, DEFAULT_URL, type PublishOptions, type Body } from './client';
+export { RabbitRetry, DEFAULT_URL, type Body } from './client';
 export { Consumer } from './consumer';
 export type {
   Handler,
@@ -51,6 +51,7 @@ export {
   type RetryTableOptions,
   type TableRouteOptions,
   type CircuitOptions,
+  type PublishOptions,
 } from './options';
 export {
   RabbitRetryError,

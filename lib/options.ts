@@ -4,7 +4,7 @@
  * The defaults of the consume options the native layer takes are the native
  * layer's (`consumeDefaults()`); the `@default`s here describe them.
  */
-import type { Message } from './message';
+import type { Message, MessageProperties } from './message';
 import type { MeterProviderLike } from './metrics';
 
 /**
@@ -437,3 +437,15 @@ export const RECOVERY_OPTION_KEYS = {
 
 /** Default retry delays. */
 export const DEFAULT_DELAYS: readonly Delay[] = ['5s', '1m', '10m'];
+
+/** Options of {@link RabbitRetry.publish}. */
+export interface PublishOptions extends Omit<MessageProperties, 'timestamp' | 'expiration' | 'deliveryMode'> {
+  /** A `Date`, or seconds since the epoch. */
+  timestamp?: Date | number;
+  /** Per-message TTL in milliseconds. */
+  expiration?: string | number;
+  /** Whether the broker writes the message to disk. @default true */
+  persistent?: boolean;
+  /** Application headers. */
+  headers?: Record<string, unknown>;
+}

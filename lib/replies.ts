@@ -7,7 +7,7 @@
 import { ClosedError, ConnectionError, native } from './errors';
 import type { Message } from './message';
 import type { NativeMessageProperties, NativeReplySession } from './native';
-import type { PublishOptions } from './client';
+import type { PublishOptions } from './options';
 import { deliveriesOf, messageOf } from './wire';
 
 /** A request waiting for its replies. */

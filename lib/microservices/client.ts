@@ -3,7 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import { ClientProxy, type ReadPacket, RmqRecord, type WritePacket } from '@nestjs/microservices';
 
-import { type PublishOptions, RabbitRetry } from '../client';
+import { RabbitRetry } from '../client';
+import type { PublishOptions } from '../options';
 import { InvalidOptionsError } from '../errors';
 import type { Message } from '../message';
 import type { Replies } from '../replies';

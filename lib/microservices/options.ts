@@ -4,7 +4,8 @@
  */
 import type { ConsumerDeserializer, ConsumerSerializer, ProducerDeserializer, ProducerSerializer } from '@nestjs/microservices';
 
-import type { PublishOptions, RabbitRetry } from '../client';
+import type { RabbitRetry } from '../client';
+import type { PublishOptions } from '../options';
 import { UnsupportedOptionError } from '../errors';
 import { CONNECT_OPTION_KEYS, CONSUME_OPTION_KEYS, type ConnectOptions, type ConsumeOptions, type OptionKeys } from '../options';
 

@@ -4,7 +4,8 @@ import { Logger } from '@nestjs/common';
 import { type CustomTransportStrategy, type MessageHandler, type ReadPacket, Server, type WritePacket } from '@nestjs/microservices';
 import { type Observable, lastValueFrom } from 'rxjs';
 
-import { type PublishOptions, RabbitRetry } from '../client';
+import { RabbitRetry } from '../client';
+import type { PublishOptions } from '../options';
 import type { Consumer } from '../consumer';
 import type { ConsumerEvents } from '../consumer/events';
 import { ClosedError, InvalidOptionsError, NoHandlerError, NonRetryableError, RabbitRetryError, UnroutableError } from '../errors';

@@ -14,7 +14,7 @@ use std::time::SystemTime;
 use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-use super::store::{column, table_error, NewRow, PAUSE_MATCHES};
+use super::row::{column, table_error, NewRow, PAUSE_MATCHES};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Rows in one `INSERT` at most.

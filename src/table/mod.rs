@@ -4,6 +4,7 @@
 
 mod intake;
 mod rate;
+mod row;
 pub(crate) mod scheduler;
 mod schema;
 pub(crate) mod store;

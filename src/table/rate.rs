@@ -8,7 +8,8 @@
 //! idle cannot publish a burst, and at 10 a second the rows go out about 10
 //! each second.
 
-use super::store::{column, table_error, RetryStore};
+use super::row::{column, table_error};
+use super::store::RetryStore;
 use crate::error::Result;
 
 /// The bucket of the whole table.

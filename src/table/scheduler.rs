@@ -18,7 +18,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::rate::{BURST_SECS, TABLE_BUCKET};
-use super::store::{column, RetryStore};
+use super::row::column;
+use super::store::RetryStore;
 use crate::amqp::connection::Broker;
 use crate::amqp::fields::{header_str, with_trace};
 use crate::error::{Error, ErrorKind, Result};

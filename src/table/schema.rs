@@ -2,7 +2,8 @@
 //! run once each under an advisory lock, and the check that a table made by
 //! someone else has the columns the statements need.
 
-use super::store::{column, table_error, RetryStore};
+use super::row::{column, table_error};
+use super::store::RetryStore;
 use crate::error::{Error, ErrorKind, Result};
 
 /// The migrations, in order; each runs once, recorded in `rabbit_retry_migrations`.
