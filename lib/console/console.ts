@@ -14,7 +14,7 @@ import { checkKeys, checkObject, checkString } from '../check-options';
 import { InvalidOptionsError, RabbitRetryError } from '../errors';
 import { delayLabel, parkedQueueName } from '../names';
 import { DEFAULT_DELAYS, type Delay, type OptionKeys } from '../options';
-import type { ParkedMessage } from '../parked';
+import type { Parked, ParkedFilter, ParkedMessage } from '../parked';
 import type { RetryRow, RetryTable } from '../table';
 import { asset } from './assets';
 import {
@@ -795,71 +795,55 @@ export class RabbitRetryConsole {
     if (typeof rate !== 'number' || !(rate > 0) || rate > 10_000) {
       throw new HttpError(400, 'BAD_REQUEST', 'ratePerSec must be a number above 0 and at most 10000');
     }
-    const match = this.matcher(scope, key);
-    const job = this.jobs.start(
-      { kind: 'replay', queue, scope, key, label: this.label(queue, scope, key), total: count, ratePerSec: rate },
-      async (j: Job) => {
-        let current = '';
-        try {
-          const parked = this.client.parked(queue);
-          j.parkedAtStart = await parked.count();
-          await parked.replay({
-            ratePerSec: rate,
-            limit: count,
-            filter: {
-              where: (m) => {
-                if (j.stopping || !match(m)) return false;
-                current = fingerprint(m).key;
-                if (scope === 'message') j.label = `message ${m.properties.messageId ?? key}`;
-                return true;
-              },
-            },
-            onProgress: (p) => {
-              j.done = p.replayed;
-              j.skipped = p.skipped;
-              j.byGroup[current] = (j.byGroup[current] ?? 0) + 1;
-            },
-          });
-        } finally {
-          this.invalidate(queue);
-        }
-      },
+    return this.run('replay', queue, scope, key, count, rate, (parked, filter, progress) =>
+      parked.replay({ ratePerSec: rate, limit: count, filter, onProgress: (p) => progress(p.replayed, p.skipped) }),
     );
-    return this.jobs.views().find((v) => v.id === job.id) as JobView;
   }
 
   private purge(queue: string, body: Record<string, unknown>): JobView {
     this.checkOpen();
     const { scope, key, count } = actionOf(body, ['group', 'message']);
-    const match = this.matcher(scope, key);
-    const job = this.jobs.start(
-      { kind: 'purge', queue, scope, key, label: this.label(queue, scope, key), total: count, ratePerSec: null },
-      async (j: Job) => {
-        let current = '';
-        try {
-          const parked = this.client.parked(queue);
-          j.parkedAtStart = await parked.count();
-          await parked.purge({
-            limit: count,
-            filter: {
-              where: (m) => {
-                if (j.stopping || !match(m)) return false;
-                current = fingerprint(m).key;
-                if (scope === 'message') j.label = `message ${m.properties.messageId ?? key}`;
-                return true;
-              },
-            },
-            onProgress: (p) => {
-              j.done = p.purged;
-              j.skipped = p.skipped;
-              j.byGroup[current] = (j.byGroup[current] ?? 0) + 1;
-            },
-          });
-        } finally {
-          this.invalidate(queue);
-        }
-      },
+    return this.run('purge', queue, scope, key, count, null, (parked, filter, progress) =>
+      parked.purge({ limit: count, filter, onProgress: (p) => progress(p.purged, p.skipped) }),
     );
+  }
+
+  /**
+   * Starts a job that replays or purges the parked messages of `queue` that
+   * `scope` and `key` select, at most `count`, counting each by its group.
+   */
+  private run(
+    kind: 'replay' | 'purge',
+    queue: string,
+    scope: JobScope,
+    key: string | null,
+    count: number,
+    ratePerSec: number | null,
+    act: (parked: Parked, filter: ParkedFilter, progress: (done: number, skipped: number) => void) => Promise<unknown>,
+  ): JobView {
+    const match = this.matcher(scope, key);
+    const job = this.jobs.start({ kind, queue, scope, key, label: this.label(queue, scope, key), total: count, ratePerSec }, async (j: Job) => {
+      let current = '';
+      try {
+        const parked = this.client.parked(queue);
+        j.parkedAtStart = await parked.count();
+        const filter: ParkedFilter = {
+          where: (m) => {
+            if (j.stopping || !match(m)) return false;
+            current = fingerprint(m).key;
+            if (scope === 'message') j.label = `message ${m.properties.messageId ?? key}`;
+            return true;
+          },
+        };
+        await act(parked, filter, (done, skipped) => {
+          j.done = done;
+          j.skipped = skipped;
+          j.byGroup[current] = (j.byGroup[current] ?? 0) + 1;
+        });
+      } finally {
+        this.invalidate(queue);
+      }
+    });
     return this.jobs.views().find((v) => v.id === job.id) as JobView;
   }
 

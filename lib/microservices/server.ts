@@ -12,6 +12,7 @@ import { ClosedError, InvalidOptionsError, NoHandlerError, NonRetryableError, Ra
 import type { Message } from '../message';
 import { checkBoolean, checkConsumeOptions, checkConnectOptions, checkFunction, checkKeys, checkObject, checkWhole, delayStrings, refuseForeign } from '../check-options';
 import { DEFAULT_CLOSE_TIMEOUT_MS, DEFAULT_DELAYS } from '../options';
+import { logMoves } from '../nestjs/follow';
 import { RabbitRetryChannelRef, RabbitRetryContext } from './context';
 import { NO_MESSAGE_HANDLER, answerOf, failureOf, isNestInternalError } from './errors';
 import { RMQ_SERVER_OPTIONS, type RabbitRetryServerOptions, SERVER_OPTION_KEYS, connectOptionsOf, consumeOptionsOf, publishOptionsOf } from './options';
@@ -354,21 +355,12 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
   /** Logs the consumer's moves and passes its events on to `on()` listeners. */
   private follow(consumer: Consumer): void {
     const q = consumer.queue;
-    consumer.on('retry', (e) => {
-      this.logger.warn(`retry: queue '${q}', message ${e.messageId ?? '(no id)'}, attempt ${e.attempt} failed, next in ${e.delay} (${e.target}): ${e.error}`);
-    });
-    consumer.on('parked', (e) => {
-      this.logger.error(`parked: queue '${q}', message ${e.messageId ?? '(no id)'}, ${e.reason} after attempt ${e.attempt + 1} (${e.target}): ${e.error}`);
-    });
-    consumer.on('publishFailed', (e) => {
-      this.logger.error(`queue '${q}', message ${e.messageId ?? '(no id)'}: could not move it to '${e.target}'; the broker will redeliver it: ${e.error.message}`);
-    });
+    logMoves(consumer, this.logger);
     consumer.on('disconnected', (e) => {
       this.setStatus('disconnected');
       this.logger.warn(`consumer of '${q}' lost its channel on ${e.url}, recovering: ${e.error.message}`);
     });
     consumer.on('recovered', () => this.setStatus('connected'));
-    consumer.on('error', (err) => this.logger.error(`consumer of '${q}': ${err.message}`));
     for (const event of ['retry', 'parked', 'stored', 'publishFailed', 'stuck', 'alert', 'tableAlert', 'disconnected', 'recovered', 'error'] as const) {
       consumer.on(event, (...args: unknown[]) => {
         if (this.#events.listenerCount(event) === 0) return;

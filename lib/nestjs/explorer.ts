@@ -21,6 +21,7 @@ import type { RabbitRetryConsumers } from './consumers';
 import { ArgType } from './decorators';
 import { CONSUME_HANDLER_HINTS, CONSUME_HANDLER_OPTION_KEYS, type ConsumeHandlerOptions, type RabbitRetryModuleOptions } from './options';
 import { type RabbitSubscribeOptions, checkReturned, subscribePlan } from './subscribe';
+import { logMoves } from './follow';
 
 /** One decorated method, found at bootstrap. */
 interface HandlerRef {
@@ -300,16 +301,6 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
   }
 
   private follow(consumer: Consumer): void {
-    const q = consumer.queue;
-    consumer.on('retry', (e) => {
-      this.logger.warn(`retry: queue '${q}', message ${e.messageId ?? '(no id)'}, attempt ${e.attempt} failed, next in ${e.delay} (${e.target}): ${e.error}`);
-    });
-    consumer.on('parked', (e) => {
-      this.logger.error(`parked: queue '${q}', message ${e.messageId ?? '(no id)'}, ${e.reason} after attempt ${e.attempt + 1} (${e.target}): ${e.error}`);
-    });
-    consumer.on('publishFailed', (e) => {
-      this.logger.error(`queue '${q}', message ${e.messageId ?? '(no id)'}: could not move it to '${e.target}'; the broker will redeliver it: ${e.error.message}`);
-    });
-    consumer.on('error', (err) => this.logger.error(`consumer of '${q}': ${err.message}`));
+    logMoves(consumer, this.logger);
   }
 }
