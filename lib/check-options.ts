@@ -422,10 +422,19 @@ export function checkCircuit(path: string, c: CircuitOptions): void {
   }
 }
 
+/**
+ * One delay as the native layer reads it: its milliseconds and its label in
+ * queue names. Refuses what is not a delay with an error naming `option`.
+ * @internal
+ */
+export function parseDelay(delay: Delay, option: string): { ms: number; label: string } {
+  return nativeSync(() => binding.parseDelays(delayStrings([delay], option), option))[0];
+}
+
 /** Checks that `d` is a delay the library takes, of at least 1 ms. */
 function checkDelay(path: string, d: unknown): void {
   if (d === undefined) throw new InvalidOptionsError(`${path} is required: a delay such as '5s'`);
-  const parsed = nativeSync(() => binding.parseDelays(delayStrings([d as Delay], path), path))[0];
+  const parsed = parseDelay(d as Delay, path);
   if (parsed.ms < 1) throw new InvalidOptionsError(`${path} must be at least 1ms, got ${String(d)}`);
 }
 

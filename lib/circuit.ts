@@ -21,10 +21,9 @@
  * `status`), and a process that starts (or restarts after a crash during a
  * probe) with a circuit left open or probing starts with it open.
  */
-import { InvalidOptionsError, nativeSync } from './errors';
-import { delayStrings } from './check-options';
-import { binding } from './native';
-import type { CircuitOptions } from './options';
+import { InvalidOptionsError } from './errors';
+import { parseDelay } from './check-options';
+import type { CircuitOptions, Delay } from './options';
 
 /** Where a circuit is: letting everything through, stopped, or trying. */
 export type CircuitState = 'closed' | 'open' | 'halfOpen';
@@ -135,8 +134,7 @@ export interface CircuitSettings {
   check?: () => Promise<boolean> | boolean;
 }
 
-const ms = (d: CircuitOptions['probeEvery'], option: string): number =>
-  nativeSync(() => binding.parseDelays(delayStrings([d ?? '0ms'], option), option))[0].ms;
+const ms = (d: Delay, option: string): number => parseDelay(d, option).ms;
 
 /** `options` with defaults, delays in milliseconds. Options are checked before (check-options). @internal */
 export function circuitSettings(options: CircuitOptions): CircuitSettings {
@@ -150,6 +148,16 @@ export function circuitSettings(options: CircuitOptions): CircuitSettings {
     check: options.check,
   };
 }
+
+/** The settings two consumers of one circuit must agree on, by the option that gives each. */
+const SETTING_NAMES = {
+  failures: 'openAfter.failures',
+  withinMs: 'openAfter.within',
+  probeEveryMs: 'probeEvery',
+  closeAfter: 'closeAfter',
+  returnRate: 'returnRate',
+  check: 'check',
+} as const satisfies Partial<Record<keyof CircuitSettings, string>>;
 
 /** The circuits of this process, by dependency. */
 const circuits = new Map<string, Circuit>();
@@ -208,11 +216,8 @@ export class Circuit {
   /** What differs between these settings and the circuit's, if anything. */
   differsFrom(s: CircuitSettings): string | undefined {
     const mine = this.settings;
-    for (const key of ['failures', 'withinMs', 'probeEveryMs', 'closeAfter', 'returnRate'] as const) {
-      if (mine[key] !== s[key]) return key === 'withinMs' ? 'openAfter.within' : key === 'probeEveryMs' ? 'probeEvery' : key === 'failures' ? 'openAfter.failures' : key;
-    }
-    if (mine.check !== s.check) return 'check';
-    return undefined;
+    const key = (Object.keys(SETTING_NAMES) as (keyof typeof SETTING_NAMES)[]).find((k) => mine[k] !== s[k]);
+    return key && SETTING_NAMES[key];
   }
 
   /** Where it is now. */

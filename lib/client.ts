@@ -9,7 +9,7 @@ import { RetryTable } from './table';
 import { binding, type NativeClient, type NativeMessageProperties } from './native';
 import { consumerMetrics } from './metrics';
 import { drainTracing, tracedPublish } from './tracing';
-import { type Circuit, type CircuitRecord, checkCircuitFits, circuitFor, circuitSettings } from './circuit';
+import { type CircuitRecord, checkCircuitFits, circuitFor, circuitSettings } from './circuit';
 import { CircuitIo, circuitQueueName, readCircuitState } from './consumer/circuit-io';
 import { parkedQueueName, retryQueueName } from './names';
 import {
@@ -22,10 +22,11 @@ import {
   checkString,
   checkWhole,
   delayStrings,
+  parseDelay,
   kindOf,
 } from './check-options';
 import {
-  DEFAULT_DELAYS,
+  type Delay,
   DEFAULT_STUCK_AFTER_MS,
   type CloseOptions,
   type ConnectOptions,
@@ -273,8 +274,7 @@ export class RabbitRetry {
     // anything or starts the consumer.
     let alert;
     if (options.alert) {
-      const every = delayStrings([options.alert.every ?? '1m'], 'alert.every');
-      const everyMs = nativeSync(() => binding.parseDelays(every, 'alert.every'))[0].ms;
+      const everyMs = parseDelay(options.alert.every ?? '1m', 'alert.every').ms;
       if (options.alert.oldestDueAboveMs !== undefined && !this.#table) {
         throw new InvalidOptionsError('alert.oldestDueAboveMs needs a retry table: connect with { retryTable: { url } }');
       }
@@ -314,7 +314,8 @@ export class RabbitRetry {
     const parkedDepth = async () => (await native(() => this.inner.queueInfo(parkedQueueName(options.queue))))?.messages;
     const table = this.#table;
     const oldestDueAge = table ? async () => (await table.stats()).oldestDueAgeMs : undefined;
-    let circuitOf = (): Circuit | undefined => undefined;
+    // The native consumer started: the circuit is made (or joined) now.
+    const shared = circuit && circuitFor(dependency, circuit);
     const consumer = new Consumer({
       inner,
       handler,
@@ -322,19 +323,15 @@ export class RabbitRetry {
       batchSize: options.prefetch ?? CONSUME_DEFAULTS.prefetch,
       url: this.url,
       logger: this.#options.logger ?? console,
-      metrics: consumerMetrics(options.queue, this.#options.meterProvider, parkedDepth, circuit ? () => circuitOf()?.status() : undefined),
+      metrics: consumerMetrics(options.queue, this.#options.meterProvider, parkedDepth, shared ? () => shared.status() : undefined),
       parkedDepth,
       oldestDueAge,
       alert,
       table: options.onFailure?.table,
       stuckAfterMs: options.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS,
-      circuit: circuit && {
-        circuit: (() => {
-          const c = circuitFor(dependency, circuit);
-          circuitOf = () => c;
-          return c;
-        })(),
-        io: new CircuitIo(this.inner, options.queue, (options.onFailure?.delays ?? DEFAULT_DELAYS).map((d) => retryQueueName(options.queue, d))),
+      circuit: shared && {
+        circuit: shared,
+        io: new CircuitIo(this.inner, options.queue, delays.map((d) => retryQueueName(options.queue, d as Delay))),
       },
       onClosed: (c) => this.consumers.delete(c),
     });
@@ -342,7 +339,7 @@ export class RabbitRetry {
     this.made.add(consumer);
     const labels = delays.length ? nativeSync(() => binding.parseDelays(delays)).map((d) => d.label) : [];
     this.#consumed.set(options.queue, { queue: options.queue, delays: labels });
-    if (circuit) {
+    if (shared) {
       try {
         await consumer.joinCircuit();
       } catch (err) {

@@ -1,11 +1,9 @@
-import { nativeSync } from './errors';
-import { binding } from './native';
-import { delayStrings } from './check-options';
+import { parseDelay } from './check-options';
 import type { Delay } from './options';
 
 /** The label of a delay in queue names: its largest exact unit (`500ms`, `5s`, `90s`, `1m`, `2h`). */
 export function delayLabel(delay: Delay): string {
-  return nativeSync(() => binding.parseDelays(delayStrings([delay], 'delay'), 'delay'))[0].label;
+  return parseDelay(delay, 'delay').label;
 }
 
 /** The retry queue of `queue` for `delay`: `<queue>.retry.<label>`. */

@@ -1,10 +1,8 @@
 import { InvalidOptionsError, native } from './errors';
 import type { MeterProviderLike } from './metrics';
 import type { NativeClient } from './native';
-import { checkKeys, checkObject, checkRate, delayStrings } from './check-options';
+import { checkKeys, checkObject, checkRate, parseDelay } from './check-options';
 import type { Delay, OptionKeys } from './options';
-import { nativeSync } from './errors';
-import { binding } from './native';
 
 /** Which rows {@link RetryTable.pause} and {@link RetryTable.resume} touch; every field given must match. */
 export interface RowSelector {
@@ -224,7 +222,7 @@ export class RetryTable {
     if (!Number.isInteger(threshold) || threshold < 1) {
       throw new InvalidOptionsError(`failuresBeforePause must be a whole number of at least 1, got ${String(threshold)}`);
     }
-    const everyMs = nativeSync(() => binding.parseDelays(delayStrings([options.every ?? '10s'], 'every'), 'every'))[0].ms;
+    const everyMs = parseDelay(options.every ?? '10s', 'every').ms;
     let failures = 0;
     let paused = false;
     let running = false;

@@ -14,6 +14,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use lapin::BasicProperties;
+use serde::Deserialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -483,16 +484,15 @@ impl Drainer {
     /// Publishes one claimed row (with its drain's trace context, when a
     /// tracer gives one) and waits for the confirm.
     async fn publish(&self, row: &Claimed, tracer: Option<&dyn DrainTracer>) -> Result<()> {
-        let props =
-            serde_json::from_value::<BasicProperties>(row.properties.clone()).map_err(|e| {
-                Error::new(
-                    ErrorKind::RetryTable,
-                    format!(
-                        "the stored properties of row {} cannot be read: {e}",
-                        row.id
-                    ),
-                )
-            })?;
+        let props = BasicProperties::deserialize(&row.properties).map_err(|e| {
+            Error::new(
+                ErrorKind::RetryTable,
+                format!(
+                    "the stored properties of row {} cannot be read: {e}",
+                    row.id
+                ),
+            )
+        })?;
         let props = match tracer {
             Some(tracer) => {
                 let drain = DrainRow {
