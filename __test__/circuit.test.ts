@@ -182,6 +182,36 @@ describe('a circuit on one consumer', () => {
     expect(await queueDepth(`${queue}.retry.10s`)).toBe(1);
   });
 
+  it('a probe whose handler hangs counts as failed after stuckAfterMs: the next probe goes on, and the hung message settles when it ends', async () => {
+    const queue = testQueue(DELAYS);
+    const rr = await connectClient();
+    let calls = 0;
+    let release!: () => void;
+    const hung = new Promise<void>((resolve) => (release = resolve));
+    const consumer = track(
+      await rr.consume(
+        { queue, prefetch: 1, stuckAfterMs: 300, onFailure: { delays: [...DELAYS], circuit: { openAfter: { failures: 1, within: '10s' }, probeEvery: '100ms' } } },
+        async () => {
+          calls++;
+          if (calls === 1) throw new Error('carrier down');
+          // The first probe hangs; the next succeeds.
+          if (calls === 2) await hung;
+        },
+      ),
+    );
+    consumer.on('stuck', () => undefined);
+    const ev = record(consumer);
+    await publishOrders(rr, queue, 3);
+    await waitFor(() => ev.closed.length === 1, 10_000, 'a later probe to close the circuit');
+    // Reopened once by the hung probe, then closed by the next.
+    expect(ev.open.map((e) => e.cause)).toEqual(['failures', 'probe']);
+    expect(consumer.stats().inFlight).toBe(1);
+    release();
+    // The third order, the first (sent back from its retry queue on the close), and the hung one.
+    await waitFor(() => consumer.stats().acked === 3, 10_000, 'all three orders acked');
+    expect(consumer.stats()).toMatchObject({ acked: 3, retried: 1, returnedEarly: 1, parked: 0, inFlight: 0 });
+  });
+
   it('with every queue empty at a probe, consumes again on trial: the next success closes it', async () => {
     const queue = testQueue(DELAYS);
     const rr = await connectClient();

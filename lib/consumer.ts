@@ -270,14 +270,28 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     };
   }
 
-  /** Takes one message of the paused work queue and runs the handler on it. */
+  /**
+   * Takes one message of the paused work queue and runs the handler on it. A
+   * handler still running after `stuckAfterMs` counts as a failed probe: one
+   * message that hangs does not hold the circuit. It goes on running, and its
+   * message is settled when it ends.
+   */
   private async probe(): Promise<ProbeResult> {
     if (this.closing || this.closed) return 'empty';
     const p = await native(() => this.inner.probe());
     if (p.outcome === 'empty') return 'empty';
     const [d] = p.batch ? deliveriesOf(p.batch) : [];
     if (!d || !p.batch || this.finishing) return 'other';
-    return this.handle(d, p.batch);
+    let timer: NodeJS.Timeout | undefined;
+    const stuck = new Promise<ProbeResult>((resolve) => {
+      timer = setTimeout(() => resolve('failure'), this.running.stuckAfterMs);
+      timer.unref();
+    });
+    try {
+      return await Promise.race([this.handle(d, p.batch), stuck]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private readonly checkStuck = (): void => {
