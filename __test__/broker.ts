@@ -12,6 +12,37 @@ import { type Delay, parkedQueueName, retryQueueName } from '../lib';
 
 export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 
+/** The broker under test, from AMQP_URL alone (its first node when it lists several). */
+export const BROKER = (() => {
+  const u = new URL(AMQP_URL.split(',')[0]);
+  return {
+    host: u.hostname.replace(/^\[|\]$/g, ''),
+    port: Number(u.port || (u.protocol === 'amqps:' ? 5671 : 5672)),
+    user: decodeURIComponent(u.username || 'guest'),
+    password: decodeURIComponent(u.password || 'guest'),
+    /** `host:port`, as the URL writes it. */
+    hostPort: `${u.hostname}:${u.port || (u.protocol === 'amqps:' ? 5671 : 5672)}`,
+  };
+})();
+
+/** An AMQP URL of the broker under test with other credentials and/or virtual host. */
+export function brokerUrl(o: { user?: string; password?: string; vhost?: string } = {}): string {
+  const user = encodeURIComponent(o.user ?? BROKER.user);
+  const password = encodeURIComponent(o.password ?? BROKER.password);
+  const vhost = o.vhost === undefined ? '' : `/${encodeURIComponent(o.vhost)}`;
+  return `amqp://${user}:${password}@${BROKER.hostPort}${vhost}`;
+}
+
+/**
+ * The command line that runs `rabbitmqctl` against the node under test: RABBITMQCTL
+ * (words split on spaces, quotes kept together; default `rabbitmqctl`).
+ */
+export const RABBITMQCTL: readonly string[] = (() => {
+  const line = process.env.RABBITMQCTL?.trim() || 'rabbitmqctl';
+  const words = line.match(/"[^"]*"|'[^']*'|\S+/g) ?? ['rabbitmqctl'];
+  return words.map((w) => (/^(["']).*\1$/.test(w) ? w.slice(1, -1) : w));
+})();
+
 /** A queue name no other test, benchmark or earlier run uses. */
 export function uniqueName(prefix = 'rr-test'): string {
   return `${prefix}-${randomBytes(6).toString('hex')}`;
@@ -32,6 +63,20 @@ export function amqpConnection(): Promise<ChannelModel> {
     return c;
   });
   return connection;
+}
+
+/** The broker's version as it tells it at connection start, e.g. [4, 3, 6]. */
+export async function brokerVersion(): Promise<[number, number, number]> {
+  const c = (await amqpConnection()) as unknown as { connection: { serverProperties?: { version?: unknown } } };
+  const v = String(c.connection.serverProperties?.version ?? '0.0.0');
+  const [major = 0, minor = 0, patch = 0] = v.split('.').map((p) => Number.parseInt(p, 10) || 0);
+  return [major, minor, patch];
+}
+
+/** Whether the broker under test is `major.minor` or later. */
+export async function brokerAtLeast(major: number, minor: number): Promise<boolean> {
+  const [a, b] = await brokerVersion();
+  return a > major || (a === major && b >= minor);
 }
 
 export async function closeAmqp(): Promise<void> {

@@ -2,6 +2,7 @@
  * A connection that fails says what happened and what to do, without the password.
  */
 import { ConnectionError, RabbitRetry } from '../lib';
+import { brokerUrl } from './broker';
 
 const connectError = (url: string): Promise<Error> =>
   RabbitRetry.connect({ url, connectTimeoutMs: 5000 }).then(
@@ -22,7 +23,7 @@ describe('connection errors say what to do', () => {
   });
 
   it('a wrong password: check the user and password', async () => {
-    const err = await connectError('amqp://guest:not-the-password@127.0.0.1:5672');
+    const err = await connectError(brokerUrl({ password: 'not-the-password' }));
     expect(err).toBeInstanceOf(ConnectionError);
     expect(err.message).toContain("refused user 'guest'");
     expect(err.message).toContain('check the user and password');
@@ -30,7 +31,7 @@ describe('connection errors say what to do', () => {
   });
 
   it('an unknown vhost: names it and says how to fix it', async () => {
-    const err = await connectError('amqp://guest:guest@127.0.0.1:5672/no-such-vhost-here');
+    const err = await connectError(brokerUrl({ vhost: 'no-such-vhost-here' }));
     expect(err).toBeInstanceOf(ConnectionError);
     expect(err.message).toContain("vhost 'no-such-vhost-here' does not exist");
     expect(err.message).not.toContain(':guest@');
@@ -43,7 +44,7 @@ describe('connection errors say what to do', () => {
   });
 
   it('a trailing slash is the default vhost, as amqplib reads it', async () => {
-    const rr = await RabbitRetry.connect({ url: 'amqp://guest:guest@127.0.0.1:5672/' });
+    const rr = await RabbitRetry.connect({ url: `${brokerUrl()}/` });
     await rr.close();
   });
 });

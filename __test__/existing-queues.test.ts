@@ -14,7 +14,10 @@ import {
   parkedQueueName,
   retryQueueName,
 } from '../lib';
+import amqp from 'amqplib';
+
 import {
+  AMQP_URL,
   brokerQueues,
   cleanup,
   closeAmqp,
@@ -121,7 +124,27 @@ describe('a work queue that exists with arguments of its own', () => {
 
   it('assertQueue: false consumes a non-durable queue that rabbit-retry would refuse to declare', async () => {
     const queue = testQueue(delays);
-    await operatorQueue(queue, { durable: false });
+    // A broker that denies transient non-exclusive queues (RabbitMQ 4.x's deprecation, refused by
+    // default in later releases) closes the connection that asks: ask on one of its own.
+    const operator = await amqp.connect(AMQP_URL);
+    let refusal = '';
+    operator.on('error', (err: Error) => (refusal += err.message));
+    const made = await operator
+      .createChannel()
+      .then((ch) => ch.assertQueue(queue, { durable: false }))
+      .then(
+        () => true,
+        (err: unknown) => {
+          refusal += String(err);
+          return false;
+        },
+      );
+    await operator.close().catch(() => undefined);
+    if (!made) {
+      await waitFor(() => refusal.includes('transient_nonexcl_queues'), 5000, `the broker's refusal (got: ${refusal})`);
+      expect(await queueExists(queue)).toBe(false);
+      return;
+    }
     const declared = await consumeError({ queue, onFailure: { delays } });
     expect(declared).toBeInstanceOf(TopologyMismatchError);
     expect(declared.message).toContain("'durable'");

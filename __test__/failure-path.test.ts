@@ -399,7 +399,7 @@ describe('routing', () => {
       if (msg.attempt < 2) throw new Error('ledger locked');
     });
     await withChannel(async (ch) => {
-      await ch.assertQueue(audit, { durable: false });
+      await ch.assertQueue(audit, { durable: true });
       await ch.bindQueue(audit, exchange, routingKey);
     });
     const rr = await connectClient();

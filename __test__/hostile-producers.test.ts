@@ -25,6 +25,7 @@ import {
 } from '../lib';
 import {
   AMQP_URL,
+  brokerUrl,
   cleanup,
   closeAmqp,
   connectClient,
@@ -450,7 +451,7 @@ describe("C. another user's user-id: the retry copy drops the property and keeps
       }),
     );
     const w = watch(consumer);
-    await amqplibPublish(queue, Buffer.from('from alice'), { messageId: 'alice-1', userId: user }, `amqp://${user}:${password}@127.0.0.1:5672`);
+    await amqplibPublish(queue, Buffer.from('from alice'), { messageId: 'alice-1', userId: user }, brokerUrl({ user, password }));
     await amqplibPublish(queue, Buffer.from('from guest'), { messageId: 'guest-1', userId: 'guest' });
 
     const retryQueue = retryQueueName(queue, '1m');
@@ -548,7 +549,7 @@ describe('E. connection errors that explain', () => {
 
   it("a URL with a trailing slash connects to vhost '/' and consumes", async () => {
     const queue = testQueue(['1m']);
-    const rr = await connectClient({ url: 'amqp://guest:guest@127.0.0.1:5672/' });
+    const rr = await connectClient({ url: `${brokerUrl()}/` });
     const handled: string[] = [];
     track(await rr.consume({ queue, onFailure: { delays: ['1m'] } }, (msg: Message) => void handled.push(msg.text())));
     expect(await queueExists(queue)).toBe(true); // amqplib looks in vhost '/'

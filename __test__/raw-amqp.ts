@@ -13,6 +13,8 @@
  */
 import net from 'node:net';
 
+import { BROKER } from './broker';
+
 /** A short string (at most 255 bytes): text is sent as UTF-8, a Buffer as its bytes. */
 export type ShortStr = string | Buffer;
 
@@ -244,7 +246,7 @@ export class RawAmqp {
 
   /** Connects, opens channel 1 and puts it in confirm mode. */
   static async connect(o: RawConnectOptions = {}): Promise<RawAmqp> {
-    const socket = net.connect(o.port ?? 5672, o.host ?? '127.0.0.1');
+    const socket = net.connect(o.port ?? BROKER.port, o.host ?? BROKER.host);
     await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
     const c = new RawAmqp(socket);
     socket.write(Buffer.from('AMQP\x00\x00\x09\x01', 'latin1'));

@@ -2,7 +2,14 @@
 # Makes sure a RabbitMQ broker answers at AMQP_URL (default amqp://guest:guest@127.0.0.1:5672):
 # uses one that is up; else starts an installed rabbitmq-server; else, as root with apt,
 # installs Debian's rabbitmq-server and starts it; else says what to install.
+#
+# With RABBITMQ_SERIES (4.3 or 4.0) it starts that series instead, in a root of its own, on its
+# own port (scripts/broker-root.sh), and never touches the broker on 5672.
 set -euo pipefail
+
+if [[ -n ${RABBITMQ_SERIES:-} ]]; then
+  exec bash "$(dirname "$0")/broker-root.sh" start
+fi
 
 url=${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672}
 rest=${url#*://}

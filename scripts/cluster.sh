@@ -21,6 +21,9 @@
 #   CLUSTER_WAIT_SECS=120                   bound on each wait (node boot, join, stop)
 #   CLUSTER_HOST=localhost                  host part of the node names (short names)
 #   CLUSTER_DLX_CONFIRM_TIMEOUT_MS=5000     rabbit.dead_letter_worker_publisher_confirm_timeout
+#   RABBITMQ_SERIES                         unset: this machine's rabbitmq-server; 4.3 (or 4.0): that
+#                                           series from the Debian root of scripts/broker-root.sh
+#                                           (made when missing), with its own epmd (port 4374)
 #
 # The nodes run as the OS user rabbitmq: run this as root (it switches user) or as rabbitmq.
 #
@@ -90,6 +93,17 @@ fi
 
 # --- tools and user ------------------------------------------------------------------------
 
+# Another series runs chrooted in its root; CLUSTER_DIR is bind-mounted there at the same path,
+# so every path below means the same inside and out.
+series=${RABBITMQ_SERIES:-}
+root=
+if [[ -n $series ]]; then
+  (($(id -u) == 0)) || die "RABBITMQ_SERIES=$series runs the nodes in a chroot: run this as root"
+  root=$(RABBITMQ_SERIES=$series bash "$(dirname "$0")/broker-root.sh" root | tail -n 1)
+  [[ -x $root/usr/lib/rabbitmq/bin/rabbitmq-server ]] || die "no rabbitmq-server in $root"
+  RABBITMQ_SBIN=/usr/lib/rabbitmq/bin
+fi
+
 # The real scripts, not the Debian wrappers (see the top).
 sbin=${RABBITMQ_SBIN:-}
 if [[ -z $sbin ]]; then
@@ -103,13 +117,21 @@ if [[ -z $sbin ]]; then
     die "rabbitmq-server is not installed (Debian/Ubuntu: apt-get install rabbitmq-server)"
   fi
 fi
-command -v erl >/dev/null 2>&1 || die "erl (Erlang) is not on the PATH"
+[[ -n $root ]] || command -v erl >/dev/null 2>&1 || die "erl (Erlang) is not on the PATH"
 command -v setsid >/dev/null 2>&1 || die "setsid (util-linux) is not on the PATH"
 # kill and stop find the nodes' VMs through /proc (Linux).
 [[ -d /proc/self ]] || die "this needs /proc (Linux) to find the nodes' processes"
-node_path="$sbin:$(dirname "$(command -v erl)"):/usr/local/bin:/usr/bin:/bin"
+if [[ -n $root ]]; then
+  node_path="$sbin:/usr/lib/erlang/bin:/usr/bin:/bin"
+else
+  node_path="$sbin:$(dirname "$(command -v erl)"):/usr/local/bin:/usr/bin:/bin"
+fi
 
-if (($(id -u) == 0)); then
+if [[ -n $root ]]; then
+  # The root's own rabbitmq user, by number (the host may have none, or another uid).
+  owner=$(chroot "$root" id -u rabbitmq):$(chroot "$root" id -g rabbitmq)
+  as_rabbitmq=(chroot --userspec="$owner" "$root")
+elif (($(id -u) == 0)); then
   id rabbitmq >/dev/null 2>&1 || die "there is no OS user rabbitmq to run the nodes as"
   if command -v runuser >/dev/null 2>&1; then
     as_rabbitmq=(runuser -u rabbitmq --)
@@ -140,6 +162,22 @@ common_env=(
   "RABBITMQ_CTL_DIST_PORT_MAX=$((dist_base + 29))"
   "RABBITMQ_CTL_ERL_ARGS=-kernel inet_dist_use_interface {127,0,0,1}"
 )
+# A series of its own speaks to an epmd of its own, apart from this machine's.
+[[ -z $root ]] || common_env+=("ERL_EPMD_PORT=${RR_BROKER_EPMD_PORT:-4374}")
+
+# Makes CLUSTER_DIR visible in the root at the same path (no-op without a root).
+mount_in_root() {
+  [[ -n $root ]] || return 0
+  mkdir -p "$root/proc" "$root$cluster_dir"
+  mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
+  mountpoint -q "$root$cluster_dir" || mount --bind "$cluster_dir" "$root$cluster_dir"
+}
+
+unmount_in_root() {
+  [[ -n $root ]] || return 0
+  if mountpoint -q "$root$cluster_dir"; then umount "$root$cluster_dir" || umount -l "$root$cluster_dir"; fi
+  rmdir "$root$cluster_dir" 2>/dev/null || true
+}
 
 as_node_user() {
   (
@@ -211,8 +249,11 @@ live_node() {
 # put FILE: stdin into FILE, owned by the node user.
 put() {
   cat >"$1"
-  [[ -z $owner ]] || chown "$owner:$owner" "$1"
+  [[ -z $owner ]] || chown "$(owner_spec)" "$1"
 }
+
+# chown's form of the owner: uid:gid in a root, user:user otherwise.
+owner_spec() { [[ $owner == *:* ]] && echo "$owner" || echo "$owner:$owner"; }
 
 prepare_dir() {
   [[ -L $cluster_dir ]] && die "$cluster_dir is a symlink; set CLUSTER_DIR to a real folder"
@@ -222,9 +263,10 @@ prepare_dir() {
   if [[ ! -d $cluster_dir ]]; then
     mkdir -p "$(dirname "$cluster_dir")"
     mkdir -m 700 "$cluster_dir"
-    [[ -z $owner ]] || chown "$owner:$owner" "$cluster_dir"
+    [[ -z $owner ]] || chown "$(owner_spec)" "$cluster_dir"
   fi
   chmod 700 "$cluster_dir"
+  mount_in_root
   echo "made by scripts/cluster.sh of rabbit-retry; 'cluster.sh stop' deletes this folder" | put "$cluster_dir/$stamp"
 
   # The cluster's own cookie, made once; Erlang refuses a cookie file others can read.
@@ -254,13 +296,18 @@ EOF
     ndir=$cluster_dir/${names[i]}
     if [[ ! -d $ndir ]]; then
       mkdir -p "$ndir/mnesia" "$ndir/log"
-      [[ -z $owner ]] || chown -R "$owner:$owner" "$ndir"
+      [[ -z $owner ]] || chown -R "$(owner_spec)" "$ndir"
     fi
     # Loopback only, so loopback_users = none (guest from anywhere) reaches nothing outside.
     put "$ndir/rabbitmq.conf" <<EOF
 listeners.tcp.local = 127.0.0.1:$(amqp_port "$i")
 loopback_users = none
 EOF
+    # A 4.x series refuses what later releases refuse by default (3.10 knows neither key).
+    if [[ -n $root ]]; then
+      printf '%s\n' "deprecated_features.permit.transient_nonexcl_queues = false" \
+        "deprecated_features.permit.global_qos = false" >>"$ndir/rabbitmq.conf"
+    fi
   done
 }
 
@@ -408,6 +455,10 @@ cmd_start() {
   join_node 1
   join_node 2
   await_membership 0
+  # A series of its own starts with every feature flag on, as a new 4.x cluster would.
+  if [[ -n $root ]]; then
+    ctl 0 rabbitmqctl -q enable_feature_flag all >/dev/null || die "enable_feature_flag all failed on $(node_name 0)"
+  fi
   say "3 nodes in $cluster_dir:"
   print_urls
   say "ready in $((SECONDS - began))s (logs: $cluster_dir/rr*/log/)"
@@ -461,6 +512,7 @@ cmd_stop() {
       say "killed leftover $(node_name "$i") (pid $killed)"
     fi
   done
+  unmount_in_root
   rm -rf "$cluster_dir"
   say "stopped; deleted $cluster_dir"
 }

@@ -10,6 +10,7 @@ import { rmSync } from 'node:fs';
 import * as amqp from 'amqplib';
 
 import { RabbitRetry, parkedQueueName, retryQueueName, type Delay } from '../../lib';
+import { RABBITMQCTL } from '../broker';
 import { expectedEnd } from './plan';
 import { type Run as KitRun, callsNeeded, deleteFamily, drainParked as parkedOf, lines, newRun, sleep, startConsumer as start, stopConsumer, waitForEvent, waitForProgress as progress } from './kit';
 
@@ -21,7 +22,7 @@ const DEADLINE_MS = 150_000;
 jest.setTimeout(240_000);
 
 function rabbitmqctl(...args: string[]): string {
-  return execFileSync('rabbitmqctl', args, { encoding: 'utf8', timeout: 60_000 });
+  return execFileSync(RABBITMQCTL[0], [...RABBITMQCTL.slice(1), ...args], { encoding: 'utf8', timeout: 60_000 });
 }
 
 async function brokerUp(): Promise<void> {

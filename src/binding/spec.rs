@@ -11,8 +11,8 @@ use super::convert::{invalid, js_error};
 use crate::amqp::fields::table_from_json;
 use crate::amqp::topology::{ExtraArguments, QueueType, Topology};
 use crate::consumer::{
-    ConsumerConfig, Recovery, TableConfig, DEFAULT_DELIVERY_LIMIT, DEFAULT_PREFETCH,
-    DEFAULT_TABLE_MAX_ATTEMPTS,
+    ConsumerConfig, Recovery, TableConfig, DEFAULT_CONSUMER_TIMEOUT_MS, DEFAULT_DELIVERY_LIMIT,
+    DEFAULT_PREFETCH, DEFAULT_TABLE_MAX_ATTEMPTS,
 };
 use crate::retry::{parse_delays, validate_name, validate_topology_names, Backoff};
 use crate::table::store::RetryStore;
@@ -42,6 +42,8 @@ pub struct ConsumeOptions {
     pub delays: Vec<String>,
     /// Quorum only: deliveries after which a message parks without reaching the handler. @default `consumeDefaults().deliveryLimit`
     pub delivery_limit: Option<u32>,
+    /// Quorum only: the broker takes a delivery back after this many ms unacked (`x-consumer-timeout`). @default `consumeDefaults().consumerTimeoutMs`
+    pub consumer_timeout_ms: Option<u32>,
     /// First wait before reconnecting, in ms. @default `consumeDefaults().recoveryInitialDelayMs`
     pub recovery_initial_delay_ms: Option<u32>,
     /// Longest wait between reconnect tries, in ms. @default `consumeDefaults().recoveryMaxDelayMs`
@@ -77,6 +79,8 @@ pub(crate) struct ConsumeSpec {
     recovery: Recovery,
     /// Attempts through the retry table, when failures go there.
     table_max_attempts: Option<u32>,
+    /// Quorum queues: the consumer's `x-consumer-timeout`.
+    consumer_timeout_ms: Option<u32>,
 }
 
 impl ConsumeSpec {
@@ -108,6 +112,7 @@ impl ConsumeSpec {
             )),
         };
         let delivery_limit = delivery_limit(queue_type, options.delivery_limit)?;
+        let consumer_timeout_ms = consumer_timeout(queue_type, options.consumer_timeout_ms)?;
         let recovery = recovery(&options)?;
         let table_max_attempts = match (options.table.unwrap_or(false), options.table_max_attempts)
         {
@@ -163,6 +168,7 @@ impl ConsumeSpec {
             prefetch,
             recovery,
             table_max_attempts,
+            consumer_timeout_ms,
         })
     }
 
@@ -189,6 +195,7 @@ impl ConsumeSpec {
             prefetch: self.prefetch,
             recovery: self.recovery,
             table,
+            consumer_timeout_ms: self.consumer_timeout_ms,
         })
     }
 }
@@ -206,6 +213,22 @@ fn delivery_limit(queue_type: QueueType, limit: Option<u32>) -> napi::Result<Opt
         (QueueType::Classic, None) => Ok(None),
         (QueueType::Classic, Some(_)) => Err(invalid(
             "deliveryLimit needs queueType 'quorum': classic queues do not count deliveries",
+        )),
+    }
+}
+
+/// The quorum consumer timeout: at least 1 ms; RabbitMQ 4.3 refuses
+/// `x-consumer-timeout` on a classic queue, which never times a consumer out.
+fn consumer_timeout(queue_type: QueueType, ms: Option<u32>) -> napi::Result<Option<u32>> {
+    match (queue_type, ms) {
+        (_, Some(0)) => Err(invalid(
+            "consumerTimeoutMs must be a whole number of milliseconds of at least 1, got 0",
+        )),
+        (QueueType::Quorum, None) => Ok(Some(DEFAULT_CONSUMER_TIMEOUT_MS)),
+        (QueueType::Quorum, Some(n)) => Ok(Some(n)),
+        (QueueType::Classic, None) => Ok(None),
+        (QueueType::Classic, Some(_)) => Err(invalid(
+            "consumerTimeoutMs needs queueType 'quorum': RabbitMQ 4.3 evaluates no consumer timeout on classic queues (stuckAfterMs reports a handler that runs too long)",
         )),
     }
 }
@@ -280,6 +303,8 @@ pub(crate) struct ConsumeDefaults {
     pub prefetch: u32,
     /// Quorum only: deliveries after which a message parks without reaching the handler.
     pub delivery_limit: u32,
+    /// Quorum only: the consumer's `x-consumer-timeout`, in ms.
+    pub consumer_timeout_ms: u32,
     /// Attempts through the retry table before a message parks.
     pub table_max_attempts: u32,
     /// First wait before reconnecting, in ms.
@@ -299,6 +324,7 @@ pub(crate) fn consume_defaults() -> ConsumeDefaults {
     ConsumeDefaults {
         prefetch: u32::from(DEFAULT_PREFETCH),
         delivery_limit: DEFAULT_DELIVERY_LIMIT,
+        consumer_timeout_ms: DEFAULT_CONSUMER_TIMEOUT_MS,
         table_max_attempts: DEFAULT_TABLE_MAX_ATTEMPTS,
         recovery_initial_delay_ms: millis(recovery.backoff.initial),
         recovery_max_delay_ms: millis(recovery.backoff.max),

@@ -49,6 +49,13 @@ pub(crate) const DEFAULT_PREFETCH: u16 = 10;
 /// calling the handler, unless the consumer's options say otherwise.
 pub(crate) const DEFAULT_DELIVERY_LIMIT: u32 = 5;
 
+/// The `x-consumer-timeout` a quorum consumer asks for unless its options say
+/// otherwise: the largest 32-bit value (about 24.8 days), so that a RabbitMQ
+/// 4.3 quorum queue does not take a delivery back from a handler that still
+/// runs (its own default is 30 minutes). Stuck handlers are reported by
+/// `stuckAfterMs` instead.
+pub(crate) const DEFAULT_CONSUMER_TIMEOUT_MS: u32 = 2_147_483_647;
+
 /// Attempts through the retry table before a message parks as exhausted,
 /// unless the consumer's options say otherwise.
 pub(crate) const DEFAULT_TABLE_MAX_ATTEMPTS: u32 = 10;
@@ -107,6 +114,8 @@ pub(crate) struct ConsumerConfig {
     pub recovery: Recovery,
     /// The retry table, when failures go there after the retry queues.
     pub table: Option<TableConfig>,
+    /// Quorum queues: the `x-consumer-timeout` consumer argument, in ms.
+    pub consumer_timeout_ms: Option<u32>,
 }
 
 /// A handler's error, as data (JavaScript passes name, message and stack).

@@ -30,12 +30,20 @@ pub(super) async fn subscribe(
             })
     })
     .await?;
+    let mut arguments = FieldTable::default();
+    if let Some(ms) = config.consumer_timeout_ms {
+        // Classic queues on 4.3 refuse it; spec.rs allows it on quorum only.
+        arguments.insert(
+            "x-consumer-timeout".into(),
+            lapin::types::AMQPValue::LongLongInt(i64::from(ms)),
+        );
+    }
     let consumer = bounded("basic.consume", step, async {
         ch.basic_consume(
             queue.as_str().into(),
             "".into(),
             BasicConsumeOptions::default(),
-            FieldTable::default(),
+            arguments,
         )
         .await
         .map_err(|e| {

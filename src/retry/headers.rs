@@ -273,12 +273,14 @@ fn marker(cut: usize) -> String {
     format!("\n…[cut {cut} bytes]")
 }
 
-/// True for headers that describe the broker's dead-letter history; they
-/// are stripped on republish so they neither grow without bound nor
+/// True for headers that describe the broker's dead-letter and delivery
+/// history (`x-acquired-count` is RabbitMQ 4.3's count of every acquisition);
+/// they are stripped on republish so they neither grow without bound nor
 /// confuse the next hop's count.
 pub(crate) fn is_broker_death_header(name: &str) -> bool {
     name == "x-death"
         || name == "x-delivery-count"
+        || name == "x-acquired-count"
         || name.starts_with("x-first-death-")
         || name.starts_with("x-last-death-")
 }

@@ -55,8 +55,11 @@ impl Topology {
                 _ => replace.to_owned(),
             },
             "x-queue-type" => {
+                // 3.x writes "the value 'quorum' of type 'longstr'" (or none for
+                // a classic queue); 4.x and an explicit 'classic' write 'quorum'.
                 let wanted = match current {
                     Current::Value { value, .. } => value.as_str(),
+                    Current::Plain(value) if !value.is_empty() => value.as_str(),
                     _ => "classic",
                 };
                 match (wanted, role) {

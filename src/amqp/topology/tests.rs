@@ -79,6 +79,25 @@ fn a_mismatch_names_the_option_that_matches() {
         .message
         .contains("set queueType: 'quorum' to match"));
 
+    // RabbitMQ 4.x names both types plainly, whichever way round.
+    let quorum_4x = "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'orders' in vhost '/': received 'classic' but current is 'quorum'";
+    let advice = t.mismatch(Role::Work, "orders", quorum_4x).message;
+    assert!(
+        advice.contains("set queueType: 'quorum' to match"),
+        "{advice}"
+    );
+    assert!(advice.contains("'x-queue-type' = 'quorum'"), "{advice}");
+    let classic_4x = "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'orders' in vhost '/': received 'quorum' but current is 'classic'";
+    assert!(topology(QueueType::Quorum)
+        .mismatch(Role::Work, "orders", classic_4x)
+        .message
+        .contains("set queueType: 'classic' to match"));
+    let classic_3x = "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'orders' in vhost '/': received the value 'quorum' of type 'longstr' but current is none";
+    assert!(topology(QueueType::Quorum)
+        .mismatch(Role::Work, "orders", classic_3x)
+        .message
+        .contains("set queueType: 'classic' to match"));
+
     let ttl = "PRECONDITION_FAILED - inequivalent arg 'x-message-ttl' for queue 'orders.retry.5s' in vhost '/': received the value '5000' of type 'long' but current is the value '999' of type 'signedint'";
     assert!(t
         .mismatch(Role::Retry, "orders.retry.5s", ttl)

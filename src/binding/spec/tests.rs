@@ -15,6 +15,7 @@ fn options(queue: &str) -> ConsumeOptions {
         queue_type: None,
         delays: vec!["5s".into(), "1m".into()],
         delivery_limit: None,
+        consumer_timeout_ms: None,
         recovery_initial_delay_ms: None,
         recovery_max_delay_ms: None,
         recovery_max_attempts: None,
@@ -73,6 +74,8 @@ fn defaults_are_applied_and_exported() {
     let quorum = ConsumeSpec::validate(with(|o| o.queue_type = Some("quorum".into()))).unwrap();
     assert_eq!(quorum.topology.delivery_limit, Some(5));
     assert_eq!(d.delivery_limit, 5);
+    assert_eq!(spec_timeout(&quorum), Some(2_147_483_647));
+    assert_eq!(d.consumer_timeout_ms, 2_147_483_647);
 
     let table = ConsumeSpec::validate(with(|o| o.table = Some(true))).unwrap();
     assert_eq!(table.table_max_attempts, Some(10));
@@ -122,6 +125,32 @@ fn given_values_are_kept() {
         let spec = ConsumeSpec::validate(with(|o| o.exchange_type = Some(t.into()))).unwrap();
         assert_eq!(spec.topology.exchange_type, t);
     }
+}
+
+fn spec_timeout(spec: &ConsumeSpec) -> Option<u32> {
+    spec.consumer_timeout_ms
+}
+
+#[test]
+fn consumer_timeout_is_for_quorum_queues_only() {
+    let classic = ConsumeSpec::validate(options("orders")).unwrap();
+    assert_eq!(spec_timeout(&classic), None);
+    let quorum = |ms| {
+        with(|o| {
+            o.queue_type = Some("quorum".into());
+            o.consumer_timeout_ms = ms;
+        })
+    };
+    assert_eq!(
+        spec_timeout(&ConsumeSpec::validate(quorum(Some(60_000))).unwrap()),
+        Some(60_000)
+    );
+    assert_eq!(
+        refused(quorum(Some(0))),
+        invalid("consumerTimeoutMs must be a whole number of milliseconds of at least 1, got 0")
+    );
+    assert!(refused(with(|o| o.consumer_timeout_ms = Some(60_000)))
+        .starts_with("[INVALID_OPTIONS] consumerTimeoutMs needs queueType 'quorum'"));
 }
 
 #[test]

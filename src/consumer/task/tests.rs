@@ -31,6 +31,7 @@ fn config(max_attempts: Option<u32>) -> ConsumerConfig {
             ..Recovery::default()
         },
         table: None,
+        consumer_timeout_ms: None,
     }
 }
 

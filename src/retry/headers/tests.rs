@@ -341,6 +341,7 @@ fn broker_death_headers() {
         ("x-last-death-queue", true),
         ("x-last-death-reason", true),
         ("x-delivery-count", true),
+        ("x-acquired-count", true),
         ("X-Death", false),
         ("x-deaths", false),
         ("x-first-death", false),

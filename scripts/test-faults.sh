@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# `npm run test:faults`: the fault suite (it restarts the broker under test: run it alone).
+# With RABBITMQ_SERIES=4.3 it runs against the 4.3 node of scripts/broker-root.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [[ -n ${RABBITMQ_SERIES:-} ]]; then
+  eval "$(bash scripts/broker-root.sh env)"
+fi
+bash scripts/broker.sh
+exec npx jest -c jest.faults.config.js --runInBand "$@"
