@@ -27,13 +27,27 @@ export declare class NativeClient {
    */
   publish(exchange: string, routingKey: string, body: Buffer, properties?: MessageProperties | undefined | null): Promise<void>
   /**
+   * Publishes a reply to a request's `reply-to` (the default exchange),
+   * mandatory, on the connection of replies, and waits for the broker;
+   * rejects with `REPLY_REFUSED` when the broker would refuse the reply
+   * or did (closing the channel over it), `UNROUTABLE`, `PUBLISH_NACKED`
+   * or `PUBLISH_FAILED`.
+   */
+  reply(replyTo: string, body: Buffer, properties?: MessageProperties | undefined | null): Promise<void>
+  /**
    * Lets JavaScript trace the scheduler's drains: `start` is called before
    * each row is published and may return the trace context the published
    * copy carries; `end` after, with the error when the publish failed.
    * Nothing happens when this process runs no scheduler.
    */
   traceDrains(start: (row: NativeDrainRow) => NativeDrainTrace | null | undefined, end: (drain: NativeDrainEnd) => void): void
-  /** Stops the scheduler and closes the connection. */
+  /**
+   * Stops the scheduler, within about a second when it is mid-drain (see
+   * `table::scheduler`); resolves to what it had done, the same on every
+   * call, or `null` when this process runs none.
+   */
+  stopScheduler(): Promise<NativeSchedulerStop | null>
+  /** Stops the scheduler and closes the connections. */
   close(): Promise<void>
   /** Pauses the selected rows; resolves to how many. */
   tablePause(selector: NativeSelector): Promise<number>
@@ -214,6 +228,8 @@ export interface ConsumeDefaults {
   prefetch: number
   /** Quorum only: deliveries after which a message parks without reaching the handler. */
   deliveryLimit: number
+  /** Quorum only: the consumer's `x-consumer-timeout`, in ms. */
+  consumerTimeoutMs: number
   /** Attempts through the retry table before a message parks. */
   tableMaxAttempts: number
   /** First wait before reconnecting, in ms. */
@@ -247,6 +263,8 @@ export interface ConsumeOptions {
   delays: Array<string>
   /** Quorum only: deliveries after which a message parks without reaching the handler. @default `consumeDefaults().deliveryLimit` */
   deliveryLimit?: number
+  /** Quorum only: the broker takes a delivery back after this many ms unacked (`x-consumer-timeout`). @default `consumeDefaults().consumerTimeoutMs` */
+  consumerTimeoutMs?: number
   /** First wait before reconnecting, in ms. @default `consumeDefaults().recoveryInitialDelayMs` */
   recoveryInitialDelayMs?: number
   /** Longest wait between reconnect tries, in ms. @default `consumeDefaults().recoveryMaxDelayMs` */
@@ -300,7 +318,8 @@ export interface FailureInfo {
   retryable: boolean
   /**
    * Park the message at once with this `retry-reason`, whatever the
-   * delays and `retryable` say: only `no-handler` (no handler takes it).
+   * delays and `retryable` say: only `no-handler` (no handler takes it)
+   * or `reply-refused` (the broker refused the request's reply).
    */
   park?: string
   /** For the retry table: what the row waits on, whose it is, and when it is due. */
@@ -491,6 +510,23 @@ export interface NativeRow {
   updatedAtMs: number
 }
 
+/** What this process's scheduler had done when it stopped. */
+export interface NativeSchedulerStop {
+  /** Rows it published (and deleted) since it started. */
+  published: number
+  /**
+   * Rows it published that stay in the table: no confirm came within a
+   * second of the stop (or their delete was not committed). They are
+   * published again.
+   */
+  unconfirmed: number
+  /**
+   * Rows due (and not paused) in the table once it stopped; `null` when
+   * the database did not answer within a second.
+   */
+  due?: number
+}
+
 /** Which rows `pause` and `resume` touch; every field given must match. */
 export interface NativeSelector {
   /** Rows of this dependency. */
@@ -527,6 +563,20 @@ export interface NativeTableStats {
  * when one is malformed, zero, repeated or out of order.
  */
 export declare function parseDelays(delays: Array<string>, option?: string | undefined | null): Array<DelayInfo>
+
+/**
+ * `text` without any part of the passwords that `sources` hold (each a URL,
+ * URLs separated by commas, or a libpq `key=value` string), in every form
+ * the password may take there.
+ */
+export declare function redactIn(text: string, sources: Array<string>): string
+
+/**
+ * `source` (a URL, URLs separated by commas, or a libpq `key=value`
+ * string) with each password replaced by `***`: the form every error, log
+ * line, event, page and CLI output shows.
+ */
+export declare function redactUrl(source: string): string
 
 /** What a row of the retry table gets, worked out by `onFailure.table`. */
 export interface TableInfo {

@@ -843,3 +843,5 @@ module.exports.connect = nativeBinding.connect
 module.exports.consumeDefaults = nativeBinding.consumeDefaults
 module.exports.errorCodes = nativeBinding.errorCodes
 module.exports.parseDelays = nativeBinding.parseDelays
+module.exports.redactIn = nativeBinding.redactIn
+module.exports.redactUrl = nativeBinding.redactUrl

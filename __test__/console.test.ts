@@ -22,6 +22,7 @@ import { Consume, OnFailure, RabbitRetryConsoleModule, RabbitRetryModule } from 
 import { ConsoleApi, KIND_ERRORS, KINDS, parkThreeKinds } from './console-fixture';
 import {
   AMQP_URL,
+  BROKER,
   type ParkedSeed,
   cleanup,
   closeAmqp,
@@ -332,11 +333,11 @@ describe('safety', () => {
     const rr = await connectClient();
     await expect(startConsole({ client: rr, host: '0.0.0.0', port: 0 })).rejects.toThrow(InvalidOptionsError);
     await expect(startConsole({ client: rr, host: '0.0.0.0', port: 0 })).rejects.toThrow(/needs a token/);
-    const open = await startConsole({ client: rr, host: '0.0.0.0', port: 0, token: 'tok-0a9b', management: false });
+    const open = await startConsole({ client: rr, host: '0.0.0.0', port: 0, token: 'tok-0a9b-5c7e-41d2', management: false });
     servers.push(open);
     expect(open.url).toMatch(/^http:\/\/0\.0\.0\.0:\d+\/$/);
     const port = new URL(open.url).port;
-    expect((await new ConsoleApi(`http://127.0.0.1:${port}/`, 'tok-0a9b').get('api/state')).status).toBe(200);
+    expect((await new ConsoleApi(`http://127.0.0.1:${port}/`, 'tok-0a9b-5c7e-41d2').get('api/state')).status).toBe(200);
 
     const { server } = await serve(rr);
     expect(await getWithHost(server.url, new URL(server.url).host)).toBe(200);
@@ -531,7 +532,7 @@ describe('rabbit-retry ui', () => {
       await waitFor(() => /rabbit-retry console on (http:\S+)/.test(out) && out.includes('; queues '), 20_000, `the console's URL (stderr: ${err})`);
       const url = /rabbit-retry console on (http:\S+)/.exec(out)?.[1] as string;
       expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
-      expect(out).toContain(`broker amqp://guest:***@127.0.0.1:5672; queues ${queue}`);
+      expect(out).toContain(`broker amqp://guest:***@${BROKER.hostPort}; queues ${queue}`);
       const api = await ConsoleApi.of(url);
       const st = await state(api);
       expect(st.queues).toEqual([expect.objectContaining({ queue, sources: ['named'], parked: 3 })]);

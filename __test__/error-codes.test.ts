@@ -22,6 +22,7 @@ const TS_CODES = Object.keys({
   INVALID_OPTIONS: true,
   CLOSED: true,
   RETRY_TABLE: true,
+  REPLY_REFUSED: true,
 } satisfies Record<ErrorCode, true>) as ErrorCode[];
 
 describe('error codes', () => {

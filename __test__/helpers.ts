@@ -1,14 +1,20 @@
 import { execFile, execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
+import { runInThisContext } from 'node:vm';
 
 import type { MessageProperties as AmqpProperties } from 'amqplib';
 
 import { RabbitRetry, type ConnectOptions, type Consumer, type Delay, type Logger, parkedQueueName, retryQueueName } from '../lib';
-import { AMQP_URL, amqpConnection, deleteExchange, deleteQueue, queueDepth, queueFamily, sleep, uniqueName, withChannel } from './broker';
+import { AMQP_URL, RABBITMQCTL, amqpConnection, deleteExchange, deleteQueue, queueDepth, queueFamily, sleep, uniqueName, withChannel } from './broker';
 
 export {
   AMQP_URL,
+  BROKER,
+  brokerAtLeast,
+  brokerVersion,
+  RABBITMQCTL,
+  brokerUrl,
   closeAmqp,
   deleteExchange,
   deleteQueue,
@@ -215,7 +221,10 @@ export async function drain(name: string): Promise<GotMessage[]> {
 export interface BrokerQueue {
   name: string;
   type: string;
-  /** Its arguments, name to value. */
+  /**
+   * Its arguments, name to value, as declared: without the `x-queue-type: classic` that
+   * RabbitMQ 4.x lists for every classic queue (`type` says it on every version).
+   */
   arguments: Record<string, unknown>;
   /** Its arguments, name to the broker's type name (`longstr`, `long`, ...). */
   argumentTypes: Record<string, string>;
@@ -227,8 +236,8 @@ export interface BrokerQueue {
 export function brokerQueues(names: readonly string[]): Promise<Record<string, BrokerQueue>> {
   return new Promise((resolve, reject) => {
     execFile(
-      'rabbitmqctl',
-      ['list_queues', '-q', '--formatter', 'json', 'name', 'type', 'arguments', 'policy'],
+      RABBITMQCTL[0],
+      [...RABBITMQCTL.slice(1), 'list_queues', '-q', '--formatter', 'json', 'name', 'type', 'arguments', 'policy'],
       { maxBuffer: 64 * 1024 * 1024 },
       (err, stdout) => {
         if (err) return reject(err);
@@ -244,7 +253,9 @@ export function brokerQueues(names: readonly string[]): Promise<Record<string, B
           out[row.name] = {
             name: row.name,
             type: row.type,
-            arguments: Object.fromEntries(row.arguments.map(([k, , v]) => [k, v])),
+            arguments: Object.fromEntries(
+              row.arguments.filter(([k, , v]) => !(k === 'x-queue-type' && v === 'classic')).map(([k, , v]) => [k, v]),
+            ),
             argumentTypes: Object.fromEntries(row.arguments.map(([k, t]) => [k, t])),
             policy: typeof row.policy === 'string' ? row.policy : '',
           };
@@ -255,10 +266,10 @@ export function brokerQueues(names: readonly string[]): Promise<Record<string, B
   });
 }
 
-/** Runs `rabbitmqctl` with `args`; resolves to its stdout. */
+/** Runs `rabbitmqctl` (RABBITMQCTL: the node under test) with `args`; resolves to its stdout. */
 export function rabbitmqctl(args: readonly string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile('rabbitmqctl', [...args], (err, stdout, stderr) => {
+    execFile(RABBITMQCTL[0], [...RABBITMQCTL.slice(1), ...args], { maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
       if (err) reject(new Error(`rabbitmqctl ${args.join(' ')} failed: ${stderr || err.message}`));
       else resolve(stdout);
     });
@@ -390,8 +401,10 @@ export function recordingLogger(): Logger & { warnings: string[]; errors: string
 export function collectUnhandledRejections(): unknown[] {
   const unhandled: unknown[] = [];
   const onUnhandled = (reason: unknown) => unhandled.push(reason);
-  beforeAll(() => process.on('unhandledRejection', onUnhandled));
-  afterAll(() => process.off('unhandledRejection', onUnhandled));
+  // Jest hands a test file a copy of `process` whose listeners never fire: listen on the real one.
+  const realProcess = runInThisContext('process') as NodeJS.Process;
+  beforeAll(() => realProcess.on('unhandledRejection', onUnhandled));
+  afterAll(() => realProcess.off('unhandledRejection', onUnhandled));
   beforeEach(() => unhandled.splice(0));
   return unhandled;
 }

@@ -224,6 +224,7 @@ describe('sslmode through a TLS proxy with certificates made here', () => {
     const err = await refusal(urlVia(plain, 'sslmode=require', '127.0.0.1', 's3cret'));
     expect(err.code).toBe('RETRY_TABLE');
     expect(err.message).toContain('server does not support TLS');
+    expect(err.message).toContain('the TLS handshake failed: the server does not take TLS');
     expect(err.message).toContain(`postgres://${PG_USER}:***@127.0.0.1:${plain.port}/${db}`);
     expect(err.message).not.toContain('s3cret');
   });
@@ -241,6 +242,7 @@ describe('sslmode through a TLS proxy with certificates made here', () => {
     const err = await refusal(urlVia(misnamed, `sslmode=verify-full&sslrootcert=${encodeURIComponent(ca())}`, 'localhost', 's3cret'));
     expect(err.code).toBe('RETRY_TABLE');
     expect(err.message).toMatch(/certificate not valid for name "localhost"/);
+    expect(err.message).toContain("the TLS handshake failed: the server's certificate is not for the host name in the URL");
     expect(err.message).not.toContain('s3cret');
     expect(misnamed.sessions.every((s) => !s.tls)).toBe(true);
   });
@@ -256,6 +258,8 @@ describe('sslmode through a TLS proxy with certificates made here', () => {
       const err = await refusal(urlVia(good, `sslmode=${mode}&sslrootcert=${encodeURIComponent(otherCa())}`));
       expect(err.code).toBe('RETRY_TABLE');
       expect(err.message).toMatch(/invalid peer certificate: UnknownIssuer/);
+      expect(err.message).toContain('the TLS handshake failed');
+      expect(err.message).toContain('give sslrootcert=');
     }
   });
 

@@ -13,6 +13,7 @@ import { createServer, type Server } from 'node:tls';
 import { randomBytes } from 'node:crypto';
 
 import { RabbitRetry, type Message } from '../lib';
+import { BROKER } from './broker';
 
 let dir: string;
 let server: Server;
@@ -29,7 +30,7 @@ beforeAll(async () => {
   writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n');
   openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '1', '-extfile', 'san.ext');
   server = createServer({ key: readFileSync(join(dir, 'server.key')), cert: readFileSync(join(dir, 'server.pem')) }, (tlsSocket) => {
-    const upstream = netConnect(5672, '127.0.0.1');
+    const upstream = netConnect(BROKER.port, BROKER.host);
     tlsSocket.pipe(upstream).pipe(tlsSocket);
     const end = () => {
       tlsSocket.destroy();
@@ -75,6 +76,21 @@ describe('amqps://', () => {
     const err = await RabbitRetry.connect({ url: `amqps://guest:s3cret@localhost:${port}`, connectTimeoutMs: 5000 }).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'CONNECTION' });
     expect(String((err as Error).message)).not.toContain('s3cret');
+    // The handshake is named, with its cause and what to do.
+    expect((err as Error).message).toContain(`the TLS handshake with localhost:${port} failed`);
+    expect((err as Error).message).toMatch(/invalid peer certificate: UnknownIssuer/);
+    expect((err as Error).message).toContain('tls.caFile');
+  });
+
+  it('says it was the TLS handshake that failed on a port that speaks plain AMQP, and why', async () => {
+    const plain = `${BROKER.host.includes(':') ? `[${BROKER.host}]` : BROKER.host}:${BROKER.port}`;
+    const err = await RabbitRetry.connect({ url: `amqps://guest:s3cret@${plain}`, connectTimeoutMs: 5000 }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'CONNECTION' });
+    const message = (err as Error).message;
+    expect(message).toContain(`the TLS handshake with ${plain} failed`);
+    expect(message).toContain(`the server on port ${BROKER.port} does not speak TLS`);
+    expect(message).toMatch(/received corrupt message of type InvalidContentType/);
+    expect(message).not.toContain('s3cret');
   });
 
   it('rejects a CA file that cannot be read with INVALID_OPTIONS naming the option', async () => {

@@ -91,11 +91,14 @@ describe('a message that fails twice and then succeeds', () => {
     expect(processes[0].events.map((e) => [e.name, e.attributes?.['exception.message']])).toEqual([['exception', 'carrier 503 (call 1)']]);
 
     expect(moves.map((s) => s.name)).toEqual([`send ${queue}.retry.50ms`, `send ${queue}.retry.100ms`]);
+    // The reason each copy carries in its retry-reason header, as a park's span has its own.
+    expect(moves.map((s) => s.attributes['rabbit_retry.reason'])).toEqual(['retry', 'retry']);
     expect(moves[1].attributes).toMatchObject({
       'messaging.system': 'rabbitmq',
       'messaging.operation.type': 'send',
       'messaging.destination.name': `${queue}.retry.100ms`,
       'rabbit_retry.outcome': 'retry',
+      'rabbit_retry.reason': 'retry',
       'rabbit_retry.attempt': 2,
       'rabbit_retry.delay': '100ms',
       'rabbit_retry.error': 'carrier 503 (call 2)',
@@ -234,7 +237,12 @@ describe('through the retry table', () => {
     await waitFor(() => exporter.getFinishedSpans().filter((s) => s.name === `process ${queue}`).length === 2, 10_000, 'its span');
     const spans = exporter.getFinishedSpans();
     const stored = spans.find((s) => s.name === 'send retry-table') as ReadableSpan;
-    expect(stored.attributes).toMatchObject({ 'rabbit_retry.outcome': 'stored', 'rabbit_retry.dependency': 'carrier', 'rabbit_retry.error': 'carrier down' });
+    expect(stored.attributes).toMatchObject({
+      'rabbit_retry.outcome': 'stored',
+      'rabbit_retry.reason': 'retry-table',
+      'rabbit_retry.dependency': 'carrier',
+      'rabbit_retry.error': 'carrier down',
+    });
     const drained = spans.filter((s) => s.name === `send ${queue}` && s.attributes['rabbit_retry.outcome'] === 'drain');
     expect(drained).toHaveLength(1);
     const [drain] = drained;
@@ -332,7 +340,7 @@ describe('without a tracer provider or without @opentelemetry/api', () => {
     expect(got).toBe('none');
     const t = isolated.consumerTracing('q');
     expect(t.process({ traceparent: 'x' }, () => ({ exchange: '', routingKey: 'q', bodySize: 1, attempt: 0 }))).toBeUndefined();
-    t.settled({ kind: 'retry', id: 1, messageId: null, target: 'q.retry.5s', attempt: 1, delay: '5s', error: 'e' });
+    t.settled({ kind: 'retry', id: 1, messageId: null, target: 'q.retry.5s', reason: 'retry', attempt: 1, delay: '5s', error: 'e' });
     t.close();
     expect(exporter.getFinishedSpans()).toEqual([]);
   });

@@ -9,6 +9,7 @@
  */
 import { InvalidOptionsError, UnsupportedOptionError, nativeSync } from './errors';
 import { binding } from './native';
+import { redactUrl } from './redact';
 import {
   ALERT_OPTION_KEYS,
   CIRCUIT_OPTION_KEYS,
@@ -247,7 +248,7 @@ export function brokerUrls(url: string | readonly string[] | undefined, env: str
   if (url !== undefined) return typeof url === 'string' ? [url] : [...url];
   if (env === undefined) return [fallback];
   const urls = splitUrls(env);
-  if (urls.length === 0) throw new InvalidOptionsError(`AMQP_URL must be ${URL_WHAT}, got '${env}'`);
+  if (urls.length === 0) throw new InvalidOptionsError(`AMQP_URL must be ${URL_WHAT}, got '${redactUrl(env)}'`);
   return urls;
 }
 
@@ -354,6 +355,7 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
     checkQueueArguments(key, o[key]);
   }
   checkNativeWhole('deliveryLimit', o.deliveryLimit, 'a whole number of at least 1');
+  checkNativeWhole('consumerTimeoutMs', o.consumerTimeoutMs, 'a whole number of milliseconds of at least 1');
   checkWhole('stuckAfterMs', o.stuckAfterMs, 1, 0x7fffffff, 'a whole number of milliseconds from 1 to 2147483647');
   if (o.alert !== undefined) {
     const a = o.alert as unknown;

@@ -23,6 +23,8 @@
  */
 import { InvalidOptionsError } from './errors';
 import { parseDelay } from './check-options';
+import { reasonOf } from './consumer/error-text';
+import { BOOLEAN, fence } from './fence';
 import type { CircuitOptions, Delay } from './options';
 
 /** Where a circuit is: letting everything through, stopped, or trying. */
@@ -308,7 +310,7 @@ export class Circuit {
     for (const m of this.#members) {
       m.notify('circuitOpen', { queue: m.queue, dependency: this.dependency, cause, failures });
       // A consumer that consumes (closed, or in a trial) stops; one paused for a probe stays paused.
-      if (cause !== 'probe' || resumed) void m.pause().catch((err: unknown) => m.warn(`pausing for the circuit of '${this.dependency}' failed: ${String(err)}`));
+      if (cause !== 'probe' || resumed) void m.pause().catch((err: unknown) => m.warn(`pausing for the circuit of '${this.dependency}' failed: ${reasonOf(err)}`));
     }
     this.#schedule();
   }
@@ -316,7 +318,14 @@ export class Circuit {
   #schedule(): void {
     const epoch = this.#epoch;
     this.#timer = setTimeout(() => {
-      if (epoch === this.#epoch) void this.#probe();
+      if (epoch !== this.#epoch) return;
+      this.#timer = undefined;
+      this.#probe().catch((err: unknown) => {
+        this.#members[0]?.warn(`a probe of the circuit of '${this.dependency}' failed: ${reasonOf(err)}`);
+        // Whatever went wrong, the circuit is not left open or probing with no probe to come.
+        const waiting = this.#state === 'open' || (this.#state === 'halfOpen' && this.#mode !== 'trial');
+        if (waiting && this.#timer === undefined && this.#members.length > 0) this.#open('probe');
+      });
     }, this.settings.probeEveryMs);
     this.#timer.unref();
   }
@@ -328,14 +337,15 @@ export class Circuit {
     if (check) {
       void this.#halfOpen('check');
       const mine = this.#epoch;
-      let ok = false;
-      try {
-        ok = (await withTimeout(Promise.resolve(check()), this.settings.probeEveryMs)) === true;
-      } catch (err) {
-        this.#members[0]?.warn(`the health check of the circuit of '${this.dependency}' failed: ${err instanceof Error ? err.message : String(err)}`);
-      }
+      // Fenced: a throw, a rejection of any value, an answer other than a boolean, or none within probeEvery is a failed check.
+      const r = await fence(`the health check (onFailure.circuit.check) of the circuit of '${this.dependency}'`, () => check(), {
+        expect: BOOLEAN,
+        timeoutMs: this.settings.probeEveryMs,
+        keepAlive: false,
+      });
+      if (!r.ok) this.#members[0]?.warn(`${r.problem}; it counts as failed`);
       if (mine !== this.#epoch) return;
-      if (ok) this.#close('check');
+      if (r.ok && r.value) this.#close('check');
       else this.#open('probe');
       return;
     }
@@ -363,7 +373,7 @@ export class Circuit {
       try {
         result = await m.probe();
       } catch (err) {
-        m.warn(`a probe of the circuit of '${this.dependency}' failed: ${err instanceof Error ? err.message : String(err)}`);
+        m.warn(`a probe of the circuit of '${this.dependency}' failed: ${reasonOf(err)}`);
         result = 'failure';
       }
       if (this.#epoch !== epochAfterHalfOpen) return;
@@ -388,7 +398,7 @@ export class Circuit {
     void this.#record(false);
     for (const m of this.#members) {
       m.notify('circuitHalfOpen', { queue: m.queue, dependency: this.dependency, probe: 'trial' });
-      void m.resume().catch((err: unknown) => m.warn(`resuming for a trial of the circuit of '${this.dependency}' failed: ${String(err)}`));
+      void m.resume().catch((err: unknown) => m.warn(`resuming for a trial of the circuit of '${this.dependency}' failed: ${reasonOf(err)}`));
     }
   }
 
@@ -409,7 +419,7 @@ export class Circuit {
       const resumed = wasTrial ? Promise.resolve() : m.resume();
       void resumed
         .then(() => m.returnEarly(this.settings.returnRate, () => this.#epoch === epoch))
-        .catch((err: unknown) => m.warn(`sending the retry queues of '${m.queue}' back after the circuit of '${this.dependency}' closed failed: ${String(err)}`));
+        .catch((err: unknown) => m.warn(`sending the retry queues of '${m.queue}' back after the circuit of '${this.dependency}' closed failed: ${reasonOf(err)}`));
     }
   }
 
@@ -417,15 +427,7 @@ export class Circuit {
   #record(probing: boolean): Promise<void> {
     const r: CircuitRecord = { dependency: this.dependency, state: this.#state, since: new Date(this.#since).toISOString(), probing };
     return Promise.all(
-      this.#members.map((m) => m.record(r).catch((err: unknown) => m.warn(`writing the state of the circuit of '${this.dependency}' failed: ${String(err)}`))),
+      this.#members.map((m) => m.record(r).catch((err: unknown) => m.warn(`writing the state of the circuit of '${this.dependency}' failed: ${reasonOf(err)}`))),
     ).then(() => undefined);
   }
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }

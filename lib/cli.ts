@@ -9,6 +9,7 @@ import { Command, CommanderError } from 'commander';
 import { DEFAULT_URL, RabbitRetry } from './client';
 import { brokerUrls, splitUrls } from './check-options';
 import { RabbitRetryError } from './errors';
+import { redactIn } from './redact';
 import { type Action, type Cli, type CliIo, EXIT, UsageError } from './cli/common';
 import { parkedCommands, statusCommand } from './cli/queue-commands';
 import { tableCommands } from './cli/table-commands';
@@ -16,8 +17,16 @@ import { uiCommand } from './cli/ui-command';
 
 export { type CliIo, EXIT, formatTable } from './cli/common';
 
-/** The command line's parser, with every command. */
-function cliProgram(io: CliIo): { program: Command; cli: Cli } {
+/**
+ * What the CLI was given that may hold a password: its arguments, and the
+ * URLs of the environment.
+ */
+function secretSources(argv: readonly string[], env: CliIo['env']): (string | undefined)[] {
+  return [...argv, env.AMQP_URL, env.RETRY_TABLE_URL];
+}
+
+/** The command line's parser, with every command; what it writes of an error keeps no password of `secrets`. */
+function cliProgram(io: CliIo, secrets: readonly (string | undefined)[]): { program: Command; cli: Cli } {
   const program = new Command('rabbit-retry')
     .description('Look at and operate the retry and parked queues of rabbit-retry consumers.')
     .option(
@@ -28,7 +37,7 @@ function cliProgram(io: CliIo): { program: Command; cli: Cli } {
     .option('--db <postgres-url>', 'retry table database for the table commands (default: $RETRY_TABLE_URL)')
     .option('--json', 'print JSON for machines')
     .exitOverride()
-    .configureOutput({ writeOut: io.out, writeErr: io.err })
+    .configureOutput({ writeOut: io.out, writeErr: (text) => io.err(redactIn(text, secrets)) })
     .showHelpAfterError('(run with --help for usage)');
   const cli: Cli = { io, json: () => Boolean(program.opts<{ json?: boolean }>().json), needsDb: false };
   statusCommand(program, cli);
@@ -38,13 +47,23 @@ function cliProgram(io: CliIo): { program: Command; cli: Cli } {
   return { program, cli };
 }
 
-/** Connects as the global options say, runs `action`, and resolves to the exit code. */
-async function connectAndRun(program: Command, cli: Cli, action: Action): Promise<number> {
+/**
+ * Connects as the global options say, runs `action`, and resolves to the exit
+ * code. An error's message is written without the passwords of `secrets` and
+ * of the URLs connected with (rabbit-retry's own errors never hold one).
+ */
+async function connectAndRun(program: Command, cli: Cli, action: Action, secrets: readonly (string | undefined)[]): Promise<number> {
   const { io } = cli;
+  const sources = [...secrets];
+  const shown = (e: unknown): string => {
+    const message = (e as Error | null)?.message ?? String(e);
+    return e instanceof RabbitRetryError ? message : redactIn(String(message), sources);
+  };
   let rr: RabbitRetry | undefined;
   try {
     const url = brokerUrls(program.opts<{ url?: string[] }>().url, io.env.AMQP_URL, DEFAULT_URL);
     const db = program.opts<{ db?: string }>().db ?? io.env.RETRY_TABLE_URL;
+    sources.push(url.join(','), db);
     const usesTable = cli.needsDb || (cli.wantsDb === true && db !== undefined && db !== '');
     if (usesTable && !db) throw new UsageError('the table commands need the database: --db postgres://… or RETRY_TABLE_URL');
     // The CLI looks and operates; it never runs a scheduler of its own.
@@ -53,7 +72,7 @@ async function connectAndRun(program: Command, cli: Cli, action: Action): Promis
     return EXIT.ok;
   } catch (e) {
     if (e instanceof UsageError) {
-      io.err(`error: ${e.message}\n`);
+      io.err(`error: ${shown(e)}\n`);
       return EXIT.usage;
     }
     const code = e instanceof RabbitRetryError ? ` [${e.code}]` : '';
@@ -61,7 +80,7 @@ async function connectAndRun(program: Command, cli: Cli, action: Action): Promis
       e instanceof RabbitRetryError && e.code === 'CONNECTION'
         ? '\nhint: start a broker (npm run broker) or pass --url / set AMQP_URL'
         : '';
-    io.err(`error${code}: ${(e as Error).message ?? String(e)}${hint}\n`);
+    io.err(`error${code}: ${shown(e)}${hint}\n`);
     return EXIT.runtime;
   } finally {
     await rr?.close().catch(() => undefined);
@@ -73,7 +92,8 @@ async function connectAndRun(program: Command, cli: Cli, action: Action): Promis
  * its exit code.
  */
 export async function run(argv: string[], io: CliIo): Promise<number> {
-  const { program, cli } = cliProgram(io);
+  const secrets = secretSources(argv, io.env);
+  const { program, cli } = cliProgram(io, secrets);
   try {
     await program.parseAsync(argv, { from: 'user' });
   } catch (e) {
@@ -81,7 +101,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       return e.exitCode === 0 ? EXIT.ok : EXIT.usage;
     }
     if (e instanceof UsageError) {
-      io.err(`error: ${e.message}\n`);
+      io.err(`error: ${redactIn(e.message, secrets)}\n`);
       return EXIT.usage;
     }
     throw e;
@@ -90,7 +110,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     io.err(program.helpInformation());
     return EXIT.usage;
   }
-  return connectAndRun(program, cli, cli.action);
+  return connectAndRun(program, cli, cli.action, secrets);
 }
 
 if (require.main === module) {

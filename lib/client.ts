@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 
 import { Consumer, outsideHandlers, runningConsumer } from './consumer';
-import type { CloseResult, Handler } from './consumer/events';
+import type { CloseResult, Handler, SchedulerStopResult } from './consumer/events';
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
 import { Parked } from './parked';
 import { Replies } from './replies';
@@ -11,6 +11,8 @@ import { consumerMetrics } from './metrics';
 import { drainTracing, tracedPublish } from './tracing';
 import { type CircuitRecord, checkCircuitFits, circuitFor, circuitSettings } from './circuit';
 import { CircuitIo, circuitQueueName, readCircuitState } from './consumer/circuit-io';
+import { reasonOf } from './consumer/error-text';
+import { logTo } from './consumer/log';
 import { parkedQueueName, retryQueueName } from './names';
 import {
   brokerUrls,
@@ -32,7 +34,6 @@ import {
   type ConnectOptions,
   type ConsumeOptions,
   type QueueArguments,
-  type Logger,
   type OptionKeys,
   type PublishOptions,
   type TlsOptions,
@@ -93,7 +94,13 @@ function toBuffer(body: Body, opts: PublishOptions): { buf: Buffer; contentType?
   if (Buffer.isBuffer(body)) return { buf: body };
   if (body instanceof Uint8Array) return { buf: Buffer.from(body.buffer, body.byteOffset, body.byteLength) };
   if (typeof body === 'string') return { buf: Buffer.from(body, 'utf8'), contentType: 'text/plain' };
-  const json = JSON.stringify(body);
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(body);
+  } catch (err) {
+    // A cycle, a BigInt, or a getter or toJSON that throws: the body is refused, with why.
+    throw new InvalidOptionsError(`the body cannot be sent as JSON: ${reasonOf(err)}`);
+  }
   if (json === undefined) throw new InvalidOptionsError('the body cannot be sent as JSON (undefined, a function or a symbol)');
   return { buf: Buffer.from(json, 'utf8'), contentType: opts.contentType ?? 'application/json' };
 }
@@ -121,6 +128,67 @@ function checkPublishOptions(opts: PublishOptions): void {
   if (headers !== undefined && (headers === null || typeof headers !== 'object' || Array.isArray(headers) || Buffer.isBuffer(headers))) {
     throw new InvalidOptionsError(`headers must be an object of header names to values, got ${kindOf(headers)}`);
   }
+  if (headers !== undefined) checkHeaderTable('headers', headers as object, new Set());
+}
+
+/**
+ * A header table as AMQP carries it: names of well-formed UTF-16 (a lone surrogate has no
+ * UTF-8 form, and would be dropped on the way), values that are strings, finite numbers,
+ * booleans, null, arrays or plain objects of such. Anything else (a Date, Map, Set, RegExp,
+ * typed array, class instance, function, cycle) would reach the broker changed, so it is
+ * refused, naming where it is.
+ */
+function checkHeaderTable(path: string, table: object, seen: Set<object>): void {
+  const proto: unknown = Object.getPrototypeOf(table);
+  if (proto !== Object.prototype && proto !== null) {
+    throw new InvalidOptionsError(`${path} must be a plain object of header names to values, got ${kindOf(table)}`);
+  }
+  seen.add(table);
+  let names: string[];
+  try {
+    names = Object.keys(table);
+  } catch (err) {
+    throw new InvalidOptionsError(`${path} cannot be read: ${reasonOf(err)}`);
+  }
+  for (const name of names) {
+    if (!isWellFormed(name)) throw new InvalidOptionsError(`${path} has a name that is not well-formed UTF-16 (a lone surrogate): it has no UTF-8 form`);
+    checkHeaderValue(`${path}[${JSON.stringify(name)}]`, (table as Record<string, unknown>)[name], seen);
+  }
+  seen.delete(table);
+}
+
+function checkHeaderValue(path: string, value: unknown, seen: Set<object>): void {
+  switch (typeof value) {
+    case 'string':
+      if (!isWellFormed(value)) throw new InvalidOptionsError(`${path} is not well-formed UTF-16 (a lone surrogate): it has no UTF-8 form`);
+      return;
+    case 'boolean':
+      return;
+    case 'number':
+      if (!Number.isFinite(value)) throw new InvalidOptionsError(`${path} must be a finite number, got ${kindOf(value)}`);
+      return;
+    case 'undefined':
+      return; // left out, as JSON leaves it out
+    case 'object': {
+      if (value === null) return;
+      if (seen.has(value)) throw new InvalidOptionsError(`${path} refers to itself (a cycle)`);
+      if (Array.isArray(value)) {
+        seen.add(value);
+        value.forEach((v: unknown, i) => checkHeaderValue(`${path}[${i}]`, v, seen));
+        seen.delete(value);
+        return;
+      }
+      checkHeaderTable(path, value, seen);
+      return;
+    }
+    default:
+      throw new InvalidOptionsError(`${path} must be a string, a number, a boolean, null, an array or a plain object, got ${kindOf(value)}`);
+  }
+}
+
+/** Whether `s` has no lone surrogate (in a `u` regex, a pair is one code point, not two surrogates). */
+function isWellFormed(s: string): boolean {
+  return !/\p{Surrogate}/u.test(s);
 }
 
 function toNativeProps(opts: PublishOptions, contentType: string | undefined): NativeMessageProperties {
@@ -156,15 +224,6 @@ function readTls(tls: TlsOptions | undefined): { ca?: string; cert?: string; key
   return { ca, cert, key };
 }
 
-/** An error's message, for a log line. */
-function describe(err: unknown): string {
-  try {
-    return err instanceof Error ? err.message : String(err);
-  } catch {
-    return 'an unreadable error';
-  }
-}
-
 /**
  * A connection to RabbitMQ with rabbit-retry's failure path: consumers that
  * never requeue a handler error, and publishes that wait for the broker's confirm.
@@ -194,7 +253,7 @@ export class RabbitRetry {
   ) {
     this.#options = options;
     if (options.retryTable) {
-      this.#table = new RetryTable(inner);
+      this.#table = new RetryTable(inner, logTo(options.logger ?? console));
       this.#table.observe(options.meterProvider);
     }
   }
@@ -295,6 +354,7 @@ export class RabbitRetry {
         prefetch: options.prefetch,
         queueType: options.queueType,
         deliveryLimit: options.deliveryLimit,
+        consumerTimeoutMs: options.consumerTimeoutMs,
         assertQueue: options.assertQueue,
         queueArguments: argumentsJson(options.queueArguments),
         retryQueueArguments: argumentsJson(options.retryQueueArguments),
@@ -393,6 +453,25 @@ export class RabbitRetry {
   }
 
   /**
+   * Publishes the reply to a request to its `replyTo` (through the default
+   * exchange), on a connection of replies opened on the first, and waits for
+   * the broker's confirm. Rejects with a `ReplyRefusedError` when the
+   * broker would refuse the reply or did, else as {@link RabbitRetry.publish}.
+   * @internal
+   */
+  async reply(replyTo: string, body: Buffer, options: PublishOptions = {}): Promise<void> {
+    this.assertOpen();
+    if (typeof replyTo !== 'string') throw new InvalidOptionsError('replyTo must be a string');
+    checkPublishOptions(options);
+    const props = toNativeProps(options, undefined);
+    const published = { exchange: '', routingKey: replyTo, messageId: options.messageId, bodySize: body.length };
+    await tracedPublish(published, (trace) => {
+      if (trace) props.headers = { ...trace, ...props.headers };
+      return native(() => this.inner.reply(replyTo, body, props));
+    });
+  }
+
+  /**
    * The parked queue of work queue `queue` (`<queue>.parked`), to count, look
    * at, replay and purge its messages.
    */
@@ -459,6 +538,11 @@ export class RabbitRetry {
    * `{ unfinished: 0 }`; the handlers then finish, their messages are settled
    * as usual (acked, retried or parked), and the consumers and the connection
    * close in the background, within the same bound.
+   *
+   * The retry table's scheduler, when this process runs one, stops at the
+   * start of the close, within about a second even mid-drain (see
+   * {@link SchedulerStopResult}); the result's `retryTable` says what it
+   * published and what it left, and a warning is logged when it left due rows.
    */
   close(options?: CloseOptions): Promise<CloseResult> {
     let timeoutMs: number;
@@ -478,18 +562,35 @@ export class RabbitRetry {
       this.closing = outsideHandlers(() => this.shutdown(consumers, timeoutMs));
     }
     if (!fromOwnHandler) return this.closing;
-    this.closing.catch((err: unknown) => this.logger().error(`rabbit-retry: closing the client in the background failed: ${describe(err)}`));
+    this.closing.catch((err: unknown) => this.log('error', `rabbit-retry: closing the client in the background failed: ${reasonOf(err)}`));
     return Promise.all([...this.consumers].map((c) => c.deliveriesStopped())).then(() => ({ unfinished: 0 }));
   }
 
   private async shutdown(consumers: Consumer[], timeoutMs: number): Promise<CloseResult> {
-    const results = await Promise.all(consumers.map((c) => c.close({ timeoutMs })));
+    // The retry table's scheduler stops at once, alongside the consumers: its
+    // drain does not wait for their handlers.
+    const [results, stopped] = await Promise.all([
+      Promise.all(consumers.map((c) => c.close({ timeoutMs }))),
+      native(() => this.inner.stopScheduler()),
+    ]);
     await native(() => this.inner.close());
-    return { unfinished: results.reduce((n, r) => n + r.unfinished, 0) };
+    const unfinished = results.reduce((n, r) => n + r.unfinished, 0);
+    if (!stopped) return { unfinished };
+    const retryTable: SchedulerStopResult = { published: stopped.published, unconfirmed: stopped.unconfirmed, due: stopped.due ?? null };
+    if (retryTable.unconfirmed > 0 || (retryTable.due ?? 0) > 0) {
+      this.log(
+        'warn',
+        `rabbit-retry: the retry table's scheduler stopped mid-drain: ${retryTable.published} row(s) published, ` +
+          `${retryTable.due ?? 'an unknown number of'} due row(s) left in the table for the next scheduler` +
+          (retryTable.unconfirmed > 0 ? `; ${retryTable.unconfirmed} of them were sent without a confirm, and will be published again` : ''),
+      );
+    }
+    return { unfinished, retryTable };
   }
 
-  private logger(): Logger {
-    return this.#options.logger ?? console;
+  /** Writes a line to the logger of the connect options (fenced). */
+  private log(level: 'warn' | 'error', text: string): void {
+    logTo(this.#options.logger ?? console)(level, text);
   }
 
   private assertOpen(): void {

@@ -125,7 +125,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
 
   /** @internal */
   constructor(private readonly ctx: ConsumerContext) {
-    super();
+    // A listener's returned Promise that rejects comes to the method below, never unhandled.
+    super({ captureRejections: true });
     this.inner = ctx.inner;
     this.handler = ctx.handler;
     this.log = logTo(ctx.logger);
@@ -166,6 +167,14 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       this.member = this.circuitMember(ctx.circuit.io);
     }
     this.inner.start(ctx.batchSize, this.onBatch);
+  }
+
+  /**
+   * A listener returned a Promise that rejected: logged, and consuming goes on.
+   * @internal
+   */
+  override [EventEmitter.captureRejectionSymbol](error: unknown, event: unknown, ..._args: unknown[]): void {
+    this.log('error', `rabbit-retry: a '${String(event)}' listener of the consumer of '${this.queue}' rejected: ${reasonOf(error)}`);
   }
 
   /**

@@ -15,7 +15,8 @@ export type ErrorCode =
   | 'CONNECTION'
   | 'INVALID_OPTIONS'
   | 'CLOSED'
-  | 'RETRY_TABLE';
+  | 'RETRY_TABLE'
+  | 'REPLY_REFUSED';
 
 /** The base class of rabbit-retry's errors. */
 export class RabbitRetryError extends Error {
@@ -125,6 +126,19 @@ export class RetryTableError extends RabbitRetryError {
   }
 }
 
+/**
+ * The broker refuses the reply to a request for what it holds (a `reply-to`
+ * that is not an address it delivers to, a `user-id` or `expiration` it does
+ * not take), or closed the reply's channel over it. The NestJS
+ * microservices transport parks such a request with `retry-reason:
+ * reply-refused`, the refusal in `retry-last-error`.
+ */
+export class ReplyRefusedError extends RabbitRetryError {
+  constructor(message: string) {
+    super('REPLY_REFUSED', message);
+  }
+}
+
 const byCode: Record<string, new (message: string) => RabbitRetryError> = {
   NON_RETRYABLE: NonRetryableError,
   TOPOLOGY_MISMATCH: TopologyMismatchError,
@@ -135,6 +149,7 @@ const byCode: Record<string, new (message: string) => RabbitRetryError> = {
   INVALID_OPTIONS: InvalidOptionsError,
   CLOSED: ClosedError,
   RETRY_TABLE: RetryTableError,
+  REPLY_REFUSED: ReplyRefusedError,
 };
 
 /**

@@ -20,6 +20,7 @@ export type {
   StuckEvent,
   ConsumerHealth,
   CloseResult,
+  SchedulerStopResult,
 } from './consumer/events';
 export {
   RetryTable,
@@ -66,6 +67,7 @@ export {
   InvalidOptionsError,
   ClosedError,
   RetryTableError,
+  ReplyRefusedError,
   type ErrorCode,
 } from './errors';
 export {

@@ -53,7 +53,11 @@ export interface ConnectOptions {
   tls?: TlsOptions;
   /** The retry table in PostgreSQL, for `onFailure.table`. */
   retryTable?: RetryTableOptions;
-  /** Where warnings go when nobody listens for a consumer's `error` event. @default console */
+  /**
+   * Where warnings go when nobody listens for a consumer's `error` event. A
+   * logger that throws, or returns a Promise that rejects, is ignored.
+   * @default console
+   */
   logger?: Logger;
   /**
    * The OpenTelemetry meter provider for metrics.
@@ -106,9 +110,17 @@ export interface AlertOptions {
   oldestDueAboveMs?: number;
   /** How often to check. @default '1m' */
   every?: Delay;
-  /** Called on each crossing of `parkedAbove` (the consumer also emits `alert`). */
+  /**
+   * Called on each crossing of `parkedAbove` (the consumer also emits
+   * `alert`). What it throws, or a rejection of a Promise it returns, is
+   * logged as a warning; the checks go on.
+   */
   onAlert?: (alert: ParkedAlert) => void;
-  /** Called on each crossing of `oldestDueAboveMs` (the consumer also emits `tableAlert`). */
+  /**
+   * Called on each crossing of `oldestDueAboveMs` (the consumer also emits
+   * `tableAlert`). What it throws, or a rejection of a Promise it returns,
+   * is logged as a warning; the checks go on.
+   */
   onTableAlert?: (alert: RetryTableAlert) => void;
 }
 
@@ -205,7 +217,10 @@ export interface CircuitOptions {
   /**
    * A health check of the dependency. When given, it is the probe: called
    * every `probeEvery` while open (no message is spent), `true` closes the
-   * circuit; `false`, a rejection, or no answer within `probeEvery` keeps it open.
+   * circuit. `false`, a throw or a rejection (of any value), an answer that
+   * is not a boolean, or no answer within `probeEvery` is a failed check: it
+   * keeps the circuit open (with a warning, but for `false`), and the next
+   * check comes `probeEvery` later.
    */
   check?: () => Promise<boolean> | boolean;
   /**
@@ -228,13 +243,21 @@ export const CIRCUIT_OPTION_KEYS = {
 
 /** How failures go into the retry table. */
 export interface TableRouteOptions {
-  /** What the message waits on (a carrier, a service), for `pause`/`resume`/`pauseWhen`. */
+  /**
+   * What the message waits on (a carrier, a service), for
+   * `pause`/`resume`/`pauseWhen`. A throw, or an answer other than a string
+   * or `undefined`, stores the row without one (with a warning).
+   */
   dependency?: (err: unknown, msg: Message) => string | undefined;
-  /** Whose message it is, for `pause`/`resume`. */
+  /**
+   * Whose message it is, for `pause`/`resume`. A throw, or an answer other
+   * than a string or `undefined`, stores the row without one (with a warning).
+   */
   tenant?: (msg: Message) => string | undefined;
   /**
    * When the row is due: a Date, or `null` to wait for a person (`resume`,
-   * `retryNow`). `attempt` is the attempt count the row carries.
+   * `retryNow`). `attempt` is the attempt count the row carries. A throw, an
+   * invalid Date or any other answer makes it due in one minute (with a warning).
    * @default one minute from now
    */
   nextAttemptAt?: (err: unknown, attempt: number) => Date | null;
@@ -350,6 +373,19 @@ export interface ConsumeOptions {
    * @default 5
    */
   deliveryLimit?: number;
+  /**
+   * Quorum queues only: how long the broker lets a delivery stay unacked
+   * before it takes it back (`x-consumer-timeout`, RabbitMQ 4.3). When it
+   * passes, the broker returns the consumer's unacked messages to the queue
+   * and cancels the consumer, which subscribes again; the handlers still
+   * running then are not stopped, and their messages are handled again. The
+   * default asks for the largest value, so that no delivery is taken back
+   * from a running handler; `stuckAfterMs` reports a handler that runs too
+   * long. RabbitMQ 3.x ignores it (its channel-wide `consumer_timeout`, 30
+   * minutes by default, closes the channel instead); classic queues refuse it.
+   * @default 2147483647 (about 24.8 days)
+   */
+  consumerTimeoutMs?: number;
   /** What to do when the handler throws. */
   onFailure?: OnFailureOptions;
   /** Alert when the parked queue fills up. */
@@ -375,6 +411,7 @@ export const CONSUME_OPTION_KEYS = {
   prefetch: true,
   queueType: true,
   deliveryLimit: true,
+  consumerTimeoutMs: true,
   assertQueue: true,
   queueArguments: true,
   retryQueueArguments: true,

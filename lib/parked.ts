@@ -5,6 +5,7 @@ import type { NativeClient, NativeParkedSession } from './native';
 import { parkedQueueName } from './names';
 import { tracedPublish } from './tracing';
 import { checkKeys, checkObject } from './check-options';
+import { BOOLEAN, fenceSync } from './fence';
 import type { OptionKeys } from './options';
 
 /**
@@ -20,7 +21,12 @@ export interface ParkedFilter {
   errorMessage?: string;
   /** Each of these headers has this value (compared as text). */
   headers?: Record<string, string | number | boolean>;
-  /** Any other test. */
+  /**
+   * Any other test: `true` selects, `false` leaves the message parked,
+   * decided synchronously. What it throws ends the call with that error;
+   * any other answer (a Promise, a truthy string) ends it with
+   * `INVALID_OPTIONS`, naming what came back.
+   */
   where?: (msg: ParkedMessage) => boolean;
 }
 
@@ -169,7 +175,27 @@ export function selects(filter: ParkedFilter | undefined, m: ParkedMessage): boo
       if (actual === undefined || actual === null || String(actual) !== String(v)) return false;
     }
   }
-  return filter.where ? filter.where(m) : true;
+  return filter.where ? whereSelects(filter.where, m) : true;
+}
+
+/**
+ * `where(m)`, fenced: what it throws ends the call that asked (as it was
+ * thrown); an answer other than `true` or `false` (a Promise from an async
+ * function, a truthy string) ends it with an {@link InvalidOptionsError}
+ * naming what came back, before that message is touched.
+ */
+function whereSelects(where: (msg: ParkedMessage) => boolean, m: ParkedMessage): boolean {
+  const r = fenceSync('filter.where', () => where(m), { expect: BOOLEAN });
+  if (r.ok) return r.value;
+  if (r.failure === 'threw') throw r.error;
+  throw new InvalidOptionsError(`${r.problem}: it must decide synchronously`);
+}
+
+/** Calls an `onProgress` callback, fenced: a throw ends the call that asked (as it was thrown); a Promise it returns is not awaited, its rejection caught. */
+function progress<P>(onProgress: ((p: P) => void) | undefined, p: P): void {
+  if (!onProgress) return;
+  const r = fenceSync('onProgress', () => onProgress(p));
+  if (!r.ok) throw r.error;
 }
 
 function positiveInt(name: string, v: number | undefined): void {
@@ -313,7 +339,7 @@ export class Parked {
           throw err;
         }
         replayed++;
-        options.onProgress?.({ replayed, skipped, total });
+        progress(options.onProgress, { replayed, skipped, total });
       }
     });
     return { replayed, skipped, durationMs: Date.now() - started };
@@ -364,7 +390,7 @@ export class Parked {
           throw err;
         }
         purged++;
-        options.onProgress?.({ purged, skipped });
+        progress(options.onProgress, { purged, skipped });
       }
     });
     return purged;

@@ -2,6 +2,8 @@ import { InvalidOptionsError, native } from './errors';
 import type { MeterProviderLike } from './metrics';
 import type { NativeClient } from './native';
 import { checkKeys, checkObject, checkRate, parseDelay } from './check-options';
+import type { Log } from './consumer/log';
+import { BOOLEAN, fence, fenceSync } from './fence';
 import type { Delay, OptionKeys } from './options';
 
 /** Which rows {@link RetryTable.pause} and {@link RetryTable.resume} touch; every field given must match. */
@@ -87,11 +89,11 @@ export interface RetryTableStats {
 
 /** Options of {@link RetryTable.pauseWhen}. */
 export interface PauseWhenOptions {
-  /** How often to run the check. @default '10s' */
+  /** How often to run the check; a check that has not answered by the next one counts as failed. @default '10s' */
   every?: Delay;
   /** Failed checks in a row before the dependency is paused. @default 3 */
   failuresBeforePause?: number;
-  /** Called when the watch pauses or resumes the dependency. */
+  /** Called when the watch pauses or resumes the dependency; what it throws, or a rejection of a Promise it returns, is logged as a warning. */
   onChange?: (e: { dependency: string; paused: boolean; rows: number }) => void;
 }
 
@@ -125,7 +127,11 @@ function selector(method: string, sel: RowSelector): RowSelector {
  */
 export class RetryTable {
   /** @internal */
-  constructor(private readonly client: NativeClient) {}
+  constructor(
+    private readonly client: NativeClient,
+    /** Where the warnings of `pauseWhen` go (the connect options' logger). */
+    private readonly log: Log,
+  ) {}
 
   /**
    * Pauses what `sel` selects: its rows now, and rows stored later, until
@@ -205,13 +211,16 @@ export class RetryTable {
   }
 
   /**
-   * Watches a dependency with `check` (resolve `true` when it is healthy):
-   * after `failuresBeforePause` failed checks in a row (false, a rejection or
-   * a throw), pauses it; when a check passes while it is paused, resumes it,
-   * and the scheduler drains its rows at its rate. The pause lives in the
-   * database, so watches in several processes agree, and a process that
-   * starts after the dependency recovered lifts a pause left by another.
-   * The timer does not keep the process alive.
+   * Watches a dependency with `check` (answer `true` when it is healthy):
+   * after `failuresBeforePause` failed checks in a row, pauses it; when a
+   * check passes while it is paused, resumes it, and the scheduler drains its
+   * rows at its rate. A check fails when it answers `false`, throws or
+   * rejects (with anything), answers anything but a boolean, or gives no
+   * answer within `every`; the next check runs `every` after the one before
+   * began, whatever that one did. The pause lives in the database, so
+   * watches in several processes agree, and a process that starts after the
+   * dependency recovered lifts a pause left by another. The timer does not
+   * keep the process alive.
    */
   pauseWhen(dependency: string, check: () => boolean | Promise<boolean>, options: PauseWhenOptions = {}): DependencyWatch {
     if (typeof dependency !== 'string' || dependency.length === 0) throw new InvalidOptionsError('dependency must be a non-empty string');
@@ -223,43 +232,61 @@ export class RetryTable {
       throw new InvalidOptionsError(`failuresBeforePause must be a whole number of at least 1, got ${String(threshold)}`);
     }
     const everyMs = parseDelay(options.every ?? '10s', 'every').ms;
+    const onChange = options.onChange;
+    const watch = `retryTable.pauseWhen('${dependency}')`;
+    const warn = (line: string) => this.log('warn', `rabbit-retry: ${line}`);
+    /** The problems of the failing checks already warned about; forgotten when a check passes. */
+    const warned = new Set<string>();
     let failures = 0;
     let paused = false;
-    let running = false;
+    let stopped = false;
+    let timer: NodeJS.Timeout | undefined;
+    const changed = (e: { dependency: string; paused: boolean; rows: number }) => {
+      if (!onChange) return;
+      const r = fenceSync(`the onChange of ${watch}`, () => onChange(e), { onLateRejection: warn });
+      if (!r.ok) warn(r.problem);
+    };
     const tick = async () => {
-      if (running) return;
-      running = true;
+      const started = Date.now();
       try {
-        let healthy: boolean;
-        try {
-          healthy = (await check()) === true;
-        } catch {
-          healthy = false;
+        const r = await fence(`the check of ${watch}`, () => check(), { expect: BOOLEAN, timeoutMs: everyMs, keepAlive: false });
+        const healthy = r.ok && r.value;
+        if (healthy) warned.clear();
+        else if (!r.ok && !warned.has(r.failure)) {
+          warned.add(r.failure);
+          warn(`${r.problem}; it counts as a failed check`);
         }
         failures = healthy ? 0 : failures + 1;
+        if (stopped) return;
         const isPaused = await this.isPaused({ dependency });
         if (healthy && isPaused) {
           const rows = await this.resume({ dependency });
-          options.onChange?.({ dependency, paused: false, rows });
+          paused = false;
+          changed({ dependency, paused: false, rows });
         } else if (!healthy && failures >= threshold && !isPaused) {
           const rows = await this.pause({ dependency });
-          options.onChange?.({ dependency, paused: true, rows });
+          paused = true;
+          changed({ dependency, paused: true, rows });
         }
         paused = healthy ? false : isPaused || failures >= threshold;
       } catch {
         // The database may be down too; the next tick tries again.
       } finally {
-        running = false;
+        if (!stopped) {
+          timer = setTimeout(() => void tick(), Math.max(0, started + everyMs - Date.now()));
+          timer.unref();
+        }
       }
     };
-    const timer = setInterval(() => void tick(), everyMs);
-    timer.unref();
     void tick();
     return {
       get paused() {
         return paused;
       },
-      stop: () => clearInterval(timer),
+      stop: () => {
+        stopped = true;
+        clearTimeout(timer);
+      },
     };
   }
 

@@ -228,7 +228,12 @@ export function consumerTracing(queue: string): ConsumerTracing {
       span.setAttributes({ 'messaging.destination.name': target, 'rabbit_retry.outcome': e.kind });
       switch (e.kind) {
         case 'retry':
-          span.setAttributes({ 'rabbit_retry.attempt': e.attempt, 'rabbit_retry.delay': e.delay, 'rabbit_retry.error': e.error });
+          span.setAttributes({
+            'rabbit_retry.attempt': e.attempt,
+            'rabbit_retry.reason': e.reason,
+            'rabbit_retry.delay': e.delay,
+            'rabbit_retry.error': e.error,
+          });
           break;
         case 'parked':
           span.setAttributes({ 'rabbit_retry.attempt': e.attempt, 'rabbit_retry.reason': e.reason, 'rabbit_retry.error': e.error });
@@ -236,6 +241,7 @@ export function consumerTracing(queue: string): ConsumerTracing {
         case 'stored':
           span.setAttributes({
             'rabbit_retry.attempt': e.attempt,
+            'rabbit_retry.reason': e.reason,
             'rabbit_retry.row_id': e.rowId,
             'rabbit_retry.error': e.error,
             ...(e.dependency ? { 'rabbit_retry.dependency': e.dependency } : {}),

@@ -10,9 +10,11 @@ import type { NativeBatch, NativeMessageProperties } from './native';
 
 /** An event of the native consumer; each kind has exactly its own fields. */
 export type WireEvent =
-  | { kind: 'retry'; id: number; messageId: string | null; target: string; attempt: number; delay: string; error: string }
+  /** `reason` is the copy's `retry-reason` (`retry`). */
+  | { kind: 'retry'; id: number; messageId: string | null; target: string; reason: string; attempt: number; delay: string; error: string }
   | { kind: 'parked'; id: number; messageId: string | null; target: string; reason: string; attempt: number; error: string }
-  | { kind: 'stored'; id: number; messageId: string | null; rowId: number; attempt: number; dependency: string | null; error: string }
+  /** `reason` is the row's `retry-reason` (`retry-table`). */
+  | { kind: 'stored'; id: number; messageId: string | null; reason: string; rowId: number; attempt: number; dependency: string | null; error: string }
   /** `error` is `[CODE] message`. */
   | { kind: 'publish-failed'; id: number; messageId: string | null; target: string; error: string }
   /** `error` is `[CODE] message`. */

@@ -24,11 +24,14 @@ pub(crate) enum ErrorKind {
     Closed,
     /// The retry table's database failed or has another shape.
     RetryTable,
+    /// The broker refuses a reply for what it holds (its `reply-to`, a
+    /// property), or closed the channel or connection over it.
+    ReplyRefused,
 }
 
 impl ErrorKind {
     /// Every kind, in the order the codes are listed to JavaScript.
-    pub(crate) const ALL: [ErrorKind; 8] = [
+    pub(crate) const ALL: [ErrorKind; 9] = [
         ErrorKind::TopologyMismatch,
         ErrorKind::Unroutable,
         ErrorKind::PublishNacked,
@@ -37,6 +40,7 @@ impl ErrorKind {
         ErrorKind::InvalidOptions,
         ErrorKind::Closed,
         ErrorKind::RetryTable,
+        ErrorKind::ReplyRefused,
     ];
 
     /// The stable code carried across to JavaScript.
@@ -50,6 +54,7 @@ impl ErrorKind {
             ErrorKind::InvalidOptions => "INVALID_OPTIONS",
             ErrorKind::Closed => "CLOSED",
             ErrorKind::RetryTable => "RETRY_TABLE",
+            ErrorKind::ReplyRefused => "REPLY_REFUSED",
         }
     }
 }

@@ -10,8 +10,8 @@
 //!
 //! - `retry`: the pure rules (delays, queue names, routing a failure, the
 //!   failure headers, attempt counting); no I/O.
-//! - `error`, `redact`: the error type with its stable codes, and URLs
-//!   without their passwords.
+//! - `error`, `redact`: the error type with its stable codes, and the one
+//!   redaction: connection strings and messages without their passwords.
 //! - `amqp`: the broker through lapin: the connection and its confirmed
 //!   publishers, topology, parked-queue sessions, header fields.
 //! - `table`: the retry table in PostgreSQL and its scheduler (which publishes

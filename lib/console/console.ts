@@ -14,7 +14,7 @@ import { checkKeys, checkObject, checkString } from '../check-options';
 import { InvalidOptionsError, RabbitRetryError } from '../errors';
 import { delayLabel, parkedQueueName } from '../names';
 import { DEFAULT_DELAYS, type Delay, type OptionKeys } from '../options';
-import type { Parked, ParkedFilter, ParkedMessage } from '../parked';
+import type { ParkedMessage } from '../parked';
 import type { RetryRow, RetryTable } from '../table';
 import { asset } from './assets';
 import {
@@ -28,6 +28,7 @@ import {
 } from './discovery';
 import { fingerprint } from './fingerprint';
 import { type Job, type JobScope, type JobView, Jobs, KeyedQueue } from './jobs';
+import { moveParked } from './moves';
 import { type Grouping, type MessageDetail, detailOf, groupParked, messageKey } from './views';
 
 /** The header every API request carries the console's token in. */
@@ -58,6 +59,11 @@ export interface ConsoleOptions {
    * from another site cannot act (they cannot read the page), but anyone
    * who can load the page can; put the console behind the service's own
    * authentication, or give a token.
+   *
+   * A token is never blank, and does not begin or end with spaces. When
+   * `allowedHosts` names a host beyond the loopback, it has at least
+   * {@link CONSOLE_MIN_TOKEN_LENGTH} (16) characters: the console refuses a
+   * shorter one with an {@link InvalidOptionsError}.
    */
   token?: string;
   /**
@@ -74,9 +80,17 @@ export interface ConsoleOptions {
    */
   basePath?: string;
   /**
-   * Answer only requests whose `Host` header is one of these (`127.0.0.1:8080`):
-   * a page of another site that a DNS name points at the console cannot read it.
-   * @default any
+   * The host names, beyond the loopback's, the console answers to: a name
+   * (`ops.example.com`: any port) or a name and a port
+   * (`ops.example.com:8443`). The console answers a request only when its
+   * `Host` header is `127.0.0.1`, `localhost` or `[::1]` (any port) or one
+   * of these, so that a page of another site cannot reach it through a DNS
+   * name pointed at it; and it refuses a request that changes anything
+   * (every method but GET, HEAD and OPTIONS) whose `Origin` is another host.
+   * Both refusals are HTTP 403 (`FORBIDDEN_HOST`, `FORBIDDEN_ORIGIN`).
+   * A host beyond the loopback here needs a `token` of at least 16
+   * characters when a token is given.
+   * @default [] (the loopback only)
    */
   allowedHosts?: string[];
 }
@@ -110,6 +124,7 @@ export type ConsoleErrorCode =
   | 'BAD_REQUEST'
   | 'UNAUTHORIZED'
   | 'FORBIDDEN_HOST'
+  | 'FORBIDDEN_ORIGIN'
   | 'NOT_FOUND'
   | 'METHOD_NOT_ALLOWED'
   | 'BUSY'
@@ -245,6 +260,8 @@ export interface GroupsAnswer {
 const TABLE_READ = 10_000;
 /** How long depths and table counts are reused, ms. */
 const FRESH_MS = 1000;
+/** The longest wait for the parked queue's depth once a job ended, ms. */
+const DEPTH_AFTER_MS = 2000;
 
 function isLoopbackName(host: string): boolean {
   return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host);
@@ -253,6 +270,106 @@ function isLoopbackName(host: string): boolean {
 /** Whether `host` (an address to listen on) is this machine's loopback. */
 export function isLoopback(host: string): boolean {
   return isLoopbackName(host.toLowerCase());
+}
+
+/**
+ * The fewest characters of a token when the console answers beyond the
+ * loopback: listening on another address, or mounted with `allowedHosts`
+ * beyond the loopback.
+ */
+export const CONSOLE_MIN_TOKEN_LENGTH = 16;
+
+/** A host the console answers to: its name (lower case; an IPv6 address in brackets), and its port, or any. @internal */
+export interface AllowedHost {
+  /** `ops.example.com`, `10.0.0.5`, `[fd00::5]`. */
+  name: string;
+  /** The port; any when left out. */
+  port?: string;
+}
+
+/** A host as a request names it: its name, and its port (`''` when it names none). */
+interface RequestHost {
+  name: string;
+  port: string;
+}
+
+/** The ports a host without one stands for, by scheme. */
+const DEFAULT_PORTS = new Set(['80', '443']);
+
+/** `value` (`name`, `name:port`, `[v6]:port`) as its name and port, or undefined when it is not a host. */
+function splitHost(value: string): RequestHost | undefined {
+  const m = /^(\[[0-9a-f:.]+\]|[a-z0-9_.-]+)(?::(\d{1,5}))?$/.exec(value.toLowerCase());
+  if (!m) return undefined;
+  if (m[2] === undefined) return { name: m[1], port: '' };
+  const port = Number(m[2]);
+  return port >= 1 && port <= 65535 ? { name: m[1], port: String(port) } : undefined;
+}
+
+/** A host as `allowedHosts` writes it. */
+function hostText(h: AllowedHost): string {
+  return h.port === undefined ? h.name : `${h.name}:${h.port}`;
+}
+
+/**
+ * `allowedHosts` read: each a host name, with a port or without (any port);
+ * an IPv6 address with or without its brackets. Throws an
+ * {@link InvalidOptionsError} naming an entry that is not a host.
+ * @internal
+ */
+export function allowedHostsOf(list: unknown): AllowedHost[] {
+  if (list === undefined) return [];
+  if (!Array.isArray(list) || list.some((h) => typeof h !== 'string')) {
+    throw new InvalidOptionsError('allowedHosts must be an array of host names such as ops.example.com or ops.example.com:8443');
+  }
+  return (list as string[]).map((entry) => {
+    const trimmed = entry.trim();
+    // A bare IPv6 address (two colons or more) is written in brackets in a Host header.
+    const h = splitHost(/^[0-9a-f:.]+$/i.test(trimmed) && (trimmed.match(/:/g) ?? []).length >= 2 ? `[${trimmed}]` : trimmed);
+    if (!h) throw new InvalidOptionsError(`allowedHosts: ${JSON.stringify(entry)} is not a host name such as ops.example.com or ops.example.com:8443`);
+    return h.port === '' ? { name: h.name } : { name: h.name, port: h.port };
+  });
+}
+
+/** Whether a request naming `host` is one the console answers: the loopback's, or one of `allowed`. */
+function answers(allowed: readonly AllowedHost[], host: RequestHost): boolean {
+  if (isLoopbackName(host.name)) return true;
+  return allowed.some(
+    (a) => a.name === host.name && (a.port === undefined || a.port === host.port || (host.port === '' && DEFAULT_PORTS.has(a.port))),
+  );
+}
+
+/** The host of an `Origin` header (`https://ops.example.com`), or undefined when it names none (`null`). */
+function originHost(origin: string): RequestHost | undefined {
+  try {
+    const url = new URL(origin);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
+    return { name: url.hostname.toLowerCase(), port: url.port };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Methods that change nothing: their `Origin` is not checked. */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * Refuses a token that cannot protect the console: blank, or beginning or
+ * ending with spaces (a header's value is read without them, so no request
+ * could carry it); and, when `beyond` says why the console answers beyond
+ * the loopback, shorter than {@link CONSOLE_MIN_TOKEN_LENGTH}. `source` names
+ * where the token came from. Throws an {@link InvalidOptionsError}; the
+ * message never shows the token.
+ * @internal
+ */
+export function checkConsoleToken(token: string | undefined, beyond: string | undefined, source = 'token'): void {
+  if (token === undefined) return;
+  if (token.trim() === '') throw new InvalidOptionsError(`the console's token (${source}) is blank`);
+  if (token.trim() !== token) throw new InvalidOptionsError(`the console's token (${source}) begins or ends with spaces: no request header could carry it`);
+  if (beyond !== undefined && token.length < CONSOLE_MIN_TOKEN_LENGTH) {
+    throw new InvalidOptionsError(
+      `${beyond} needs a token of at least ${CONSOLE_MIN_TOKEN_LENGTH} characters; the one given (${source}) has ${token.length}`,
+    );
+  }
 }
 
 function sameToken(given: string, expected: string): boolean {
@@ -278,10 +395,17 @@ function labels(delays: readonly Delay[]): string[] {
 /**
  * The console. Mount {@link handle} under a path of a service, or serve it
  * with {@link startConsole}; {@link close} stops its jobs (what they had not
- * yet moved stays parked).
+ * yet moved stays parked). However it is served, it answers only requests
+ * addressed to the loopback or to its `allowedHosts`, and acts for no page
+ * of another `Origin`.
  *
  * ```ts
- * const ui = new RabbitRetryConsole({ client: rr, basePath: '/ops/rabbit-retry', token: process.env.RABBIT_RETRY_UI_TOKEN });
+ * const ui = new RabbitRetryConsole({
+ *   client: rr,
+ *   basePath: '/ops/rabbit-retry',
+ *   allowedHosts: ['ops.example.com'], // besides the loopback
+ *   token: process.env.RABBIT_RETRY_UI_TOKEN, // 16 characters or more
+ * });
  * app.use('/ops/rabbit-retry', ui.handle); // Express; Fastify: reply.hijack(), then ui.handle(request.raw, reply.raw)
  * ```
  */
@@ -298,7 +422,7 @@ export class RabbitRetryConsole {
   private readonly scanLimit: number;
   private readonly ratePerSec: number;
   private readonly basePath: string;
-  private readonly allowedHosts?: Set<string>;
+  private readonly allowedHosts: readonly AllowedHost[];
   private readonly order = new KeyedQueue();
   private readonly jobs = new Jobs(this.order);
   private readonly groupings = new Map<string, { grouping: Grouping; jobsFrom: number; stale: boolean }>();
@@ -313,6 +437,8 @@ export class RabbitRetryConsole {
   private table: { view: TableView | null; error: string | null; at: number } = { view: null, error: null, at: 0 };
   private tableAsk?: Promise<void>;
   private closed = false;
+  /** Aborted by {@link close}: readings of the parked queues stop taking messages. */
+  readonly #closing = new AbortController();
 
   constructor(options: ConsoleOptions) {
     checkObject('console options', options, 'an object such as { client }');
@@ -334,19 +460,20 @@ export class RabbitRetryConsole {
     if (typeof this.ratePerSec !== 'number' || !(this.ratePerSec > 0) || !Number.isFinite(this.ratePerSec)) {
       throw new InvalidOptionsError(`ratePerSec must be a positive number, got ${String(options.ratePerSec)}`);
     }
+    this.allowedHosts = allowedHostsOf(options.allowedHosts);
     checkString('token', options.token, { nonEmpty: true });
     const token = options.token ?? (process.env[CONSOLE_TOKEN_ENV] || undefined);
+    const beyond = this.allowedHosts.filter((h) => !isLoopbackName(h.name));
+    checkConsoleToken(
+      token,
+      beyond.length > 0 ? `answering ${beyond.map(hostText).join(', ')} (allowedHosts beyond the loopback)` : undefined,
+      options.token === undefined ? CONSOLE_TOKEN_ENV : 'token',
+    );
     this.tokenRequired = token !== undefined;
     this.#token = token ?? randomBytes(24).toString('hex');
     checkString('basePath', options.basePath);
     this.basePath = (options.basePath ?? '').replace(/\/+$/, '');
     if (this.basePath !== '' && !this.basePath.startsWith('/')) this.basePath = `/${this.basePath}`;
-    if (options.allowedHosts !== undefined) {
-      if (!Array.isArray(options.allowedHosts) || options.allowedHosts.some((h) => typeof h !== 'string')) {
-        throw new InvalidOptionsError('allowedHosts must be an array of host names such as 127.0.0.1:8080');
-      }
-      this.allowedHosts = new Set(options.allowedHosts.map((h) => h.toLowerCase()));
-    }
     if (options.management === false) {
       this.managementStatus = { state: 'off', detail: 'not asked' };
     } else {
@@ -363,10 +490,18 @@ export class RabbitRetryConsole {
     };
   }
 
-  /** Stops every replay and purge (what they had not moved stays parked) and waits for them to end. */
-  async close(): Promise<void> {
+  /**
+   * Stops every replay and purge and waits for them to end, which takes no
+   * longer than the broker's answer to the move under way: their waits end
+   * at once, they take no message more, and what they had not moved stays
+   * parked, in its place. Resolves to the jobs it stopped, as they ended
+   * (`done` moved, `left` in the parked queue). Readings of the parked
+   * queues under way stop too, and the console takes no new action.
+   */
+  async close(): Promise<JobView[]> {
     this.closed = true;
-    await this.jobs.stopAll();
+    this.#closing.abort();
+    return this.jobs.stopAll();
   }
 
   // ---------------------------------------------------------------------------
@@ -432,11 +567,19 @@ export class RabbitRetryConsole {
   }
 
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (this.allowedHosts && !this.allowedHosts.has(String(req.headers.host ?? '').toLowerCase())) {
-      throw new HttpError(403, 'FORBIDDEN_HOST', 'the console does not answer to this Host');
+    const host = splitHost(String(req.headers.host ?? ''));
+    if (!host || !answers(this.allowedHosts, host)) {
+      throw new HttpError(403, 'FORBIDDEN_HOST', 'the console does not answer to this Host: it answers 127.0.0.1, localhost, [::1] and its allowedHosts');
+    }
+    const method = req.method ?? 'GET';
+    const origin = req.headers.origin;
+    if (!SAFE_METHODS.has(method) && origin !== undefined) {
+      const from = originHost(origin);
+      if (!from || !answers(this.allowedHosts, from)) {
+        throw new HttpError(403, 'FORBIDDEN_ORIGIN', 'the console does not act for a page of this Origin: only for the loopback and its allowedHosts');
+      }
     }
     const { sub, full, query } = this.pathOf(req);
-    const method = req.method ?? 'GET';
     if (sub === '' || sub === '/' || sub === '/index.html') {
       if (!full.endsWith('/') && sub !== '/index.html') {
         res.writeHead(308, { location: `${full}/`, 'cache-control': 'no-store' });
@@ -739,7 +882,8 @@ export class RabbitRetryConsole {
       reading = this.order
         .run(queue, async () => {
           const jobsFrom = this.jobs.nextJobId;
-          const grouping = await groupParked(this.client.parked(queue), this.scanLimit);
+          const grouping = await groupParked(this.client.parked(queue), this.scanLimit, this.#closing.signal);
+          this.checkOpen();
           this.groupings.set(queue, { grouping, jobsFrom, stale: false });
           return { grouping, jobsFrom, busy: false };
         })
@@ -761,8 +905,9 @@ export class RabbitRetryConsole {
       const depth = await parked.count();
       const scanned = await parked.scan(this.scanLimit, (m, position) => {
         if (fingerprint(m).key === key) messages.push(detailOf(m, position));
-        return messages.length < limit;
+        return messages.length < limit && !this.#closing.signal.aborted;
       });
+      this.checkOpen();
       return { messages, scanned, truncated: messages.length < limit && depth > scanned };
     });
   }
@@ -795,56 +940,65 @@ export class RabbitRetryConsole {
     if (typeof rate !== 'number' || !(rate > 0) || rate > 10_000) {
       throw new HttpError(400, 'BAD_REQUEST', 'ratePerSec must be a number above 0 and at most 10000');
     }
-    return this.run('replay', queue, scope, key, count, rate, (parked, filter, progress) =>
-      parked.replay({ ratePerSec: rate, limit: count, filter, onProgress: (p) => progress(p.replayed, p.skipped) }),
-    );
+    return this.run('replay', queue, scope, key, count, rate);
   }
 
   private purge(queue: string, body: Record<string, unknown>): JobView {
     this.checkOpen();
     const { scope, key, count } = actionOf(body, ['group', 'message']);
-    return this.run('purge', queue, scope, key, count, null, (parked, filter, progress) =>
-      parked.purge({ limit: count, filter, onProgress: (p) => progress(p.purged, p.skipped) }),
-    );
+    return this.run('purge', queue, scope, key, count, null);
   }
 
   /**
    * Starts a job that replays or purges the parked messages of `queue` that
    * `scope` and `key` select, at most `count`, counting each by its group.
+   * Once it ends, it reads how many messages the parked queue holds.
    */
-  private run(
-    kind: 'replay' | 'purge',
-    queue: string,
-    scope: JobScope,
-    key: string | null,
-    count: number,
-    ratePerSec: number | null,
-    act: (parked: Parked, filter: ParkedFilter, progress: (done: number, skipped: number) => void) => Promise<unknown>,
-  ): JobView {
+  private run(kind: 'replay' | 'purge', queue: string, scope: JobScope, key: string | null, count: number, ratePerSec: number | null): JobView {
     const match = this.matcher(scope, key);
     const job = this.jobs.start({ kind, queue, scope, key, label: this.label(queue, scope, key), total: count, ratePerSec }, async (j: Job) => {
-      let current = '';
       try {
         const parked = this.client.parked(queue);
         j.parkedAtStart = await parked.count();
-        const filter: ParkedFilter = {
-          where: (m) => {
-            if (j.stopping || !match(m)) return false;
-            current = fingerprint(m).key;
+        await moveParked(parked, {
+          kind,
+          limit: count,
+          depth: j.parkedAtStart,
+          ratePerSec,
+          signal: j.signal,
+          select: (m) => {
+            if (!match(m)) return false;
             if (scope === 'message') j.label = `message ${m.properties.messageId ?? key}`;
             return true;
           },
-        };
-        await act(parked, filter, (done, skipped) => {
-          j.done = done;
-          j.skipped = skipped;
-          j.byGroup[current] = (j.byGroup[current] ?? 0) + 1;
+          onMoved: (m, moved, skipped) => {
+            const group = fingerprint(m).key;
+            j.done = moved;
+            j.skipped = skipped;
+            j.byGroup[group] = (j.byGroup[group] ?? 0) + 1;
+          },
         });
       } finally {
+        j.left = await this.depthAfter(queue);
         this.invalidate(queue);
       }
     });
-    return this.jobs.views().find((v) => v.id === job.id) as JobView;
+    return this.jobs.view(job.id) as JobView;
+  }
+
+  /** The parked queue's depth after a job, or null when it cannot be read in time. */
+  private async depthAfter(queue: string): Promise<number | null> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const late = new Promise<null>((resolve) => {
+        timer = setTimeout(() => resolve(null), DEPTH_AFTER_MS);
+      });
+      return await Promise.race([this.client.parked(queue).count(), late]);
+    } catch {
+      return null;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** The next reading of `queue` reads it anew. */
@@ -870,7 +1024,10 @@ export class RabbitRetryConsole {
     if (action === 'pause') return table.pause({ dependency });
     if (action === 'resume') return table.resume({ dependency });
     let n = 0;
-    for (const r of await table.list({ dependency, limit: TABLE_READ })) if (await table.retryNow(r.id)) n++;
+    for (const r of await table.list({ dependency, limit: TABLE_READ })) {
+      if (this.closed) break;
+      if (await table.retryNow(r.id)) n++;
+    }
     return n;
   }
 }

@@ -4,6 +4,7 @@
  * every queue with a parked queue beside it (AMQP itself cannot list queues).
  */
 import { InvalidOptionsError } from '../errors';
+import { redactIn } from '../redact';
 
 /** A work queue with retry topology, and where the console learned of it. */
 export interface KnownQueue {
@@ -76,6 +77,18 @@ export function managementTarget(brokerUrl: string | undefined, override?: strin
   return { base, vhost, user, password };
 }
 
+/** `target` with its credentials, as a URL: what its password is read from to take it out of an error. */
+function withCredentials(target: ManagementTarget): string | undefined {
+  try {
+    const u = new URL(target.base);
+    u.username = target.user;
+    u.password = target.password;
+    return u.href;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Why a request failed, without its URL or credentials. */
 function why(err: unknown): string {
   const e = err as { name?: unknown; message?: unknown; cause?: { code?: unknown; message?: unknown } } | null;
@@ -100,7 +113,7 @@ export async function managementQueueNames(target: ManagementTarget, timeoutMs =
       redirect: 'error',
     });
   } catch (err) {
-    throw new Error(why(err));
+    throw new Error(redactIn(why(err), [withCredentials(target)]));
   }
   if (!res.ok) {
     await res.body?.cancel().catch(() => undefined);

@@ -8,6 +8,7 @@ export {
   RabbitRetryConsole,
   CONSOLE_TOKEN_HEADER,
   CONSOLE_TOKEN_ENV,
+  CONSOLE_MIN_TOKEN_LENGTH,
   type ConsoleOptions,
   type ConsoleHandler,
   type ConsoleErrorCode,

@@ -1,7 +1,9 @@
 /**
  * The console's replays and purges run in the server, one at a time on each
  * parked queue, whether or not a page is watching: closing the page stops
- * nothing. Each keeps its progress for the page to read.
+ * nothing. Each keeps its progress for the page to read. Stopping one aborts
+ * its signal: every wait of the job ends at once, and it takes no message
+ * more from the parked queue.
  */
 import { RabbitRetryError } from '../errors';
 
@@ -31,6 +33,12 @@ export interface JobView {
   done: number;
   /** Messages looked at and left parked so far. */
   skipped: number;
+  /**
+   * Messages in the parked queue once the job ended: what it had not moved
+   * is among them. Null while it is queued or running, when it was stopped
+   * before it began, and when the depth could not be read.
+   */
+  left: number | null;
   /** The most it acts on: the count the operator confirmed. */
   total: number;
   /** Replays: publishes a second at most. */
@@ -47,8 +55,10 @@ export interface JobView {
 
 /** A job's working state. */
 export interface Job extends JobView {
-  /** Set by {@link Jobs.stop}: the job selects nothing more. */
-  stopping: boolean;
+  /** Aborted by {@link Jobs.stop} and {@link Jobs.stopAll}: the job's waits end, and it takes no message more. */
+  signal: AbortSignal;
+  /** Aborts {@link signal}. */
+  controller: AbortController;
   /** The parked queue's depth when the job began: the messages it holds while it works are not counted as ready. */
   parkedAtStart?: number;
 }
@@ -84,6 +94,17 @@ export class KeyedQueue {
   }
 }
 
+/** Whether `job` is queued or running. */
+function going(job: Job): boolean {
+  return job.state === 'queued' || job.state === 'running';
+}
+
+/** `job` without its working state, as the page reads it. */
+function viewOf(job: Job): JobView {
+  const { signal: _signal, controller: _controller, parkedAtStart: _parkedAtStart, ...view } = job;
+  return { ...view, byGroup: { ...view.byGroup } };
+}
+
 /** Jobs kept for the page once ended. */
 const KEEP_ENDED = 50;
 
@@ -111,30 +132,33 @@ export class Jobs {
     fields: Pick<JobView, 'kind' | 'queue' | 'scope' | 'key' | 'label' | 'total' | 'ratePerSec'>,
     work: (job: Job) => Promise<void>,
   ): Job {
+    const controller = new AbortController();
     const job: Job = {
       ...fields,
       id: this.nextId++,
       state: 'queued',
       done: 0,
       skipped: 0,
+      left: null,
       byGroup: {},
       error: null,
       createdAt: new Date().toISOString(),
       startedAt: null,
       finishedAt: null,
-      stopping: false,
+      signal: controller.signal,
+      controller,
     };
     this.list.push(job);
     const run = this.order
       .run(job.queue, async () => {
-        if (job.stopping) {
+        if (job.signal.aborted) {
           job.state = 'stopped';
           return;
         }
         job.state = 'running';
         job.startedAt = new Date().toISOString();
         await work(job);
-        job.state = job.stopping ? 'stopped' : 'done';
+        job.state = job.signal.aborted ? 'stopped' : 'done';
       })
       .catch((err: unknown) => {
         job.state = 'failed';
@@ -152,11 +176,15 @@ export class Jobs {
     return job;
   }
 
-  /** Asks job `id` to stop: it selects no more messages and ends. False when there is no such job still going. */
+  /**
+   * Stops job `id`: its waits end at once, it takes no message more, and
+   * what it holds goes back to its place in the parked queue. False when
+   * there is no such job still going.
+   */
   stop(id: number): boolean {
     const job = this.list.find((j) => j.id === id);
-    if (!job || (job.state !== 'queued' && job.state !== 'running')) return false;
-    job.stopping = true;
+    if (!job || !going(job)) return false;
+    job.controller.abort();
     return true;
   }
 
@@ -167,22 +195,30 @@ export class Jobs {
 
   /** Whether a job of `queue` is queued or running. */
   active(queue: string): boolean {
-    return this.list.some((j) => j.queue === queue && (j.state === 'queued' || j.state === 'running'));
+    return this.list.some((j) => j.queue === queue && going(j));
   }
 
   /** Every job kept, oldest first. */
   views(): JobView[] {
-    return this.list.map(({ stopping: _stopping, parkedAtStart: _parkedAtStart, ...view }) => ({ ...view, byGroup: { ...view.byGroup } }));
+    return this.list.map(viewOf);
   }
 
-  /** Stops every job and waits for them to end. */
-  async stopAll(): Promise<void> {
-    for (const j of this.list) if (j.state === 'queued' || j.state === 'running') j.stopping = true;
+  /** Job `id` as the page reads it. */
+  view(id: number): JobView | undefined {
+    const job = this.list.find((j) => j.id === id);
+    return job && viewOf(job);
+  }
+
+  /** Stops every job and waits for them to end; resolves to those it stopped, as they ended. */
+  async stopAll(): Promise<JobView[]> {
+    const stopping = this.list.filter(going);
+    for (const j of stopping) j.controller.abort();
     await Promise.all([...this.ended]);
+    return stopping.map(viewOf);
   }
 
   private trim(): void {
-    const ended = this.list.filter((j) => j.state !== 'queued' && j.state !== 'running');
+    const ended = this.list.filter((j) => !going(j));
     for (const j of ended.slice(0, Math.max(0, ended.length - KEEP_ENDED))) this.list.splice(this.list.indexOf(j), 1);
   }
 }

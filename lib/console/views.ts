@@ -211,9 +211,10 @@ function later(a: string | null, b: string | null): string | null {
 /**
  * Reads the first `scanLimit` messages of `parked` (each stays parked, in its
  * place) and groups them by fingerprint: the largest group first, and among
- * equals the one whose first message comes first.
+ * equals the one whose first message comes first. Once `signal` is aborted it
+ * takes no message more (the grouping is then of the messages read so far).
  */
-export async function groupParked(parked: Parked, scanLimit: number): Promise<Grouping> {
+export async function groupParked(parked: Parked, scanLimit: number, signal?: AbortSignal): Promise<Grouping> {
   const started = Date.now();
   const at = new Date(started).toISOString();
   const depth = await parked.count();
@@ -232,6 +233,7 @@ export async function groupParked(parked: Parked, scanLimit: number): Promise<Gr
     g.reasons[reason] = (g.reasons[reason] ?? 0) + 1;
     g.firstFailedAt = earlier(g.firstFailedAt, firstFailedAt);
     g.lastFailedAt = later(g.lastFailedAt, failedAt);
+    return signal?.aborted !== true;
   });
   const ordered = [...groups.values()];
   // A stable sort keeps the order of first appearance among equal counts.

@@ -5,6 +5,7 @@
  */
 import { parkedQueueName } from '../names';
 import type { AlertOptions, ParkedAlert, RetryTableAlert } from '../options';
+import { fenceSync } from '../fence';
 import { reasonOf } from './error-text';
 import type { Log } from './log';
 
@@ -42,13 +43,16 @@ export class AlertWatch {
   private async check(): Promise<void> {
     const { alert, host } = this;
     const notify = <T extends ParkedAlert | RetryTableAlert>(event: 'alert' | 'tableAlert', a: T, callback?: (a: T) => void) => {
-      try {
-        callback?.(a);
-      } catch (err) {
-        const name = event === 'alert' ? 'onAlert' : 'onTableAlert';
-        host.log('warn', `rabbit-retry: alert.${name} threw: ${reasonOf(err)}`);
+      if (callback) {
+        const warn = (problem: string) => host.log('warn', `rabbit-retry: ${problem}`);
+        const r = fenceSync(`alert.${event === 'alert' ? 'onAlert' : 'onTableAlert'} of queue '${host.queue}'`, () => callback(a), { onLateRejection: warn });
+        if (!r.ok) warn(r.problem);
       }
-      host.emit(event, a);
+      try {
+        host.emit(event, a);
+      } catch (err) {
+        host.log('error', `rabbit-retry: an '${event}' listener of the consumer of '${host.queue}' threw: ${reasonOf(err)}`);
+      }
     };
     if (alert.parkedAbove !== undefined) {
       const depth = await host.parkedDepth().catch(() => undefined);

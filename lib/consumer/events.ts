@@ -151,6 +151,29 @@ export interface CloseResult {
    * will be delivered again; what those handlers do afterwards is dropped.
    */
   unfinished: number;
+  /**
+   * What this client's retry-table scheduler had done when {@link RabbitRetry.close}
+   * stopped it; absent from a consumer's close and without a scheduler.
+   */
+  retryTable?: SchedulerStopResult;
+}
+
+/**
+ * What a retry-table scheduler had done when `close()` stopped it. The stop
+ * comes within about a second even mid-drain: the rows it had not published
+ * stay in the table, due as before, for the next scheduler.
+ */
+export interface SchedulerStopResult {
+  /** Rows it published (and deleted) since it started. */
+  published: number;
+  /**
+   * Rows it published whose confirm had not come a second after the stop (or
+   * whose delete could not be committed): they stay in the table and are
+   * published again, so their messages may come twice.
+   */
+  unconfirmed: number;
+  /** Rows due (and not paused) in the table once it stopped; `null` when the database did not answer within a second. */
+  due: number | null;
 }
 
 /** Emitted when the consumer lost its channel or connection and starts recovering. */

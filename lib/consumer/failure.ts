@@ -1,51 +1,31 @@
 /**
  * Where a failed message goes: the `retryable` predicate's verdict and, past
  * the delays, the retry table row the `onFailure.table` callbacks describe;
- * a {@link NoHandlerError} parks at once as `no-handler`.
+ * a {@link NoHandlerError} parks at once as `no-handler`, a
+ * {@link ReplyRefusedError} as `reply-refused`.
  */
-import { NoHandlerError, NonRetryableError } from '../errors';
+import { NoHandlerError, NonRetryableError, ReplyRefusedError } from '../errors';
 import type { Message } from '../message';
 import type { NativeFailureInfo } from '../native';
 import type { TableRouteOptions } from '../options';
+import { BOOLEAN, type Expectation, type FenceResult, fenceSync } from '../fence';
 import { errorInfo, reasonOf } from './error-text';
 import type { Log } from './log';
 
 /** A handler's failure as the native side takes it, without the delivery's id. */
 export type FailureInfo = Omit<NativeFailureInfo, 'id'>;
 
-/** What a `retryable` predicate returned, in words, for a warning. */
-function resultKind(v: unknown): string {
-  if (v === undefined) return 'undefined';
-  if (v === null) return 'null';
-  if (isThenable(v)) return 'a Promise (an async function?)';
-  switch (typeof v) {
-    case 'number':
-      return `a number (${String(v)})`;
-    case 'string':
-      return 'a string';
-    case 'function':
-      return 'a function';
-    case 'bigint':
-      return 'a bigint';
-    case 'symbol':
-      return 'a symbol';
-    default:
-      return 'an object';
-  }
-}
-
-function isThenable(v: unknown): v is PromiseLike<unknown> {
-  if (v === null || (typeof v !== 'object' && typeof v !== 'function')) return false;
+function isNoHandler(err: unknown): boolean {
   try {
-    return typeof (v as { then?: unknown }).then === 'function';
+    return err instanceof NoHandlerError;
   } catch {
     return false;
   }
 }
 
-function isNoHandler(err: unknown): boolean {
+function isReplyRefused(err: unknown): boolean {
   try {
-    return err instanceof NoHandlerError;
+    return err instanceof ReplyRefusedError;
   } catch {
     return false;
   }
@@ -70,8 +50,8 @@ export interface FailureRouteOptions {
 
 /** Decides, for each handler failure, what the native side is told: retry (and where) or park. */
 export class FailureRoute {
-  /** Kinds of non-boolean `retryable` results already warned about. */
-  private readonly warnedResults = new Set<string>();
+  /** The unexpected answers (callback and kind of value) already warned about. */
+  private readonly warned = new Set<string>();
 
   constructor(private readonly o: FailureRouteOptions) {}
 
@@ -84,6 +64,8 @@ export class FailureRoute {
     try {
       // Nothing handles the message: it parks at once, whatever the delays and the predicate say.
       if (isNoHandler(err)) return { ...errorInfo(err), retryable: false, park: 'no-handler' };
+      // The broker refused the request's reply: another attempt would be refused alike.
+      if (isReplyRefused(err)) return { ...errorInfo(err), retryable: false, park: 'reply-refused' };
       const retryable = this.isRetryable(err, msg);
       const table = retryable && tableBound ? this.tableInfo(err, msg) : undefined;
       return { ...errorInfo(err), retryable, table };
@@ -96,62 +78,70 @@ export class FailureRoute {
 
   /**
    * The `retryable` predicate's verdict: `true` retries; `false`, a throw or
-   * anything that is not a boolean parks (the last with a warning).
+   * anything that is not a boolean parks (the last with a warning, once per
+   * kind of value).
    */
   private isRetryable(err: unknown, msg: Message): boolean {
     if (isNonRetryable(err)) return false;
-    let result: unknown;
-    try {
-      result = this.o.retryable(err, msg);
-    } catch (predicateErr) {
-      this.o.log('warn', `rabbit-retry: onFailure.retryable threw (${reasonOf(predicateErr)}); parking the message of queue '${this.o.queue}'`);
-      return false;
-    }
-    if (result === true || result === false) return result;
-    if (isThenable(result)) {
-      // Not awaited; its rejection must not become an unhandled one.
-      try {
-        result.then(undefined, () => undefined);
-      } catch {
-        // A thenable whose then throws: nothing to wait for either way.
-      }
-    }
-    const kind = resultKind(result);
-    if (!this.warnedResults.has(kind)) {
-      this.warnedResults.add(kind);
-      this.o.log(
-        'warn',
-        `rabbit-retry: onFailure.retryable of queue '${this.o.queue}' returned ${kind}, not true or false; ` +
+    const r = fenceSync('onFailure.retryable', () => this.o.retryable(err, msg), { expect: BOOLEAN });
+    if (r.ok) return r.value;
+    if (r.failure === 'unexpected') {
+      this.warnOnce(
+        `retryable:${r.kind ?? ''}`,
+        `rabbit-retry: onFailure.retryable of queue '${this.o.queue}' returned ${r.kind ?? 'something else'}, not true or false; ` +
           'such messages are parked as non-retryable. Return a boolean, synchronously',
       );
+    } else {
+      this.o.log('warn', `rabbit-retry: ${r.problem}; parking the message of queue '${this.o.queue}'`);
     }
     return false;
   }
 
-  /** Where the row goes, the route being the retry table; callbacks that throw fall back to defaults. */
+  /** Logs `line` the first time `key` comes up. */
+  private warnOnce(key: string, line: string): void {
+    if (this.warned.has(key)) return;
+    this.warned.add(key);
+    this.o.log('warn', line);
+  }
+
+  /**
+   * Where the row goes, the route being the retry table. A callback that
+   * throws gives its default (with a warning each time); one that returns
+   * what it should not gives its default too (with a warning once per kind
+   * of value).
+   */
   private tableInfo(err: unknown, msg: Message): { dependency?: string; tenant?: string; nextAttemptAtMs?: number } | undefined {
     const t = this.o.table;
     if (!t) return undefined;
-    const call = <T>(name: string, f: () => T, fallback: T): T => {
-      try {
-        return f();
-      } catch (e) {
-        this.o.log('warn', `rabbit-retry: onFailure.table.${name} threw (${reasonOf(e)}); using its default`);
-        return fallback;
-      }
+    const call = <T>(name: string, f: () => unknown, expect: Expectation<T>, fallback: T): T => {
+      const r: FenceResult<T> = fenceSync(`onFailure.table.${name}`, f, { expect });
+      if (r.ok) return r.value;
+      const line = `rabbit-retry: ${r.problem}; using its default for the messages of queue '${this.o.queue}'`;
+      if (r.failure === 'unexpected') this.warnOnce(`table.${name}:${r.kind ?? ''}`, line);
+      else this.o.log('warn', line);
+      return fallback;
     };
-    const dependency = t.dependency ? call('dependency', () => t.dependency?.(err, msg), undefined) : undefined;
-    const tenant = t.tenant ? call('tenant', () => t.tenant?.(msg), undefined) : undefined;
-    const fallback = new Date(Date.now() + 60_000);
-    const next = t.nextAttemptAt ? call<Date | null>('nextAttemptAt', () => t.nextAttemptAt?.(err, msg.attempt + 1) ?? null, fallback) : fallback;
-    let nextAttemptAtMs: number | undefined;
-    if (next === null) nextAttemptAtMs = undefined; // waits for a person
-    else if (next instanceof Date && !Number.isNaN(next.getTime())) nextAttemptAtMs = next.getTime();
-    else nextAttemptAtMs = fallback.getTime();
+    const dependency = t.dependency ? call('dependency', () => t.dependency?.(err, msg), NAME, undefined) : undefined;
+    const tenant = t.tenant ? call('tenant', () => t.tenant?.(msg), NAME, undefined) : undefined;
+    const fallback = Date.now() + 60_000;
+    // `undefined` (nothing returned) waits for a person, as `null` does.
+    const next = t.nextAttemptAt ? call<Date | null | undefined>('nextAttemptAt', () => t.nextAttemptAt?.(err, msg.attempt + 1), DUE, new Date(fallback)) : new Date(fallback);
     return {
-      dependency: typeof dependency === 'string' ? dependency : undefined,
-      tenant: typeof tenant === 'string' ? tenant : undefined,
-      nextAttemptAtMs,
+      dependency: dependency ?? undefined,
+      tenant: tenant ?? undefined,
+      nextAttemptAtMs: next === null || next === undefined ? undefined : next.getTime(),
     };
   }
 }
+
+/** What `onFailure.table.dependency` and `tenant` return: a string, or nothing. */
+const NAME: Expectation<string | null | undefined> = {
+  accepts: (v): v is string | null | undefined => typeof v === 'string' || v === undefined || v === null,
+  words: 'a string or undefined',
+};
+
+/** What `onFailure.table.nextAttemptAt` returns: a valid Date, or nothing (`null`: wait for a person). */
+const DUE: Expectation<Date | null | undefined> = {
+  accepts: (v): v is Date | null | undefined => v === null || v === undefined || (v instanceof Date && !Number.isNaN(v.getTime())),
+  words: 'a valid Date or null',
+};

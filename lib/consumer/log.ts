@@ -1,15 +1,15 @@
+import { fenceSync } from '../fence';
 import type { Logger } from '../options';
 
 /** Writes one line of a consumer's log; never throws. */
 export type Log = (level: 'warn' | 'error', text: string) => void;
 
-/** Logs through `logger`; a logger that throws is ignored. */
+/**
+ * Logs through `logger`, fenced: a logger that throws, or returns a Promise
+ * that rejects, is ignored (there is nowhere left to say it).
+ */
 export function logTo(logger: Logger): Log {
   return (level, text) => {
-    try {
-      logger[level](text);
-    } catch {
-      // Nowhere left to say it.
-    }
+    fenceSync(`logger.${level}`, () => logger[level](text));
   };
 }

@@ -27,8 +27,8 @@ function sanitized(f: NativeFailureInfo): NativeFailureInfo {
       message: str(f.message, UNREADABLE_FAILURE.message),
       stack: str(f.stack, ''),
       retryable: f.retryable === true,
-      // The one reason a failure may ask to park with: kept, so the message still parks as it asked.
-      ...(f.park === 'no-handler' ? { park: f.park } : {}),
+      // The reasons a failure may ask to park with: kept, so the message still parks as it asked.
+      ...(f.park === 'no-handler' || f.park === 'reply-refused' ? { park: f.park } : {}),
     };
   } catch {
     return { id: f.id, ...UNREADABLE_FAILURE };

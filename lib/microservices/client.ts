@@ -8,6 +8,7 @@ import type { PublishOptions } from '../options';
 import { InvalidOptionsError } from '../errors';
 import type { Message } from '../message';
 import type { Replies } from '../replies';
+import { type Expectation, type FenceResult, OBJECT, fence } from '../fence';
 import { checkBoolean, checkConnectOptions, checkFunction, checkKeys, checkObject, checkString, refuseForeign } from '../check-options';
 import { CLIENT_OPTION_KEYS, RMQ_CLIENT_OPTIONS, type RabbitRetryClientOptions, connectOptionsOf, publishOptionsOf } from './options';
 
@@ -22,6 +23,15 @@ function parsedReply(msg: Message): unknown {
   } catch {
     return text;
   }
+}
+
+/**
+ * What a fenced serializer or deserializer failed with, for the caller: what
+ * it threw or rejected with, or an Error that says what happened (also for a
+ * falsy value, which Nest would take for no error at all).
+ */
+function failureOf(r: FenceResult<unknown> & { ok: false }): unknown {
+  return (r.failure === 'threw' || r.failure === 'rejected') && r.error ? r.error : new Error(r.problem);
 }
 
 /**
@@ -175,9 +185,21 @@ export class RabbitRetryClient extends ClientProxy {
     return undefined as T;
   }
 
+  /**
+   * Hands a reply to `callback` through the deserializer, fenced: what it
+   * throws or rejects with ends the request with that error; no answer
+   * within the bound, or no packet, ends it with an Error that says so.
+   */
   private async received(msg: Message, callback: (packet: WritePacket) => void): Promise<void> {
+    const r = await fence<WritePacket>('the deserializer of RabbitRetryClient', () => this.deserializer.deserialize(parsedReply(msg)), {
+      expect: OBJECT as Expectation<WritePacket>,
+    });
+    if (!r.ok) {
+      callback({ err: failureOf(r), isDisposed: true });
+      return;
+    }
     try {
-      const { err, response, isDisposed } = await this.deserializer.deserialize(parsedReply(msg));
+      const { err, response, isDisposed } = r.value;
       callback(isDisposed || err ? { err, response, isDisposed: true } : { err, response });
     } catch (err) {
       callback({ err, isDisposed: true });
@@ -188,7 +210,10 @@ export class RabbitRetryClient extends ClientProxy {
   private async serialized(packet: ReadPacket & { id?: string }): Promise<{ body: Buffer; options?: Record<string, unknown> }> {
     let out: unknown;
     if (this.#options.serializer !== undefined) {
-      out = await this.serializer.serialize(packet);
+      // Fenced: what it throws or rejects with reaches the caller; no answer within the bound, an Error that says so.
+      const r = await fence('the serializer of RabbitRetryClient', () => this.serializer.serialize(packet));
+      if (!r.ok) throw failureOf(r);
+      out = r.value;
     } else if (packet.data instanceof RmqRecord) {
       out = { ...packet, data: packet.data.data, options: packet.data.options };
     } else {

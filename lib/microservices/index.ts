@@ -16,6 +16,7 @@ export {
   Message,
   NonRetryableError,
   NoHandlerError,
+  ReplyRefusedError,
   UnsupportedOptionError,
   type OnFailureOptions,
   type Delay,

@@ -35,12 +35,18 @@ export interface RabbitRetryServerOptions extends ConnectOptions, ConsumeOptions
    * @default false
    */
   retryRequests?: boolean;
-  /** Turns each reply packet (`{ id, response, err, isDisposed }`) into what is sent. @default the packet as it is */
+  /**
+   * Turns each reply packet (`{ id, response, err, isDisposed }`) into what
+   * is sent. A throw, a rejection, or no answer within 5 s sends no reply,
+   * and logs why. @default the packet as it is
+   */
   serializer?: ConsumerSerializer;
   /**
    * Turns the parsed body of a message (and its properties) into
    * `{ pattern, data, id? }`; it receives the body as text when it is not
-   * JSON. @default Nest's IncomingRequestDeserializer
+   * JSON. A throw, a rejection, no answer within 5 s, or an answer that is
+   * not an object parks the message as `non-retryable`, saying which.
+   * @default Nest's IncomingRequestDeserializer
    */
   deserializer?: ConsumerDeserializer;
   /**
@@ -106,9 +112,19 @@ export interface RabbitRetryClientOptions extends ConnectOptions {
   persistent?: boolean;
   /** Headers every request and event carries. */
   headers?: Record<string, string>;
-  /** Turns each packet (`{ pattern, data, id? }`) into what is sent. @default the packet, with an RmqRecord's options as the message's properties */
+  /**
+   * Turns each packet (`{ pattern, data, id? }`) into what is sent. What it
+   * throws or rejects with fails the `send` or `emit`; so does no answer
+   * within 5 s, with an Error that says so.
+   * @default the packet, with an RmqRecord's options as the message's properties
+   */
   serializer?: ProducerSerializer;
-  /** Turns each parsed reply into `{ err, response, isDisposed }`. @default Nest's IncomingResponseDeserializer */
+  /**
+   * Turns each parsed reply into `{ err, response, isDisposed }`. What it
+   * throws or rejects with ends the `send` with that error; no answer within
+   * 5 s, or an answer that is not an object, ends it with an Error that says so.
+   * @default Nest's IncomingResponseDeserializer
+   */
   deserializer?: ProducerDeserializer;
 }
 

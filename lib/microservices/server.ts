@@ -8,11 +8,13 @@ import { RabbitRetry } from '../client';
 import type { PublishOptions } from '../options';
 import type { Consumer } from '../consumer';
 import type { ConsumerEvents } from '../consumer/events';
-import { ClosedError, InvalidOptionsError, NoHandlerError, NonRetryableError, RabbitRetryError, UnroutableError } from '../errors';
+import { ClosedError, InvalidOptionsError, NoHandlerError, NonRetryableError, RabbitRetryError, ReplyRefusedError, UnroutableError } from '../errors';
 import type { Message } from '../message';
 import { checkBoolean, checkConsumeOptions, checkConnectOptions, checkFunction, checkKeys, checkObject, checkWhole, delayStrings, refuseForeign } from '../check-options';
 import { DEFAULT_CLOSE_TIMEOUT_MS, DEFAULT_DELAYS } from '../options';
 import { logMoves } from '../nestjs/follow';
+import { reasonOf } from '../consumer/error-text';
+import { BOOLEAN, DEFAULT_CALLBACK_TIMEOUT_MS, OBJECT, fence, fenceSync } from '../fence';
 import { RabbitRetryChannelRef, RabbitRetryContext } from './context';
 import { NO_MESSAGE_HANDLER, answerOf, failureOf, isNestInternalError } from './errors';
 import { RMQ_SERVER_OPTIONS, type RabbitRetryServerOptions, SERVER_OPTION_KEYS, connectOptionsOf, consumeOptionsOf, publishOptionsOf } from './options';
@@ -36,22 +38,13 @@ function patternText(pattern: unknown): string {
   }
 }
 
-/** An error's message, for a log line. */
-function describe(err: unknown): string {
-  try {
-    return err instanceof Error ? err.message : String(err);
-  } catch {
-    return 'an unreadable error';
-  }
-}
-
 /** The body of a message as Nest's RMQ transport reads it: JSON, else its text. */
 function parsedBody(msg: Message): { value: unknown; json: boolean; error?: string } {
   const text = msg.text();
   try {
     return { value: JSON.parse(text) as unknown, json: true };
   } catch (err) {
-    return { value: text, json: false, error: describe(err) };
+    return { value: text, json: false, error: reasonOf(err) };
   }
 }
 
@@ -67,7 +60,9 @@ function parsedBody(msg: Message): { value: unknown; json: boolean; error?: stri
  *   `<queue>.parked` when the delays are used up; nothing is requeued at once;
  * - a `@MessagePattern` handler's replies go to the request's `reply-to`
  *   (direct reply-to or a reply queue); a failure answers the caller with the
- *   error and is not retried, unless `retryRequests` is set;
+ *   error and is not retried, unless `retryRequests` is set. Replies go out
+ *   on a connection of their own; a request whose reply the broker refuses
+ *   (its `reply-to`, a property) is parked once as `reply-refused`;
  * - a message whose pattern has no handler is parked at once with
  *   `retry-reason: no-handler` (a request's caller is answered first); a body
  *   that is not JSON is parked at once as `non-retryable`;
@@ -85,7 +80,8 @@ function parsedBody(msg: Message): { value: unknown; json: boolean; error?: stri
 export class RabbitRetryServer extends Server implements CustomTransportStrategy {
   protected override readonly logger = new Logger('RabbitRetryServer');
   readonly #options: RabbitRetryServerOptions;
-  readonly #events = new EventEmitter();
+  // A listener's returned Promise that rejects is logged, never unhandled.
+  readonly #events = new EventEmitter({ captureRejections: true });
   #rr?: RabbitRetry;
   #consumer?: Consumer;
   #closing?: Promise<void>;
@@ -123,6 +119,8 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
     }
     checkWhole('closeTimeoutMs', closeTimeoutMs, 0, Number.MAX_SAFE_INTEGER, 'a whole number of milliseconds');
     this.#options = options;
+    this.#events[EventEmitter.captureRejectionSymbol] = (error: unknown, event: unknown) =>
+      this.logger.error(`a '${String(event)}' listener of RabbitRetryServer rejected: ${reasonOf(error)}`);
     this.initializeSerializer(options);
     this.initializeDeserializer(options);
   }
@@ -198,7 +196,12 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
     const answers = id !== undefined && id !== null && replyTo !== undefined && replyTo !== '';
     const handler = packet.pattern === undefined ? null : this.getHandlerByPattern(pattern);
     if (!handler) {
-      if (answers) await this.reply(replyTo, msg, { id, err: NO_MESSAGE_HANDLER, status: 'error', isDisposed: true });
+      if (answers) {
+        // The message parks as no-handler either way: a refused answer is only logged.
+        await this.reply(replyTo, msg, { id, err: NO_MESSAGE_HANDLER, status: 'error', isDisposed: true }).catch((err: unknown) =>
+          this.logger.warn(reasonOf(err)),
+        );
+      }
       throw new NoHandlerError(
         packet.pattern === undefined
           ? 'the message has no pattern: it is not { pattern, data } JSON, and the deserializer gave it none'
@@ -234,6 +237,8 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
    * Runs a request's handler and sends its replies as Nest does: each value
    * of its stream, the last with `isDisposed`; or, when it fails and
    * `answerNow` agrees, the error (as Nest's default filter would give it).
+   * Rejects with a {@link ReplyRefusedError} when the broker refused a
+   * reply (the replies after it are not sent): the request then parks.
    */
   private async answer(
     handler: MessageHandler,
@@ -246,6 +251,8 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
     let sent = Promise.resolve();
     const queue = (p: WritePacket) => {
       sent = sent.then(() => send(p));
+      // Awaited below; until then a refused reply is not an unhandled rejection.
+      sent.catch(() => undefined);
     };
     try {
       const stream = this.transformToObservable(await handler(packet.data, ctx)) as Observable<unknown>;
@@ -279,11 +286,10 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
     const delays = this.#options.onFailure?.delays ?? DEFAULT_DELAYS;
     if (msg.attempt >= delays.length) return true;
     const retryable = this.#options.onFailure?.retryable;
-    try {
-      return retryable !== undefined && retryable(failure, msg) !== true;
-    } catch {
-      return true;
-    }
+    if (retryable === undefined) return false;
+    // Fenced as the consumer fences it (which also warns): anything but `true` parks.
+    const r = fenceSync('onFailure.retryable', () => retryable(failure, msg), { expect: BOOLEAN });
+    return !(r.ok && r.value);
   }
 
   /** The error the failure path records; warns once when Nest's filter hid the handler's error. */
@@ -305,26 +311,44 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
     if (!body.json && !custom) {
       throw new NonRetryableError(`the message body is not valid JSON (${body.error}): a Nest message is { "pattern", "data" } as JSON`);
     }
-    let packet: unknown;
+    // Fenced: a throw, a rejection, no answer within the bound, or no packet parks the message.
+    const r = await fence('the deserializer of RabbitRetryServer', () => this.deserializer.deserialize(body.value, { ...msg.properties, headers: msg.headers }), {
+      expect: OBJECT,
+    });
+    if (!r.ok) {
+      if (r.failure === 'unexpected') throw new NonRetryableError(`the deserializer returned no packet (${r.kind ?? 'something else'}): it must return { pattern, data, id? }`);
+      if (r.failure === 'timedOut') throw new NonRetryableError(`the deserializer did not answer within ${DEFAULT_CALLBACK_TIMEOUT_MS} ms`);
+      throw new NonRetryableError(`the deserializer could not read the message: ${reasonOf(r.error)}`, { cause: r.error });
+    }
+    const p = r.value as ReadPacket & { id?: unknown };
     try {
-      packet = await this.deserializer.deserialize(body.value, { ...msg.properties, headers: msg.headers });
+      return { pattern: p.pattern, data: p.data, id: p.id };
     } catch (err) {
-      throw new NonRetryableError(`the deserializer could not read the message: ${describe(err)}`, { cause: err });
+      throw new NonRetryableError(`the deserializer returned a packet that cannot be read: ${reasonOf(err)}`);
     }
-    if (packet === null || typeof packet !== 'object') {
-      throw new NonRetryableError('the deserializer returned no packet: it must return { pattern, data, id? }');
-    }
-    return packet as ReadPacket & { id?: unknown };
   }
 
-  /** Sends one reply packet to `replyTo` with the request's correlation id. */
+  /**
+   * Sends one reply packet to `replyTo` with the request's correlation id, on
+   * the client's connection of replies. Rejects with a
+   * {@link ReplyRefusedError} when the broker refuses the reply (checked
+   * first: a `reply-to` that is no address the broker delivers to, a
+   * `user-id` or `expiration` it refuses; or the broker closed the reply's
+   * channel over it); any other failure to send is logged.
+   */
   private async reply(replyTo: string, msg: Message, packet: WritePacket & { id?: unknown }): Promise<void> {
     const rr = this.#rr;
     if (!rr) return;
+    // Fenced: a throw, a rejection or no answer within the bound sends no reply, and says why.
+    const r = await fence('the serializer of RabbitRetryServer', () => this.serializer.serialize(packet as WritePacket & { id: string }));
+    if (!r.ok) {
+      this.logger.error(`the reply to ${replyTo} could not be serialized, so the caller gets none: ${r.problem}`);
+      return;
+    }
     let body: string;
     let options: PublishOptions;
     try {
-      const serialized = (await this.serializer.serialize(packet as WritePacket & { id: string })) as unknown;
+      const serialized = r.value;
       if (serialized !== null && typeof serialized === 'object' && 'options' in serialized) {
         const { options: o, ...rest } = serialized as { options?: Record<string, unknown> };
         options = publishOptionsOf(o, 'the serializer\'s options');
@@ -334,21 +358,22 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
         body = JSON.stringify(serialized);
       }
     } catch (err) {
-      this.logger.error(`the reply to ${replyTo} could not be serialized, so the caller gets none: ${describe(err)}`);
+      this.logger.error(`the reply to ${replyTo} could not be serialized, so the caller gets none: ${reasonOf(err)}`);
       return;
     }
     const correlationId = msg.properties.correlationId;
     try {
-      await rr.publish('', replyTo, Buffer.from(body ?? 'null', 'utf8'), {
+      await rr.reply(replyTo, Buffer.from(body ?? 'null', 'utf8'), {
         contentType: 'application/json',
         ...options,
         ...(correlationId !== undefined ? { correlationId } : {}),
         persistent: false,
       });
     } catch (err) {
+      if (err instanceof ReplyRefusedError) throw err;
       // RabbitMQ returns every mandatory publish to a direct reply-to address, delivered or not.
       if (err instanceof UnroutableError && replyTo.startsWith(DIRECT_REPLY_TO)) return;
-      this.logger.warn(`the reply to ${replyTo} could not be sent (${err instanceof RabbitRetryError ? err.code : 'error'}): ${describe(err)}`);
+      this.logger.warn(`the reply to ${replyTo} could not be sent (${err instanceof RabbitRetryError ? err.code : 'error'}): ${reasonOf(err)}`);
     }
   }
 
@@ -367,7 +392,7 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
         try {
           this.#events.emit(event, ...args);
         } catch (err) {
-          this.logger.error(`a '${event}' listener of RabbitRetryServer threw: ${describe(err)}`);
+          this.logger.error(`a '${event}' listener of RabbitRetryServer threw: ${reasonOf(err)}`);
         }
       });
     }

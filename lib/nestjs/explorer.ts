@@ -12,6 +12,7 @@ import type { Module as NestModule } from '@nestjs/core/injector/module';
 
 import type { RabbitRetry } from '../client';
 import type { Consumer } from '../consumer';
+import { reasonOf } from '../consumer/error-text';
 import { InvalidOptionsError, NonRetryableError, RabbitRetryError } from '../errors';
 import type { Message } from '../message';
 import { checkKeys, checkObject, checkOnFailureKeys } from '../check-options';
@@ -56,14 +57,6 @@ const paramsFactory = {
     return value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[data] : undefined;
   },
 };
-
-function describe(err: unknown): string {
-  try {
-    return err instanceof Error ? err.message : String(err);
-  } catch {
-    return 'an unreadable error';
-  }
-}
 
 /** Whether a guard refused; a value that cannot be inspected is not a refusal. */
 function isForbidden(err: unknown): err is ForbiddenException {
@@ -133,7 +126,7 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     this.closing ??= (async () => {
       const results = await Promise.allSettled(this.consumers.map(({ consumer }) => consumer.close()));
       for (const [i, r] of results.entries()) {
-        if (r.status === 'rejected') this.logger.error(`closing the consumer of '${this.consumers[i].consumer.queue}' failed: ${describe(r.reason)}`);
+        if (r.status === 'rejected') this.logger.error(`closing the consumer of '${this.consumers[i].consumer.queue}' failed: ${reasonOf(r.reason)}`);
       }
       for (const { ref } of this.consumers) claimed.get(ref.instance)?.delete(ref.method);
       this.registry.clear();
@@ -283,7 +276,7 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
         returned = await invoke(body, msg, msg.headers);
       } catch (err) {
         // A guard's refusal will not change on the next attempt.
-        if (isForbidden(err)) throw new NonRetryableError(`${ref.name} refused the message: ${err.message}`, { cause: err });
+        if (isForbidden(err)) throw new NonRetryableError(`${ref.name} refused the message: ${reasonOf(err)}`, { cause: err });
         throw err;
       }
       if (subscriber) checkReturned(returned, ref.name);

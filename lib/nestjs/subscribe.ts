@@ -7,6 +7,8 @@
 import { SetMetadata } from '@nestjs/common';
 
 import { InvalidOptionsError, NonRetryableError, UnsupportedOptionError } from '../errors';
+import { reasonOf } from '../consumer/error-text';
+import { fenceSync } from '../fence';
 import type { Message } from '../message';
 import { checkBoolean, checkFunction, checkKeys, checkObject, checkString, refuseForeign } from '../check-options';
 import type { ConsumeOptions, OnFailureOptions, OptionKeys, QueueArguments } from '../options';
@@ -310,13 +312,11 @@ export function subscribePlan(options: RabbitSubscribeOptions): SubscribePlan {
   const body = (msg: Message): unknown => {
     if (msg.body.length === 0) return undefined;
     if (deserializer) {
-      try {
-        return deserializer(msg.body, msg);
-      } catch (err) {
-        if (lenient) return msg.text();
-        const reason = err instanceof Error ? err.message : String(err);
-        throw new NonRetryableError(`the deserializer could not read the message: ${reason}`, { cause: err });
-      }
+      // Fenced: whatever it throws parks the message (or gives the handler the text); a Promise it returns goes to the handler.
+      const r = fenceSync('the deserializer of @RabbitSubscribe', () => deserializer(msg.body, msg));
+      if (r.ok) return r.value;
+      if (lenient) return msg.text();
+      throw new NonRetryableError(`the deserializer could not read the message: ${reasonOf(r.error)}`, { cause: r.error });
     }
     if (!lenient) return msg.json();
     try {

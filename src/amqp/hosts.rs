@@ -4,23 +4,37 @@
 use lapin::uri::AMQPUri;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::redact::{redact_in, redact_url};
+use crate::redact::{redact_each, redact_in};
 
 /// One node: its URL parsed, and the URL without its password.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Host {
     /// The URL, parsed; the vhost `/` when it names none.
     pub uri: AMQPUri,
     /// The URL with its password replaced, for logs, errors and events.
     pub safe_url: String,
+    /// The URL as given: what the passwords to take out of another library's
+    /// error are read from.
+    url: String,
+}
+
+impl std::fmt::Debug for Host {
+    /// The URL without its password: the parsed URI holds it in clear.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("safe_url", &self.safe_url)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Host {
-    /// Parses `url`; `heartbeat_secs` overrides the URL's heartbeat.
-    pub(crate) fn parse(url: &str, heartbeat_secs: Option<u16>) -> Result<Host> {
-        let safe_url = redact_url(url);
+    /// Parses `url`, shown as `safe_url`; `heartbeat_secs` overrides the
+    /// URL's heartbeat. An error is without the passwords of `list` (every
+    /// URL given, joined by commas): a password a comma cut in two may have
+    /// its other half in another URL.
+    fn parse(url: &str, safe_url: String, list: &str, heartbeat_secs: Option<u16>) -> Result<Host> {
         let mut uri: AMQPUri = url.parse().map_err(|e: String| {
-            let reason = redact_in(&e, url);
+            let reason = redact_in(&e, list);
             Error::new(
                 ErrorKind::InvalidOptions,
                 format!("url {safe_url} is not an AMQP URL ({reason}): use amqp://user:password@host:5672/vhost"),
@@ -34,7 +48,16 @@ impl Host {
         if let Some(h) = heartbeat_secs {
             uri.query.heartbeat = Some(h);
         }
-        Ok(Host { uri, safe_url })
+        Ok(Host {
+            uri,
+            safe_url,
+            url: url.to_owned(),
+        })
+    }
+
+    /// `text` (lapin's error) without any part of this node's password.
+    pub(crate) fn redact(&self, text: &str) -> String {
+        redact_in(text, &self.url)
     }
 }
 
@@ -52,9 +75,11 @@ pub(crate) fn hosts(
             "url must name at least one broker, e.g. amqp://user:password@host:5672/vhost",
         ));
     }
+    let list = urls.join(",");
     let mut hosts = urls
         .iter()
-        .map(|u| Host::parse(u, heartbeat_secs))
+        .zip(redact_each(urls))
+        .map(|(u, safe_url)| Host::parse(u, safe_url, &list, heartbeat_secs))
         .collect::<Result<Vec<_>>>()?;
     if shuffle {
         shuffled(&mut hosts, seed);
@@ -112,6 +137,11 @@ pub(crate) fn none_answered(mut errors: Vec<Error>) -> Error {
 mod tests {
     use super::*;
 
+    fn hosts_of(list: &[&str]) -> Vec<Host> {
+        let list: Vec<String> = list.iter().map(|s| (*s).to_owned()).collect();
+        hosts(&list, None, false, 0).unwrap()
+    }
+
     fn urls(n: usize) -> Vec<String> {
         (0..n)
             .map(|i| format!("amqp://app:s3cret@node{i}:5672/orders"))
@@ -131,7 +161,7 @@ mod tests {
             ]
         );
         assert!(hosts.iter().all(|h| h.uri.query.heartbeat == Some(30)));
-        let bare = Host::parse("amqp://127.0.0.1:5672", None).unwrap();
+        let bare = &hosts_of(&["amqp://127.0.0.1:5672"])[0];
         assert_eq!(bare.uri.vhost, "/");
     }
 
@@ -147,6 +177,26 @@ mod tests {
             hosts(&[], None, true, 7).unwrap_err().kind,
             ErrorKind::InvalidOptions
         );
+    }
+
+    #[test]
+    fn a_password_a_comma_cut_in_two_is_hidden_in_both_halves() {
+        // `AMQP_URL=amqp://app:s3cr,3t99@node1` split at its commas.
+        let list: Vec<String> = ["amqp://app:s3cr", "3t99@node1"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let e = hosts(&list, None, false, 0).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidOptions);
+        for part in ["s3cr", "3t99"] {
+            assert!(!e.message.contains(part), "{}", e.message);
+        }
+        let node = &hosts_of(&["amqp://app:p%40ss@node1"])[0];
+        assert_eq!(
+            node.redact("refused p@ss and p%40ss"),
+            "refused *** and ***"
+        );
+        assert!(!format!("{node:?}").contains("p%40ss"));
     }
 
     #[test]

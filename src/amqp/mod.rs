@@ -1,10 +1,11 @@
-//! The broker side: connection, topology, consumer, confirmed publisher and
-//! requests that wait for a reply, on lapin and tokio.
+//! The broker side: connection, topology, consumer, confirmed publisher,
+//! requests that wait for a reply and the replies to them, on lapin and tokio.
 
 pub(crate) mod connection;
 pub(crate) mod fields;
 pub(crate) mod hosts;
 pub(crate) mod parked;
 pub(crate) mod publisher;
+pub(crate) mod replier;
 pub(crate) mod reply;
 pub(crate) mod topology;

@@ -210,16 +210,20 @@ fn describe(exchange: &str, routing_key: &str) -> String {
     }
 }
 
+/// Why a publish failed; lapin's error is kept as the source, so a caller
+/// can tell what closed the channel (see [`amqp_reply`]).
 fn publish_error(target: &str, e: &lapin::Error) -> Error {
     match amqp_reply(e) {
         // 404: the exchange does not exist; nothing could route the message.
-        Some((404, text)) => Error::new(
+        Some((404, text)) => Error::with_source(
             ErrorKind::Unroutable,
             format!("cannot publish to {target}: {text}; declare the exchange first"),
+            e.clone(),
         ),
-        _ => Error::new(
+        _ => Error::with_source(
             ErrorKind::PublishFailed,
             format!("the publish to {target} failed: {e}"),
+            e.clone(),
         ),
     }
 }

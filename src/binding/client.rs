@@ -14,17 +14,18 @@ use super::parked::{NativeParkedSession, NativeQueueInfo};
 use super::reply::NativeReplySession;
 use super::spec::{ConsumeOptions, ConsumeSpec};
 use super::table::{
-    DrainEndFn, DrainStartFn, JsDrainTracer, NativeListFilter, NativeRow, NativeSelector,
-    NativeTableStats,
+    DrainEndFn, DrainStartFn, JsDrainTracer, NativeListFilter, NativeRow, NativeSchedulerStop,
+    NativeSelector, NativeTableStats,
 };
 use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions, TlsOptions};
 use crate::amqp::parked::{
     declare_state_queue, delete_exchange, delete_queue, purge, queue_info, ParkedSession,
 };
+use crate::amqp::replier::Replier;
 use crate::amqp::reply::ReplySession;
 use crate::consumer::ConsumerHandle;
 use crate::table::scheduler::{SchedulerHandle, SchedulerRates};
-use crate::table::store::RetryStore;
+use crate::table::store::{check_param, RetryStore};
 
 /// How to connect.
 #[napi(object)]
@@ -74,6 +75,8 @@ pub struct NativeRate {
 #[napi]
 pub struct NativeClient {
     broker: Arc<Broker>,
+    /// Replies to requests, on a connection of their own opened on the first.
+    replier: Replier,
     store: Option<Arc<RetryStore>>,
     scheduler: Option<SchedulerHandle>,
 }
@@ -147,9 +150,15 @@ pub(crate) async fn connect(options: ConnectOptions) -> napi::Result<NativeClien
                 "retryTable.dependencyRates: a dependency's name cannot be empty",
             ));
         }
+        check_param(
+            "a dependency of retryTable.dependencyRates",
+            Some(&dependency),
+        )
+        .map_err(js_error)?;
         let r = positive(&format!("retryTable.dependencyRates['{dependency}']"), r)?;
         rates.dependencies.push((dependency, r));
     }
+    let replier = Replier::new(opts.clone());
     let broker = Broker::connect(opts).await.map_err(js_error)?;
     let store = match &options.retry_table_url {
         Some(url) => match RetryStore::connect(url).await {
@@ -167,6 +176,7 @@ pub(crate) async fn connect(options: ConnectOptions) -> napi::Result<NativeClien
     };
     Ok(NativeClient {
         broker,
+        replier,
         store,
         scheduler,
     })
@@ -215,6 +225,25 @@ impl NativeClient {
             .map_err(js_error)
     }
 
+    /// Publishes a reply to a request's `reply-to` (the default exchange),
+    /// mandatory, on the connection of replies, and waits for the broker;
+    /// rejects with `REPLY_REFUSED` when the broker would refuse the reply
+    /// or did (closing the channel over it), `UNROUTABLE`, `PUBLISH_NACKED`
+    /// or `PUBLISH_FAILED`.
+    #[napi]
+    pub async fn reply(
+        &self,
+        reply_to: String,
+        body: Buffer,
+        properties: Option<MessageProperties>,
+    ) -> napi::Result<()> {
+        let props = properties.unwrap_or_default().to_amqp()?;
+        self.replier
+            .reply(&reply_to, &body, props)
+            .await
+            .map_err(js_error)
+    }
+
     /// Lets JavaScript trace the scheduler's drains: `start` is called before
     /// each row is published and may return the trace context the published
     /// copy carries; `end` after, with the error when the publish failed.
@@ -231,13 +260,26 @@ impl NativeClient {
         }
     }
 
-    /// Stops the scheduler and closes the connection.
+    /// Stops the scheduler, within about a second when it is mid-drain (see
+    /// `table::scheduler`); resolves to what it had done, the same on every
+    /// call, or `null` when this process runs none.
+    #[napi]
+    pub async fn stop_scheduler(&self) -> napi::Result<Option<NativeSchedulerStop>> {
+        Ok(match &self.scheduler {
+            Some(s) => Some(s.stop().await.into()),
+            None => None,
+        })
+    }
+
+    /// Stops the scheduler and closes the connections.
     #[napi]
     pub async fn close(&self) -> napi::Result<()> {
         if let Some(s) = &self.scheduler {
             s.stop().await;
         }
-        self.broker.close().await.map_err(js_error)
+        let replies = self.replier.close().await;
+        self.broker.close().await.map_err(js_error)?;
+        replies.map_err(js_error)
     }
 
     fn store(&self) -> napi::Result<&Arc<RetryStore>> {

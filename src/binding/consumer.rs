@@ -31,7 +31,8 @@ pub struct FailureInfo {
     /// Whether another attempt could succeed.
     pub retryable: bool,
     /// Park the message at once with this `retry-reason`, whatever the
-    /// delays and `retryable` say: only `no-handler` (no handler takes it).
+    /// delays and `retryable` say: only `no-handler` (no handler takes it)
+    /// or `reply-refused` (the broker refused the request's reply).
     pub park: Option<String>,
     /// For the retry table: what the row waits on, whose it is, and when it is due.
     pub table: Option<TableInfo>,
@@ -108,7 +109,9 @@ impl NativeConsumer {
                 let park = match failure.park.as_deref() {
                     None => None,
                     Some(reason) => Some(ParkReason::requested(reason).ok_or_else(|| {
-                        invalid("a failure may ask to park with the reason 'no-handler' only")
+                        invalid(
+                            "a failure may ask to park with the reason 'no-handler' or 'reply-refused' only",
+                        )
                     })?),
                 };
                 let f = Failure {

@@ -6,6 +6,7 @@ use napi_derive::napi;
 
 use crate::amqp::fields::{table_from_json, table_to_json};
 use crate::error::{Error as AmqpError, ErrorKind};
+use crate::redact;
 use crate::retry::{parse_delays as parse_delay_list, DelayError};
 
 /// Turns an AMQP-layer error into a JavaScript error carrying its code.
@@ -213,6 +214,24 @@ pub(crate) fn parse_delays(
 #[napi]
 pub(crate) fn error_codes() -> Vec<&'static str> {
     ErrorKind::ALL.iter().map(|k| k.code()).collect()
+}
+
+/// `source` (a URL, URLs separated by commas, or a libpq `key=value`
+/// string) with each password replaced by `***`: the form every error, log
+/// line, event, page and CLI output shows.
+#[napi]
+pub(crate) fn redact_url(source: String) -> String {
+    redact::redact_url(&source)
+}
+
+/// `text` without any part of the passwords that `sources` hold (each a URL,
+/// URLs separated by commas, or a libpq `key=value` string), in every form
+/// the password may take there.
+#[napi]
+pub(crate) fn redact_in(text: String, sources: Vec<String>) -> String {
+    sources
+        .iter()
+        .fold(text, |text, source| redact::redact_in(&text, source))
 }
 
 #[cfg(test)]

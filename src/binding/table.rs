@@ -9,7 +9,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
 
-use crate::table::scheduler::{DrainRow, DrainTracer, Trace};
+use crate::table::scheduler::{DrainRow, DrainTracer, StopReport, Trace};
 use crate::table::store::{ListFilter, RowInfo, Selector, TableStats};
 
 /// Which rows `pause` and `resume` touch; every field given must match.
@@ -168,6 +168,30 @@ impl NativeTableStats {
             oldest_due_age_ms: s.oldest_due_age_ms as f64,
             scheduler_published: published as f64,
             scheduler_publish_failed: failed as f64,
+        }
+    }
+}
+
+/// What this process's scheduler had done when it stopped.
+#[napi(object)]
+pub struct NativeSchedulerStop {
+    /// Rows it published (and deleted) since it started.
+    pub published: f64,
+    /// Rows it published that stay in the table: no confirm came within a
+    /// second of the stop (or their delete was not committed). They are
+    /// published again.
+    pub unconfirmed: f64,
+    /// Rows due (and not paused) in the table once it stopped; `null` when
+    /// the database did not answer within a second.
+    pub due: Option<f64>,
+}
+
+impl From<StopReport> for NativeSchedulerStop {
+    fn from(r: StopReport) -> Self {
+        NativeSchedulerStop {
+            published: r.published as f64,
+            unconfirmed: r.unconfirmed as f64,
+            due: r.due.map(|n| n as f64),
         }
     }
 }

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::convert::{json_str, write_properties_json};
 use crate::consumer::{DeliveryView, Event};
+use crate::retry::Route;
 
 /// An event as JavaScript receives it: `kind` says which, and each kind has
 /// exactly its own fields (`lib/wire.ts` has the same union).
@@ -18,11 +19,12 @@ use crate::consumer::{DeliveryView, Event};
     rename_all_fields = "camelCase"
 )]
 pub(crate) enum WireEvent<'a> {
-    /// Sent to a retry queue and acked.
+    /// Sent to a retry queue and acked; `reason` is the copy's `retry-reason`.
     Retry {
         id: u64,
         message_id: Option<&'a str>,
         target: &'a str,
+        reason: &'static str,
         attempt: u32,
         delay: &'a str,
         error: &'a str,
@@ -36,10 +38,11 @@ pub(crate) enum WireEvent<'a> {
         attempt: u32,
         error: &'a str,
     },
-    /// Stored in the retry table and acked.
+    /// Stored in the retry table and acked; `reason` is the row's `retry-reason`.
     Stored {
         id: u64,
         message_id: Option<&'a str>,
+        reason: &'static str,
         row_id: i64,
         attempt: u32,
         dependency: Option<&'a str>,
@@ -78,6 +81,7 @@ impl<'a> From<&'a Event> for WireEvent<'a> {
                 id: *id,
                 message_id: message_id.as_deref(),
                 target,
+                reason: Route::RETRY_REASON,
                 attempt: *attempt,
                 delay,
                 error,
@@ -107,6 +111,7 @@ impl<'a> From<&'a Event> for WireEvent<'a> {
             } => WireEvent::Stored {
                 id: *id,
                 message_id: message_id.as_deref(),
+                reason: Route::TABLE_REASON,
                 row_id: *row_id,
                 attempt: *attempt,
                 dependency: dependency.as_deref(),
@@ -329,8 +334,8 @@ mod tests {
         assert_eq!(
             wire,
             json!([
-                {"kind": "retry", "id": 1, "messageId": "m1", "target": "q.retry.5s", "attempt": 1, "delay": "5s", "error": "503"},
-                {"kind": "stored", "id": 2, "messageId": null, "rowId": 7, "attempt": 4, "dependency": "carrier", "error": "down"},
+                {"kind": "retry", "id": 1, "messageId": "m1", "target": "q.retry.5s", "reason": "retry", "attempt": 1, "delay": "5s", "error": "503"},
+                {"kind": "stored", "id": 2, "messageId": null, "reason": "retry-table", "rowId": 7, "attempt": 4, "dependency": "carrier", "error": "down"},
                 {"kind": "publish-failed", "id": 3, "messageId": null, "target": "q.parked", "error": "[UNROUTABLE] gone"},
                 {"kind": "recovered", "attempts": 2, "afterMs": 350, "url": "amqp://node2"},
             ])

@@ -22,11 +22,14 @@ use crate::retry::{
     failure_headers, is_broker_death_header, is_own_header, parked_queue_name, retry_queue_name,
     FailureInput, HeaderValue, ParkReason, Route, RETRY_DROPPED_HEADERS,
 };
-use crate::table::store::NewRow;
+use crate::table::store::{NewRow, Stored};
 
 /// Routes a failed delivery: confirmed publish to its retry or parked queue,
-/// then tell the task, which acks it through the ledger. On a failed publish
-/// the delivery is held: never acked.
+/// or a row in the retry table, then tell the task, which acks it through
+/// the ledger. On a failed publish (or a database that cannot be reached)
+/// the delivery is held: never acked. A message the retry table refuses for
+/// what it holds parks instead (`table-refused`): held, it would come back
+/// and be refused again.
 pub(super) async fn handle_failure(
     broker: &Broker,
     config: &ConsumerConfig,
@@ -48,14 +51,17 @@ pub(super) async fn handle_failure(
     let original = props.headers().as_ref();
     let first = header_str(original, "retry-first-failed-at");
     let mut row_id = None;
+    let mut refused = None;
     let stored = match (&route, &config.table, &f.table) {
         (Route::Table { next_attempt }, Some(table), Some(t)) => {
             // A row the scheduler could not read back is refused now, not found later.
             match serde_json::to_value(&properties) {
-                Err(e) => Err(Error::new(
-                    ErrorKind::RetryTable,
-                    format!("the message's properties cannot be stored: {e}"),
-                )),
+                Err(e) => {
+                    refused = Some(format!(
+                        "the message's properties cannot be written as JSON: {e}"
+                    ));
+                    Ok(())
+                }
                 Ok(stored_properties) => {
                     let row = NewRow {
                         queue: topo.queue.clone(),
@@ -78,7 +84,17 @@ pub(super) async fn handle_failure(
                             .map(|ms| UNIX_EPOCH + Duration::from_millis(ms))
                             .unwrap_or_else(SystemTime::now),
                     };
-                    table.store.insert(row).await.map(|id| row_id = Some(id))
+                    match table.store.insert(row).await {
+                        Ok(Stored::Row(id)) => {
+                            row_id = Some(id);
+                            Ok(())
+                        }
+                        Ok(Stored::Refused(why)) => {
+                            refused = Some(why);
+                            Ok(())
+                        }
+                        Err(e) => Err(e),
+                    }
                 }
             }
         }
@@ -99,6 +115,19 @@ pub(super) async fn handle_failure(
             published
         }
     };
+    if let Some(why) = refused {
+        let mut f = f;
+        f.message = format!(
+            "the retry table cannot store this message: {why}; the handler's error: {}",
+            f.message
+        );
+        let park = Route::Park {
+            reason: ParkReason::TableRefused,
+            attempt: p.attempt,
+        };
+        // A route to the parked queue: this does not come back here.
+        return Box::pin(handle_failure(broker, config, id, p, f, park)).await;
+    }
     if let Err(error) = stored {
         // Not acked: the broker gives the message back when the channel closes.
         return Event::PublishFailed {

@@ -22,6 +22,14 @@ pub(crate) enum ParkReason {
     /// No handler takes the message (a pattern nobody handles): JavaScript
     /// parks it at once, whatever the delays.
     NoHandler,
+    /// The broker refused the reply to the request (its `reply-to`, a
+    /// property): JavaScript parks it at once, since every other attempt
+    /// would be refused alike.
+    ReplyRefused,
+    /// The retry table cannot store the message (a value PostgreSQL refuses,
+    /// or one over its limits): parked instead of left unacked, where it
+    /// would come back and be refused again.
+    TableRefused,
 }
 
 impl ParkReason {
@@ -34,6 +42,8 @@ impl ParkReason {
             ParkReason::Undecodable => "undecodable",
             ParkReason::HeadersTooLarge => "headers-too-large",
             ParkReason::NoHandler => "no-handler",
+            ParkReason::ReplyRefused => "reply-refused",
+            ParkReason::TableRefused => "table-refused",
         }
     }
 
@@ -43,6 +53,7 @@ impl ParkReason {
     pub(crate) fn requested(value: &str) -> Option<ParkReason> {
         match value {
             "no-handler" => Some(ParkReason::NoHandler),
+            "reply-refused" => Some(ParkReason::ReplyRefused),
             _ => None,
         }
     }
@@ -75,11 +86,16 @@ pub(crate) enum Route {
 }
 
 impl Route {
+    /// The `retry-reason` of a copy sent to a retry queue.
+    pub(crate) const RETRY_REASON: &'static str = "retry";
+    /// The `retry-reason` of a message stored in the retry table.
+    pub(crate) const TABLE_REASON: &'static str = "retry-table";
+
     /// The value written to the `retry-reason` header.
     pub(crate) fn reason(&self) -> &'static str {
         match self {
-            Route::Retry { .. } => "retry",
-            Route::Table { .. } => "retry-table",
+            Route::Retry { .. } => Self::RETRY_REASON,
+            Route::Table { .. } => Self::TABLE_REASON,
             Route::Park { reason, .. } => reason.as_str(),
         }
     }
@@ -218,16 +234,22 @@ mod tests {
     }
 
     #[test]
-    fn javascript_may_ask_for_no_handler_only() {
+    fn javascript_may_ask_for_no_handler_and_reply_refused_only() {
         assert_eq!(
             ParkReason::requested("no-handler"),
             Some(ParkReason::NoHandler)
         );
+        assert_eq!(
+            ParkReason::requested("reply-refused"),
+            Some(ParkReason::ReplyRefused)
+        );
+        assert_eq!(ParkReason::TableRefused.as_str(), "table-refused");
         for other in [
             "exhausted",
             "non-retryable",
             "delivery-limit",
             "undecodable",
+            "table-refused",
             "",
             "No-Handler",
         ] {

@@ -6,15 +6,21 @@
 //! being written, and those that arrive while [`MAX_IN_FLIGHT`] batches are
 //! committing wait and go together in the next. A single failure is never
 //! held back to fill a batch.
+//!
+//! A batch PostgreSQL refuses for what a row holds (see [`content_refusal`])
+//! is halved until the rows it refuses stand alone: each of those is
+//! answered [`Stored::Refused`], and every other row of the batch is stored.
 
 use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-use super::row::{column, table_error, NewRow, PAUSE_MATCHES};
+use super::row::{column, content_refusal, pg_text, table_error, NewRow, Stored, PAUSE_MATCHES};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Rows in one `INSERT` at most.
@@ -22,8 +28,8 @@ pub(crate) const MAX_INTAKE_BATCH: usize = 500;
 /// Batches committing at once.
 const MAX_IN_FLIGHT: usize = 3;
 
-/// A row and who waits for its id.
-type Pending = (NewRow, oneshot::Sender<Result<i64>>);
+/// A row and who waits for what became of it.
+type Pending = (NewRow, oneshot::Sender<Result<Stored>>);
 
 /// The writer of one store: cheap to clone, stops when every clone is dropped.
 #[derive(Clone)]
@@ -39,8 +45,9 @@ impl Intake {
         Intake { tx }
     }
 
-    /// Stores `row`; resolves to its id once its batch committed.
-    pub(crate) async fn insert(&self, row: NewRow) -> Result<i64> {
+    /// Stores `row`; resolves to its id once its batch committed, or to
+    /// the database's refusal of what it holds.
+    pub(crate) async fn insert(&self, row: NewRow) -> Result<Stored> {
         let (done, id) = oneshot::channel();
         self.tx
             .send((row, done))
@@ -72,36 +79,54 @@ async fn write_batches(pool: Pool, mut rx: mpsc::UnboundedReceiver<Pending>) {
     }
 }
 
-/// Writes `batch` and answers each row. A batch the database refuses is
-/// written again row by row, so a row it cannot take fails alone.
-async fn write(pool: &Pool, batch: Vec<Pending>) {
-    let (rows, answers): (Vec<NewRow>, Vec<_>) = batch.into_iter().unzip();
-    match insert_rows(pool, &rows).await {
-        Ok(ids) => {
-            for (answer, id) in answers.into_iter().zip(ids) {
-                let _ = answer.send(Ok(id));
+/// Writes `batch` and answers each row. A batch the database refuses for
+/// what a row holds is halved, and each half written again, until each row
+/// it refuses fails alone; one it refuses for another reason (the database
+/// went away) is written again row by row.
+fn write(pool: &Pool, batch: Vec<Pending>) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+    Box::pin(async move {
+        let (rows, answers): (Vec<NewRow>, Vec<_>) = batch.into_iter().unzip();
+        let e = match insert_rows(pool, &rows).await {
+            Ok(ids) => {
+                for (answer, id) in answers.into_iter().zip(ids) {
+                    let _ = answer.send(Ok(Stored::Row(id)));
+                }
+                return;
             }
-        }
-        Err(e) if rows.len() == 1 => {
+            Err(e) => e,
+        };
+        if rows.len() == 1 {
             if let Some(answer) = answers.into_iter().next() {
-                let _ = answer.send(Err(e));
+                let _ = answer.send(refused_or(e));
             }
+            return;
         }
-        Err(_) => {
-            for (row, answer) in rows.into_iter().zip(answers) {
+        let mut batch: Vec<Pending> = rows.into_iter().zip(answers).collect();
+        if content_refusal(&e).is_some() {
+            let second = batch.split_off(batch.len() / 2);
+            write(pool, batch).await;
+            write(pool, second).await;
+        } else {
+            for (row, answer) in batch {
                 let one = insert_rows(pool, std::slice::from_ref(&row)).await;
-                let _ = answer.send(one.map(|ids| ids[0]));
+                let _ = answer.send(match one {
+                    Ok(ids) => ids
+                        .first()
+                        .map(|id| Stored::Row(*id))
+                        .ok_or_else(|| Error::new(ErrorKind::RetryTable, "insert stored no row")),
+                    Err(e) => refused_or(e),
+                });
             }
         }
-    }
+    })
 }
 
-/// `s` as PostgreSQL's text takes it: a NUL (which it refuses) becomes U+FFFD.
-fn pg_text(s: &str) -> Cow<'_, str> {
-    if s.contains('\0') {
-        Cow::Owned(s.replace('\0', "\u{FFFD}"))
-    } else {
-        Cow::Borrowed(s)
+/// A single row's failed insert: [`Stored::Refused`] when the database
+/// refused what it holds, else the error (the message stays unacked).
+fn refused_or(e: Error) -> Result<Stored> {
+    match content_refusal(&e) {
+        Some(why) => Ok(Stored::Refused(why)),
+        None => Err(e),
     }
 }
 
@@ -119,11 +144,8 @@ pub(crate) async fn insert_rows(pool: &Pool, rows: &[NewRow]) -> Result<Vec<i64>
         .transaction()
         .await
         .map_err(|e| table_error("insert", e))?;
-    let col = |f: fn(&NewRow) -> Option<String>| {
-        rows.iter()
-            .map(|r| f(r).map(|s| pg_text(&s).into_owned()))
-            .collect::<Vec<_>>()
-    };
+    // Checked before (see `check_row`): these are stored as they are.
+    let col = |f: fn(&NewRow) -> Option<&str>| rows.iter().map(f).collect::<Vec<_>>();
     let queues: Vec<&str> = rows.iter().map(|r| r.queue.as_str()).collect();
     let errors: Vec<Cow<'_, str>> = rows.iter().map(|r| pg_text(&r.last_error)).collect();
     let names: Vec<Cow<'_, str>> = rows.iter().map(|r| pg_text(&r.error_name)).collect();
@@ -134,10 +156,10 @@ pub(crate) async fn insert_rows(pool: &Pool, rows: &[NewRow]) -> Result<Vec<i64>
         .map(|r| i32::try_from(r.attempt).unwrap_or(i32::MAX))
         .collect();
     let next: Vec<Option<SystemTime>> = rows.iter().map(|r| r.next_attempt_at).collect();
-    let dependencies = col(|r| r.dependency.clone());
-    let tenants = col(|r| r.tenant.clone());
-    let message_ids = col(|r| r.message_id.clone());
-    let correlation_ids = col(|r| r.correlation_id.clone());
+    let dependencies = col(|r| r.dependency.as_deref());
+    let tenants = col(|r| r.tenant.as_deref());
+    let message_ids = col(|r| r.message_id.as_deref());
+    let correlation_ids = col(|r| r.correlation_id.as_deref());
     let first: Vec<SystemTime> = rows.iter().map(|r| r.first_failed_at).collect();
     let inserted = tx
         .query(
@@ -192,19 +214,4 @@ pub(crate) async fn insert_rows(pool: &Pool, rows: &[NewRow]) -> Result<Vec<i64>
         .await
         .map_err(|e| table_error("commit of the insert", e))?;
     Ok(ids)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::pg_text;
-
-    #[test]
-    fn a_nul_becomes_a_replacement_character_and_other_text_is_kept() {
-        assert_eq!(pg_text("carrier 503"), "carrier 503");
-        assert!(matches!(
-            pg_text("carrier 503"),
-            std::borrow::Cow::Borrowed(_)
-        ));
-        assert_eq!(pg_text("bad\0byte\0"), "bad\u{FFFD}byte\u{FFFD}");
-    }
 }

@@ -7,6 +7,10 @@
 //! A bucket holds at most [`BURST_SECS`] of its rate: a scheduler that was
 //! idle cannot publish a burst, and at 10 a second the rows go out about 10
 //! each second.
+//!
+//! Each statement runs on a connection that goes back to the pool only once
+//! it ended (see `store::Conn`): a stopping scheduler drops the statement it
+//! waits on, and the connection with it.
 
 use super::row::{column, table_error};
 use super::store::RetryStore;
@@ -29,7 +33,8 @@ impl RetryStore {
     /// Sets the rate of `bucket` (the whole table, or a dependency), in rows
     /// a second; `None` removes a dependency's own rate.
     pub(crate) async fn set_rate(&self, bucket: &str, rate: Option<f64>) -> Result<()> {
-        let client = self.client().await?;
+        super::store::check_param("the dependency", Some(bucket))?;
+        let client = self.conn().await?;
         match rate {
             Some(rate) => client
                 .execute(
@@ -47,12 +52,13 @@ impl RetryStore {
                 .await
                 .map_err(|e| table_error("removing a rate", e))?,
         };
+        client.done();
         Ok(())
     }
 
     /// Sets the rate of `bucket` unless one is set.
     pub(crate) async fn ensure_rate(&self, bucket: &str, rate: f64) -> Result<()> {
-        let client = self.client().await?;
+        let client = self.conn().await?;
         client
             .execute(
                 "INSERT INTO rabbit_retry_rates (bucket, rate, tokens) VALUES ($1, $2, 0)
@@ -61,12 +67,13 @@ impl RetryStore {
             )
             .await
             .map_err(|e| table_error("setting a rate", e))?;
+        client.done();
         Ok(())
     }
 
     /// The rates set: the whole table's (bucket `''`) and each dependency's.
     pub(crate) async fn rates(&self) -> Result<Vec<(String, f64)>> {
-        let client = self.client().await?;
+        let client = self.conn().await?;
         let rows = client
             .query(
                 "SELECT bucket, rate FROM rabbit_retry_rates ORDER BY bucket",
@@ -74,6 +81,7 @@ impl RetryStore {
             )
             .await
             .map_err(|e| table_error("reading the rates", e))?;
+        client.done();
         rows.iter()
             .map(|r| Ok((column(r, 0)?, column(r, 1)?)))
             .collect()
@@ -82,7 +90,7 @@ impl RetryStore {
     /// Takes up to `want` whole tokens from `bucket`; how many it got. A
     /// bucket that does not exist has no limit.
     pub(crate) async fn take_tokens(&self, bucket: &str, want: i64) -> Result<i64> {
-        let client = self.client().await?;
+        let client = self.conn().await?;
         let row = client
             .query_opt(
                 &sql(
@@ -98,6 +106,7 @@ impl RetryStore {
             )
             .await
             .map_err(|e| table_error("taking tokens", e))?;
+        client.done();
         match row {
             Some(r) => column(&r, 0),
             None => Ok(want),
@@ -109,7 +118,7 @@ impl RetryStore {
         if n <= 0 {
             return Ok(());
         }
-        let client = self.client().await?;
+        let client = self.conn().await?;
         client
             .execute(
                 "UPDATE rabbit_retry_rates SET tokens = tokens + $2 WHERE bucket = $1",
@@ -117,12 +126,13 @@ impl RetryStore {
             )
             .await
             .map_err(|e| table_error("giving tokens back", e))?;
+        client.done();
         Ok(())
     }
 
     /// The dependencies whose own bucket has no whole token now.
     pub(crate) async fn exhausted_dependencies(&self) -> Result<Vec<String>> {
-        let client = self.client().await?;
+        let client = self.conn().await?;
         let rows = client
             .query(
                 &sql("SELECT bucket FROM rabbit_retry_rates WHERE bucket <> '' AND $AVAILABLE < 1"),
@@ -130,12 +140,13 @@ impl RetryStore {
             )
             .await
             .map_err(|e| table_error("reading the rates", e))?;
+        client.done();
         rows.iter().map(|r| column(r, 0)).collect()
     }
 
     /// Seconds until `bucket` has a whole token again (0 when it has one).
     pub(crate) async fn refill_secs(&self, bucket: &str) -> Result<f64> {
-        let client = self.client().await?;
+        let client = self.conn().await?;
         let row = client
             .query_opt(
                 &sql("SELECT GREATEST(0, (1 - $AVAILABLE) / NULLIF(rate, 0)) FROM rabbit_retry_rates WHERE bucket = $1"),
@@ -143,6 +154,7 @@ impl RetryStore {
             )
             .await
             .map_err(|e| table_error("reading the rates", e))?;
+        client.done();
         match row {
             Some(r) => Ok(column::<Option<f64>>(&r, 0)?.unwrap_or(1.0)),
             None => Ok(0.0),

@@ -8,12 +8,12 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::types::ToSql;
 
 use super::intake::Intake;
-pub(crate) use super::row::NewRow;
-use super::row::{column, table_error};
+use super::row::{check_row, column, table_error, text_problem, MAX_INDEXED_TEXT_BYTES};
 use super::row::{with_causes, PAUSE_MATCHES};
-use super::tls::PgTls;
+pub(crate) use super::row::{NewRow, Stored};
+use super::tls::{handshake_advice, PgTls};
 use crate::error::{Error, ErrorKind, Result};
-use crate::redact::redact_url;
+use crate::redact::{redact_in, redact_url};
 
 /// Which rows `pause` and `resume` touch; every field given must match.
 #[derive(Debug, Clone, Default)]
@@ -88,10 +88,54 @@ pub(crate) struct TableStats {
     pub oldest_due_age_ms: i64,
 }
 
+/// A connection of the pool that leaves it, closed, when dropped before
+/// [`Conn::done`]: a statement cut short (a stopping scheduler drops the
+/// waits it is in) may still be running on it, and would hold up whoever
+/// took the connection next.
+pub(crate) struct Conn(Option<deadpool_postgres::Object>);
+
+impl Conn {
+    /// Goes back to the pool: its statements ended.
+    pub(crate) fn done(mut self) {
+        drop(self.0.take());
+    }
+}
+
+impl std::ops::Deref for Conn {
+    type Target = deadpool_postgres::Object;
+
+    fn deref(&self) -> &Self::Target {
+        match &self.0 {
+            Some(client) => client,
+            None => unreachable!("a connection is taken only by done or drop"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        match &mut self.0 {
+            Some(client) => client,
+            None => unreachable!("a connection is taken only by done or drop"),
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            drop(deadpool_postgres::Object::take(client));
+        }
+    }
+}
+
 /// The table and a pool of connections to its database.
 pub(crate) struct RetryStore {
     pool: Pool,
     safe_url: String,
+    /// The URL as given: what the passwords to take out of the driver's
+    /// errors are read from.
+    url: String,
     intake: Intake,
 }
 
@@ -105,7 +149,7 @@ impl RetryStore {
             |e: Error| Error::new(e.kind, format!("retryTable.url {safe_url}: {}", e.message));
         let (rest, tls) = PgTls::take_from_url(url).map_err(in_url)?;
         let mut pg: tokio_postgres::Config = rest.parse().map_err(|e: tokio_postgres::Error| {
-            let e = crate::redact::redact_in(&with_causes(&e), url);
+            let e = redact_in(&with_causes(&e), url);
             Error::new(
                 ErrorKind::InvalidOptions,
                 format!("retryTable.url {safe_url} is not a PostgreSQL URL ({e}): use postgres://user:password@host:5432/database"),
@@ -132,6 +176,7 @@ impl RetryStore {
         let store = Arc::new(RetryStore {
             pool,
             safe_url,
+            url: url.to_owned(),
             intake,
         });
         store.migrate().await?;
@@ -147,32 +192,59 @@ impl RetryStore {
     /// A pooled connection. A connection that fails says why, with the causes
     /// under the pool's and tokio-postgres's own messages (a refused
     /// connection, a TLS handshake and the certificate it refused).
+    /// A TLS handshake that failed says so first, and what to do about it.
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool.get().await.map_err(|e| {
-            table_error(
-                &format!(
-                    "could not reach the retry table's database at {}",
-                    self.safe_url
-                ),
-                e,
-            )
+            let text = with_causes(&e);
+            let causes = redact_in(&text, &self.url);
+            let what = match handshake_advice(&e) {
+                Some(advice) => format!("the TLS handshake failed: {advice} ({causes})"),
+                None => causes.clone(),
+            };
+            let message = format!(
+                "could not reach the retry table's database at {}: {what}",
+                self.safe_url
+            );
+            // The driver's own error keeps a password it may quote: it is kept only without one.
+            if causes == text {
+                Error::with_source(ErrorKind::RetryTable, message, e)
+            } else {
+                Error::new(ErrorKind::RetryTable, message)
+            }
         })
     }
 
+    /// A pooled connection for statements a stop may cut short (see [`Conn`]).
+    pub(crate) async fn conn(&self) -> Result<Conn> {
+        Ok(Conn(Some(self.client().await?)))
+    }
+
     /// Stores a failed message; resolves to its row id once the batch that
-    /// holds it committed (see `intake`).
-    pub(crate) async fn insert(&self, row: NewRow) -> Result<i64> {
+    /// holds it committed (see `intake`), or to why PostgreSQL refuses what
+    /// it holds: checked first (see [`check_row`]), or refused by the
+    /// database.
+    pub(crate) async fn insert(&self, row: NewRow) -> Result<Stored> {
+        if let Err(why) = check_row(&row) {
+            return Ok(Stored::Refused(why));
+        }
         self.intake.insert(row).await
     }
 
     fn selector_sql(sel: &Selector) -> Result<(String, Vec<String>)> {
         let mut clauses = Vec::new();
         let mut params = Vec::new();
-        for (col, v) in [
-            ("dependency", &sel.dependency),
-            ("tenant", &sel.tenant),
-            ("error_name", &sel.error_name),
-        ] {
+        let fields = [
+            ("dependency", "dependency", &sel.dependency),
+            ("tenant", "tenant", &sel.tenant),
+            ("error_name", "errorName", &sel.error_name),
+        ];
+        // A pause's selector is one entry of an index, all three values together.
+        let all: String = fields.iter().filter_map(|(_, _, v)| v.as_deref()).collect();
+        for (_, name, v) in fields {
+            check_param(name, v.as_deref())?;
+        }
+        check_param("the selector", Some(&all))?;
+        for (col, _, v) in fields {
             if let Some(v) = v {
                 params.push(v.clone());
                 clauses.push(format!("{col} = ${}", params.len()));
@@ -284,6 +356,12 @@ impl RetryStore {
 
     /// Rows, oldest first.
     pub(crate) async fn list(&self, f: &ListFilter) -> Result<Vec<RowInfo>> {
+        // Not stored: only a NUL, which PostgreSQL's text cannot hold, is refused.
+        for (name, v) in [("dependency", &f.dependency), ("tenant", &f.tenant)] {
+            if let Some(problem) = v.as_deref().and_then(|v| text_problem(name, v, None)) {
+                return Err(Error::new(ErrorKind::InvalidOptions, problem));
+            }
+        }
         let client = self.client().await?;
         let rows = client
             .query(
@@ -365,5 +443,29 @@ impl RetryStore {
                 .map(|r| Ok((column(r, 0)?, column(r, 1)?)))
                 .collect::<Result<_>>()?,
         })
+    }
+
+    /// Rows due now and not paused (counted from the index of due rows).
+    pub(crate) async fn due_rows(&self) -> Result<i64> {
+        let client = self.conn().await?;
+        let row = client
+            .query_one(
+                "SELECT count(*) FROM message_retries WHERE NOT paused AND next_attempt_at <= now()",
+                &[],
+            )
+            .await
+            .map_err(|e| table_error("counting the due rows", e))?;
+        client.done();
+        column(&row, 0)
+    }
+}
+
+/// Refuses with `INVALID_OPTIONS` a value the caller gives (a selector's
+/// dependency, a rate's) that PostgreSQL would refuse: a NUL, or more bytes
+/// than an index entry takes.
+pub(crate) fn check_param(name: &str, value: Option<&str>) -> Result<()> {
+    match value.and_then(|v| text_problem(name, v, Some(MAX_INDEXED_TEXT_BYTES))) {
+        Some(problem) => Err(Error::new(ErrorKind::InvalidOptions, problem)),
+        None => Ok(()),
     }
 }

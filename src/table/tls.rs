@@ -19,6 +19,7 @@ use tokio_postgres::config::Host;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::redact::percent_decode;
 use verify::{ChainOnly, NoCertificateCheck};
 
 mod verify;
@@ -97,36 +98,6 @@ pub(crate) struct PgTls {
 /// An `INVALID_OPTIONS` error about a TLS parameter.
 fn invalid(message: String) -> Error {
     Error::new(ErrorKind::InvalidOptions, message)
-}
-
-/// `%XX` decoded as the URL parser of tokio-postgres does (a `%` without two
-/// hex digits stays as it is); `None` when the bytes are not UTF-8.
-fn percent_decode(s: &str) -> Option<String> {
-    fn hex(b: u8) -> Option<u8> {
-        char::from(b)
-            .to_digit(16)
-            .and_then(|d| u8::try_from(d).ok())
-    }
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        let escaped = match (b, bytes.get(i + 1), bytes.get(i + 2)) {
-            (b'%', Some(&h), Some(&l)) => hex(h).zip(hex(l)).map(|(h, l)| h * 16 + l),
-            _ => None,
-        };
-        match escaped {
-            Some(byte) => {
-                out.push(byte);
-                i += 3;
-            }
-            None => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// One `key=value` of a URL's query or of a key/value connection string.
@@ -355,6 +326,61 @@ impl PgTls {
         // others ignore it.
         config.alpn_protocols = vec![b"postgresql".to_vec()];
         Ok(MakeRustlsConnect::new(config))
+    }
+}
+
+/// What to do about a connection whose TLS handshake failed, when `e` (the
+/// pool's error, with tokio-postgres's and rustls's under it) is one; `None`
+/// for any other failure.
+pub(crate) fn handshake_advice(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut handshake = false;
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if let Some(tls) = rustls_error(c) {
+            return Some(certificate_advice(tls).into());
+        }
+        if let Some(pg) = c.downcast_ref::<tokio_postgres::Error>() {
+            handshake |= pg.to_string() == "error performing TLS handshake";
+        }
+        if handshake && c.to_string() == "server does not support TLS" {
+            return Some(
+                "the server does not take TLS: turn ssl on in the server, or use sslmode=prefer or disable (and check that the port is PostgreSQL's)"
+                    .into(),
+            );
+        }
+        cause = c.source();
+    }
+    handshake.then(|| "check sslmode, sslrootcert and the host and port of the URL".into())
+}
+
+/// rustls's error, when `e` is one or an I/O error that holds one.
+fn rustls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    e.downcast_ref::<rustls::Error>().or_else(|| {
+        e.downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    })
+}
+
+/// What to do about a handshake that rustls refused with `e`.
+fn certificate_advice(e: &rustls::Error) -> &'static str {
+    use rustls::{CertificateError as Cert, Error as Tls};
+    match e {
+        Tls::InvalidMessage(_)
+        | Tls::InappropriateMessage { .. }
+        | Tls::InappropriateHandshakeMessage { .. } => {
+            "the server did not answer in TLS: check the host and port of the URL"
+        }
+        Tls::InvalidCertificate(Cert::NotValidForName | Cert::NotValidForNameContext { .. }) => {
+            "the server's certificate is not for the host name in the URL (sslmode=verify-full): connect with a name it lists, or use sslmode=verify-ca"
+        }
+        Tls::InvalidCertificate(
+            Cert::Expired | Cert::ExpiredContext { .. } | Cert::NotValidYet | Cert::NotValidYetContext { .. },
+        ) => "the server's certificate has expired or is not valid yet: renew it, or check the clocks",
+        Tls::InvalidCertificate(_) | Tls::NoCertificatesPresented => {
+            "the server's certificate is not signed by an authority this client trusts: give sslrootcert=/path/to/ca.pem (the authority that signed it)"
+        }
+        _ => "check sslmode, sslrootcert and the host and port of the URL",
     }
 }
 

@@ -698,7 +698,7 @@
               h(
                 'td',
                 null,
-                h('span', { class: 'progress-text', text: j.done + ' of ' + j.total }),
+                h('span', { class: 'progress-text', text: j.done + ' of ' + j.total + (!going && typeof j.left === 'number' ? '; ' + j.left + ' left parked' : '') }),
                 h('div', { class: 'progress' + (j.kind === 'purge' ? ' purge' : '') }, h('div', { style: { width: Math.round((100 * j.done) / Math.max(1, j.total)) + '%' } })),
               ),
               h('td', { class: 'when', text: when(j.startedAt || j.createdAt) }),

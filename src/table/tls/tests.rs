@@ -1,6 +1,6 @@
 //! Reading `sslmode` and `sslrootcert` out of URLs, and the connector each mode makes.
 
-use super::{PgTls, RootCert, SslMode};
+use super::{handshake_advice, PgTls, RootCert, SslMode};
 use crate::error::ErrorKind;
 use tokio_postgres::config::SslMode as Driver;
 
@@ -277,4 +277,23 @@ fn refuses_a_root_file_that_cannot_be_used() {
             .connector()
             .is_ok()
     );
+}
+
+#[test]
+fn a_handshake_rustls_refused_says_what_to_do() {
+    let io = |e: rustls::Error| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+    let unknown = io(rustls::Error::InvalidCertificate(
+        rustls::CertificateError::UnknownIssuer,
+    ));
+    assert!(handshake_advice(&unknown)
+        .expect("a handshake")
+        .contains("give sslrootcert="));
+    let misnamed = io(rustls::Error::InvalidCertificate(
+        rustls::CertificateError::NotValidForName,
+    ));
+    assert!(handshake_advice(&misnamed)
+        .expect("a handshake")
+        .contains("sslmode=verify-ca"));
+    let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+    assert_eq!(handshake_advice(&refused), None);
 }
