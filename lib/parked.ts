@@ -85,6 +85,12 @@ export interface ReplayOptions {
   to?: ReplayTarget;
   /** Called after each replayed message. */
   onProgress?: (p: ReplayProgress) => void;
+  /**
+   * Ends the replay as soon as it is aborted: the wait for the next slot ends
+   * at once, and no message is taken or replayed after it. What was not
+   * replayed stays parked, in its order; the result says `stopped: true`.
+   */
+  signal?: AbortSignal;
 }
 
 /** The keys of {@link ReplayOptions}. */
@@ -94,6 +100,7 @@ const REPLAY_OPTION_KEYS = {
   filter: true,
   to: true,
   onProgress: true,
+  signal: true,
 } satisfies OptionKeys<ReplayOptions>;
 
 /** What a replay did. */
@@ -104,6 +111,8 @@ export interface ReplayResult {
   skipped: number;
   /** Milliseconds the replay took. */
   durationMs: number;
+  /** Whether `signal` ended it before it was done. */
+  stopped: boolean;
 }
 
 /** Progress of a {@link Parked.purge} that selects messages, reported after each deleted one. */
@@ -211,7 +220,27 @@ function checkFilter(method: string, filter: unknown): void {
   checkKeys(`${method} filter`, filter as object, PARKED_FILTER_KEYS);
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/**
+ * Resolves after `ms`, to true; at once, to false, when `signal` is (or
+ * becomes) aborted first. Without a signal it only waits.
+ * @internal
+ */
+export function pause(ms: number, signal?: AbortSignal): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) {
+      resolve(false);
+      return;
+    }
+    const end = (waited: boolean) => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', aborted);
+      resolve(waited);
+    };
+    const aborted = () => end(false);
+    const timer = setTimeout(() => end(true), ms);
+    signal?.addEventListener('abort', aborted, { once: true });
+  });
+}
 
 /** Messages a parked session takes from the broker in one call, at most. */
 const TAKE_AT_ONCE = 100;
@@ -305,6 +334,10 @@ export class Parked {
       throw new InvalidOptionsError(`ratePerSec must be a positive number, got ${String(rate)}`);
     }
     positiveInt('limit', options.limit);
+    const { signal } = options;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new InvalidOptionsError('signal must be an AbortSignal (from an AbortController)');
+    }
     const to = options.to ?? { exchange: '', routingKey: this.queue };
     const started = Date.now();
     let replayed = 0;
@@ -316,7 +349,7 @@ export class Parked {
       // Look at no more than the depth at the start: a replayed message that
       // fails and parks again lands behind them and waits for the next replay.
       let looked = 0;
-      const room = () => (options.limit === undefined || replayed < options.limit ? depth - looked : 0);
+      const room = () => (!signal?.aborted && (options.limit === undefined || replayed < options.limit) ? depth - looked : 0);
       for await (const { id, message } of taken(s, room)) {
         looked++;
         if (!selects(options.filter, message)) {
@@ -325,7 +358,9 @@ export class Parked {
         }
         const due = started + replayed * interval;
         const wait = due - Date.now();
-        if (wait > 0) await sleep(wait);
+        // A stop during the wait leaves this message, and the rest, parked in their order.
+        if (wait > 0 && !(await pause(wait, signal))) break;
+        if (signal?.aborted) break;
         try {
           const replayed = { exchange: to.exchange, routingKey: to.routingKey, messageId: message.properties.messageId, bodySize: message.body.length, replayOf: message.headers };
           await tracedPublish(replayed, (trace) =>
@@ -342,7 +377,7 @@ export class Parked {
         progress(options.onProgress, { replayed, skipped, total });
       }
     });
-    return { replayed, skipped, durationMs: Date.now() - started };
+    return { replayed, skipped, durationMs: Date.now() - started, stopped: signal?.aborted === true };
   }
 
   /**

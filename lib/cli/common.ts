@@ -66,3 +66,22 @@ export function cut(s: string | undefined, n: number): string {
   const one = (s ?? '').replace(/\s+/g, ' ');
   return one.length > n ? `${one.slice(0, n - 1)}…` : one;
 }
+
+/**
+ * Aborts `controller` on the first SIGINT or SIGTERM, and remembers which; the
+ * returned function removes the handlers (call it when the work is done).
+ */
+export function abortOnSignals(controller: AbortController): { signal: () => string | undefined; done: () => void } {
+  let got: string | undefined;
+  const stop = (signal: NodeJS.Signals) => {
+    got = signal;
+    controller.abort();
+  };
+  const done = () => {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  return { signal: () => got, done };
+}

@@ -7,7 +7,7 @@ import { type Command, Option } from 'commander';
 import { parkedQueueName, retryQueueName } from '../names';
 import { DEFAULT_DELAYS, type Delay } from '../options';
 import type { ParkedFilter, ParkedMessage } from '../parked';
-import { type Cli, UsageError, cut, formatTable, positiveInt, positiveNumber } from './common';
+import { type Cli, UsageError, abortOnSignals, cut, formatTable, positiveInt, positiveNumber } from './common';
 
 /** The options of `parked peek` and `parked replay` that select messages. */
 interface FilterOptions {
@@ -145,15 +145,28 @@ function replayCommand(parked: Command, cli: Cli): void {
   ).action((queue: string, o: { limit?: number; rate: number } & FilterOptions) => {
     cli.action = async (rr) => {
       const showBar = io.isTTY && !cli.json();
-      const result = await rr.parked(queue).replay({
-        limit: o.limit,
-        ratePerSec: o.rate,
-        filter: filterFrom(o),
-        onProgress: showBar ? (p) => io.err(`\r${progressBar(p.replayed, p.total)}`) : undefined,
-      });
+      // SIGINT or SIGTERM ends the replay at once: nothing moves after it, the rest stays parked.
+      const controller = new AbortController();
+      const stop = abortOnSignals(controller);
+      const parkedQueue = rr.parked(queue);
+      let result;
+      try {
+        result = await parkedQueue.replay({
+          limit: o.limit,
+          ratePerSec: o.rate,
+          filter: filterFrom(o),
+          onProgress: showBar ? (p) => io.err(`\r${progressBar(p.replayed, p.total)}`) : undefined,
+          signal: controller.signal,
+        });
+      } finally {
+        stop.done();
+      }
       if (showBar) io.err('\n');
-      if (cli.json()) io.out(JSON.stringify({ queue, ...result }, null, 2));
-      else io.out(`replayed ${result.replayed} message(s) to ${queue} in ${(result.durationMs / 1000).toFixed(1)} s; ${result.skipped} not selected stay parked`);
+      const left = result.stopped ? await parkedQueue.count() : undefined;
+      if (cli.json()) io.out(JSON.stringify({ queue, ...result, ...(result.stopped ? { stoppedBy: stop.signal(), left } : {}) }, null, 2));
+      else if (result.stopped) {
+        io.out(`replay of ${queue} stopped by ${stop.signal() ?? 'a signal'}: ${result.replayed} message(s) replayed in ${(result.durationMs / 1000).toFixed(1)} s; ${left} left in ${parkedQueueName(queue)}`);
+      } else io.out(`replayed ${result.replayed} message(s) to ${queue} in ${(result.durationMs / 1000).toFixed(1)} s; ${result.skipped} not selected stay parked`);
     };
   });
 }

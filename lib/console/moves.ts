@@ -7,7 +7,7 @@
  */
 import { native } from '../errors';
 import type { NativeParkedSession } from '../native';
-import { type Parked, ParkedMessage } from '../parked';
+import { type Parked, ParkedMessage, pause } from '../parked';
 import { tracedPublish } from '../tracing';
 import { deliveriesOf, partsOf } from '../wire';
 
@@ -40,26 +40,6 @@ export interface Moved {
   skipped: number;
 }
 
-/**
- * Resolves after `ms`, to true; at once, to false, when `signal` is (or
- * becomes) aborted first.
- */
-export function pause(ms: number, signal: AbortSignal): Promise<boolean> {
-  return new Promise((resolve) => {
-    if (signal.aborted) {
-      resolve(false);
-      return;
-    }
-    const end = (waited: boolean) => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', aborted);
-      resolve(waited);
-    };
-    const aborted = () => end(false);
-    const timer = setTimeout(() => end(true), ms);
-    signal.addEventListener('abort', aborted, { once: true });
-  });
-}
 
 /**
  * Opens the parked queue's session for `f` and closes it after, as `Parked`'s
