@@ -7,10 +7,8 @@
  */
 import 'reflect-metadata';
 
-import { spawn } from 'node:child_process';
 import { type IncomingMessage, type Server, type ServerResponse, createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
 
 import { HttpAdapterHost } from '@nestjs/core';
 import { Test, type TestingModule } from '@nestjs/testing';
@@ -20,7 +18,7 @@ import { type CliIo, run } from '../lib/cli';
 import { type ConsoleHandler, type ConsoleOptions, type ConsoleServer, type JobView, RabbitRetryConsole, startConsole } from '../lib/console';
 import { RabbitRetryConsoleModule, RabbitRetryModule } from '../lib/nestjs';
 import { ConsoleApi } from './console-fixture';
-import { AMQP_URL, cleanup, closeAmqp, connectClient, drain, queueDepth, seedParked, testQueue, waitFor } from './helpers';
+import { AMQP_URL, cleanup, closeAmqp, connectClient, drain, queueDepth, seedParked, startScript, testQueue, waitFor } from './helpers';
 
 /** A token long enough for a console that answers beyond the loopback. */
 const TOKEN = 'c0nsole-t0ken-7f3a9e21';
@@ -349,28 +347,19 @@ describe('stopping a slow replay', () => {
   test('rabbit-retry ui ends within a second of SIGTERM during a slow replay; its last line says how many were replayed and how many are left', async () => {
     const queue = testQueue();
     await seedParked(queue, numbered(10));
-    const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', 'lib/cli.ts', 'ui', queue, '--port', '0', '--no-management'], {
-      cwd: path.resolve(__dirname, '..'),
-      env: { ...process.env, AMQP_URL },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (err += b.toString()));
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const ui = startScript('lib/cli.ts', ['ui', queue, '--port', '0', '--no-management']);
     let t0 = 0;
     try {
-      await waitFor(() => /rabbit-retry console on (http:\S+)/.test(out) && out.includes('Ctrl-C stops it'), 30_000, `the console's URL (stderr: ${err})`);
-      const url = /rabbit-retry console on (http:\S+)/.exec(out)?.[1] as string;
+      await waitFor(() => /rabbit-retry console on (http:\S+)/.test(ui.stdout()) && ui.stdout().includes('Ctrl-C stops it'), 30_000, `the console's URL (stderr: ${ui.stderr()})`);
+      const url = /rabbit-retry console on (http:\S+)/.exec(ui.stdout())?.[1] as string;
       await slowReplay(await ConsoleApi.of(url), queue, 10, 0.2);
       t0 = Date.now();
     } finally {
-      child.kill('SIGTERM');
+      ui.child.kill('SIGTERM');
     }
-    expect(await exited).toBe(0);
+    expect((await ui.exited).code).toBe(0);
     expect(Date.now() - t0).toBeLessThan(3000);
-    const last = out.trimEnd().split('\n').pop();
+    const last = ui.stdout().trimEnd().split('\n').pop();
     expect(last).toBe(`replay of every parked message of ${queue} stopped: 1 of 10 replayed; 9 left in ${parkedQueueName(queue)}`);
 
     await new Promise((r) => setTimeout(r, 1000));

@@ -6,7 +6,6 @@
  */
 import 'reflect-metadata';
 
-import { spawn } from 'node:child_process';
 import { type IncomingMessage, type Server, type ServerResponse, createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -33,6 +32,7 @@ import {
   pgUrl,
   queueDepth,
   seedParked,
+  startScript,
   testQueue,
   track,
   waitFor,
@@ -517,30 +517,21 @@ describe('rabbit-retry ui', () => {
   test('serves the console for the queues named until SIGINT', async () => {
     const queue = testQueue();
     await seedParked(queue, numbered(3));
-    const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', 'lib/cli.ts', 'ui', queue, '--port', '0', '--no-management'], {
-      cwd: path.resolve(__dirname, '..'),
-      env: { ...process.env, AMQP_URL },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (err += b.toString()));
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const ui = startScript('lib/cli.ts', ['ui', queue, '--port', '0', '--no-management']);
     try {
       // Two lines: the URL, then the broker and the queues (each its own write).
-      await waitFor(() => /rabbit-retry console on (http:\S+)/.test(out) && out.includes('; queues '), 20_000, `the console's URL (stderr: ${err})`);
-      const url = /rabbit-retry console on (http:\S+)/.exec(out)?.[1] as string;
+      await waitFor(() => /rabbit-retry console on (http:\S+)/.test(ui.stdout()) && ui.stdout().includes('; queues '), 20_000, `the console's URL (stderr: ${ui.stderr()})`);
+      const url = /rabbit-retry console on (http:\S+)/.exec(ui.stdout())?.[1] as string;
       expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
-      expect(out).toContain(`broker amqp://guest:***@${BROKER.hostPort}; queues ${queue}`);
+      expect(ui.stdout()).toContain(`broker amqp://guest:***@${BROKER.hostPort}; queues ${queue}`);
       const api = await ConsoleApi.of(url);
       const st = await state(api);
       expect(st.queues).toEqual([expect.objectContaining({ queue, sources: ['named'], parked: 3 })]);
       expect((await groups(api, queue)).grouping?.groups[0].count).toBe(3);
     } finally {
-      child.kill('SIGINT');
+      ui.child.kill('SIGINT');
     }
-    expect(await exited).toBe(0);
+    expect((await ui.exited).code).toBe(0);
     expect(await queueDepth(parkedQueueName(queue))).toBe(3);
   }, 60_000);
 });

@@ -6,13 +6,10 @@
  * limit or quoting the database; the other rows of its batch are stored, and
  * nothing comes back to the handler.
  */
-import { spawn } from 'node:child_process';
 
 import { type Message, type ParkedEvent, type PublishFailedEvent, type StoredEvent, parkedQueueName } from '../lib';
 import {
-  PG_HOST,
-  PG_PORT,
-  PG_USER,
+  holdLock,
   cleanup,
   closeAmqp,
   connectClient,
@@ -101,33 +98,6 @@ async function consumeIntoTable(database: string, queue: string) {
   consumer.on('stored', (e) => stored.push(e));
   consumer.on('publishFailed', (e) => failed.push(e));
   return { consumer, calls, parked, stored, failed };
-}
-
-/** A psql session that holds `lock` on `database` in an open transaction until release(). */
-async function holdLock(database: string, lock: string): Promise<{ release: () => Promise<void> }> {
-  const child = spawn('psql', ['-h', PG_HOST, '-p', PG_PORT, '-U', PG_USER, '-d', database, '-X', '-A', '-t', '-v', 'ON_ERROR_STOP=1'], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr.on('data', (b: Buffer) => (err += b.toString()));
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  child.stdin.write(`BEGIN;\n${lock};\nSELECT 'locked';\n`);
-  await waitFor(
-    () => {
-      if (child.exitCode !== null) throw new Error(`psql exited: ${err}`);
-      return out.includes('locked');
-    },
-    10_000,
-    'psql to take the lock',
-  );
-  return {
-    release: async () => {
-      child.stdin.end('COMMIT;\n\\q\n');
-      await exited;
-    },
-  };
 }
 
 /** The keys stored as rows in `database`. */

@@ -329,6 +329,33 @@ export function psql(sql: string, db = 'postgres'): string {
   }).trim();
 }
 
+/** A psql session that holds `lock` on database `db` in an open transaction until release(). */
+export async function holdLock(db: string, lock: string): Promise<{ release: () => Promise<void> }> {
+  const child = spawn('psql', ['-h', PG_HOST, '-p', PG_PORT, '-U', PG_USER, '-d', db, '-X', '-A', '-t', '-v', 'ON_ERROR_STOP=1'], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (err += b.toString()));
+  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  child.stdin.write(`BEGIN;\n${lock};\nSELECT 'locked';\n`);
+  await waitFor(
+    () => {
+      if (child.exitCode !== null) throw new Error(`psql exited: ${err}`);
+      return out.includes('locked');
+    },
+    10_000,
+    'psql to take the lock',
+  );
+  return {
+    release: async () => {
+      child.stdin.end('COMMIT;\n\\q\n');
+      await exited;
+    },
+  };
+}
+
 /** Runs a query in `db` and parses its rows as JSON objects (one per row). */
 export function psqlRows<T = Record<string, unknown>>(sql: string, db: string): T[] {
   const out = psql(`SELECT coalesce(json_agg(t), '[]'::json) FROM (${sql}) t`, db);

@@ -10,7 +10,6 @@
  */
 import 'reflect-metadata';
 
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 
 import { Injectable } from '@nestjs/common';
@@ -34,9 +33,7 @@ import {
 import { Consume, OnFailure, RabbitRetryModule } from '../lib/nestjs';
 import {
   AMQP_URL,
-  PG_HOST,
-  PG_PORT,
-  PG_USER,
+  holdLock,
   type Script,
   cleanup,
   closeAmqp,
@@ -213,29 +210,6 @@ function countIds(ids: (string | undefined)[]): Map<string, number> {
   return m;
 }
 
-/** A psql session that holds `lock` in an open transaction until release(). */
-async function holdLock(lock: string): Promise<{ release: () => Promise<void> }> {
-  const child = spawn('psql', ['-h', PG_HOST, '-p', PG_PORT, '-U', PG_USER, '-d', db, '-X', '-A', '-t', '-v', 'ON_ERROR_STOP=1'], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr.on('data', (b: Buffer) => (err += b.toString()));
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  child.stdin.write(`BEGIN;\n${lock};\nSELECT 'locked';\n`);
-  await waitFor(() => {
-    if (child.exitCode !== null) throw new Error(`psql exited: ${err}`);
-    return out.includes('locked');
-  }, 10_000, 'psql to take the lock');
-  return {
-    release: async () => {
-      child.stdin.end('COMMIT;\n\\q\n');
-      await exited;
-    },
-  };
-}
-
 /** An in-memory OpenTelemetry reader: collect() returns what the instruments hold now. */
 class TestReader extends MetricReader {
   protected async onShutdown(): Promise<void> {}
@@ -349,7 +323,7 @@ describe('the failure path into the table', () => {
     );
     consumer.on('stored', (e) => stored.push(e));
     // SHARE mode blocks INSERT (ROW EXCLUSIVE) but not reads.
-    const lock = await holdLock('LOCK TABLE message_retries IN SHARE MODE');
+    const lock = await holdLock(db, 'LOCK TABLE message_retries IN SHARE MODE');
     let released = false;
     try {
       await rr.publish('', queue, { orderId: 1 }, { messageId: 'locked-1' });

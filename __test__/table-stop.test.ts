@@ -8,15 +8,12 @@
  * One database `rr_test_<random>` per run (created in beforeAll, dropped in
  * afterAll), emptied after each test.
  */
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 
 import { type CloseResult, RabbitRetry, type RetryTableOptions } from '../lib';
 import { freezeProxy, type FreezeProxy } from './fixtures/freeze-proxy';
 import {
-  PG_HOST,
-  PG_PORT,
-  PG_USER,
+  holdLock,
   type Script,
   cleanup,
   closeAmqp,
@@ -143,33 +140,6 @@ async function closeMidDrain(
   return { result, closeMs, warnings: logger.warnings };
 }
 
-/** A psql session that holds `lock` in an open transaction until release(). */
-async function holdLock(lock: string): Promise<{ release: () => Promise<void> }> {
-  const child = spawn('psql', ['-h', PG_HOST, '-p', PG_PORT, '-U', PG_USER, '-d', db, '-X', '-A', '-t', '-v', 'ON_ERROR_STOP=1'], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr.on('data', (b: Buffer) => (err += b.toString()));
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  child.stdin.write(`BEGIN;\n${lock};\nSELECT 'locked';\n`);
-  await waitFor(
-    () => {
-      if (child.exitCode !== null) throw new Error(`psql exited: ${err}`);
-      return out.includes('locked');
-    },
-    10_000,
-    'psql to take the lock',
-  );
-  return {
-    release: async () => {
-      child.stdin.end('COMMIT;\n\\q\n');
-      await exited;
-    },
-  };
-}
-
 describe('the scheduler stops on request, mid-drain', () => {
   test('waiting for a token of a rate of 1 a second: close() resolves within about a second, and the rows it had not published stay due', async () => {
     const queue = testQueue([]);
@@ -204,7 +174,7 @@ describe('the scheduler stops on request, mid-drain', () => {
     const { rr: holder, ids } = await storeHeldRows(queue, 20, 'locked-rates');
     const rr = await connectClient({ logger: recordingLogger(), retryTable: { url, ratePerSec: 1000 } });
     await waitFor(() => psql("SELECT count(*) FROM rabbit_retry_rates WHERE bucket = ''", db) === '1', 10_000, 'the scheduler to start');
-    const lock = await holdLock('LOCK TABLE rabbit_retry_rates IN ACCESS EXCLUSIVE MODE');
+    const lock = await holdLock(db, 'LOCK TABLE rabbit_retry_rates IN ACCESS EXCLUSIVE MODE');
     let closeMs = -1;
     let result: CloseResult | undefined;
     try {
