@@ -136,6 +136,34 @@ export interface PurgeOptions {
 /** The keys of {@link PurgeOptions}. */
 const PURGE_OPTION_KEYS = { limit: true, filter: true, onProgress: true } satisfies OptionKeys<PurgeOptions>;
 
+/** What {@link Parked.move} moves, and how. @internal */
+export interface MoveOptions {
+  /** `replay`: back to `to`, `retry-attempt` reset; `purge`: deleted for good. */
+  kind: 'replay' | 'purge';
+  /** Where a replay sends them. @default the work queue, through the default exchange */
+  to?: ReplayTarget;
+  /** Move at most this many. */
+  limit: number;
+  /** Look at no more than this many: the parked queue's depth at the start. */
+  depth: number;
+  /** At most this many moves a second; null for no bound. */
+  ratePerSec: number | null;
+  /** Whether `m` moves; the others stay parked, in their order. */
+  select: (m: ParkedMessage) => boolean;
+  /** Once aborted, the move ends: its wait ends at once, and it takes nothing more. */
+  signal?: AbortSignal;
+  /** Called after each message moved, with the counts so far. */
+  onMoved?: (m: ParkedMessage, moved: number, skipped: number) => void;
+}
+
+/** What {@link Parked.move} moved, and what it looked at and left parked. @internal */
+export interface Moved {
+  /** Messages replayed or deleted. */
+  moved: number;
+  /** Messages looked at and left parked. */
+  skipped: number;
+}
+
 /** A parked message: a {@link Message} with its `retry-*` headers read out. */
 export class ParkedMessage extends Message {
   /** `retry-reason`: `exhausted`, `non-retryable`, ... */
@@ -223,9 +251,8 @@ function checkFilter(method: string, filter: unknown): void {
 /**
  * Resolves after `ms`, to true; at once, to false, when `signal` is (or
  * becomes) aborted first. Without a signal it only waits.
- * @internal
  */
-export function pause(ms: number, signal?: AbortSignal): Promise<boolean> {
+function pause(ms: number, signal?: AbortSignal): Promise<boolean> {
   return new Promise((resolve) => {
     if (signal?.aborted) {
       resolve(false);
@@ -338,44 +365,18 @@ export class Parked {
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
       throw new InvalidOptionsError('signal must be an AbortSignal (from an AbortController)');
     }
-    const to = options.to ?? { exchange: '', routingKey: this.queue };
     const started = Date.now();
-    let replayed = 0;
-    let skipped = 0;
     const depth = await this.count();
     const total = Math.min(options.limit ?? depth, depth);
-    const interval = 1000 / rate;
-    await this.withSession(async (s) => {
-      // Look at no more than the depth at the start: a replayed message that
-      // fails and parks again lands behind them and waits for the next replay.
-      let looked = 0;
-      const room = () => (!signal?.aborted && (options.limit === undefined || replayed < options.limit) ? depth - looked : 0);
-      for await (const { id, message } of taken(s, room)) {
-        looked++;
-        if (!selects(options.filter, message)) {
-          skipped++;
-          continue;
-        }
-        const due = started + replayed * interval;
-        const wait = due - Date.now();
-        // A stop during the wait leaves this message, and the rest, parked in their order.
-        if (wait > 0 && !(await pause(wait, signal))) break;
-        if (signal?.aborted) break;
-        try {
-          const replayed = { exchange: to.exchange, routingKey: to.routingKey, messageId: message.properties.messageId, bodySize: message.body.length, replayOf: message.headers };
-          await tracedPublish(replayed, (trace) =>
-            native(() => s.replay(id, to.exchange, to.routingKey, trace?.traceparent, trace?.tracestate)),
-          );
-        } catch (err) {
-          const e = err as { message?: unknown } | null;
-          if (e && typeof e.message === 'string') {
-            e.message = `replay of '${this.name}' stopped after ${replayed} message(s); the rest stay parked: ${e.message}`;
-          }
-          throw err;
-        }
-        replayed++;
-        progress(options.onProgress, { replayed, skipped, total });
-      }
+    const { moved: replayed, skipped } = await this.move({
+      kind: 'replay',
+      to: options.to,
+      limit: options.limit ?? Infinity,
+      depth,
+      ratePerSec: rate,
+      select: (m) => selects(options.filter, m),
+      signal,
+      onMoved: (_m, replayed, skipped) => progress(options.onProgress, { replayed, skipped, total }),
     });
     return { replayed, skipped, durationMs: Date.now() - started, stopped: signal?.aborted === true };
   }
@@ -402,33 +403,68 @@ export class Parked {
   }
 
   private async purgeSelected(options: PurgeOptions): Promise<number> {
-    const depth = await this.count();
-    if (depth === 0) return 0;
-    let purged = 0;
-    let skipped = 0;
+    const { moved } = await this.move({
+      kind: 'purge',
+      limit: options.limit ?? Infinity,
+      depth: await this.count(),
+      ratePerSec: null,
+      select: (m) => selects(options.filter, m),
+      onMoved: (_m, purged, skipped) => progress(options.onProgress, { purged, skipped }),
+    });
+    return moved;
+  }
+
+  /**
+   * Moves the parked messages that `select` chooses, at most `limit`, looking
+   * at no more than `depth`, at no more than `ratePerSec`: what replay, a
+   * selecting purge and the console's jobs share. Ends as soon as `signal` is
+   * aborted: a wait for the next slot ends at once, and no message is taken or
+   * moved after it. A replayed message is acked only after its publish was
+   * confirmed; when a move fails, that message and the rest stay parked and
+   * the error says how far it got. What the session took and did not move
+   * goes back to its place when it closes.
+   * @internal
+   */
+  async move(o: MoveOptions): Promise<Moved> {
+    const done: Moved = { moved: 0, skipped: 0 };
+    if (o.depth <= 0 || o.limit <= 0 || o.signal?.aborted) return done;
+    const interval = o.ratePerSec === null ? 0 : 1000 / o.ratePerSec;
+    const to = o.to ?? { exchange: '', routingKey: this.queue };
     await this.withSession(async (s) => {
+      const started = Date.now();
+      // Look at no more than the depth at the start: a replayed message that
+      // fails and parks again lands behind them and waits for the next replay.
       let looked = 0;
-      const room = () => (options.limit === undefined || purged < options.limit ? depth - looked : 0);
+      const room = () => (!o.signal?.aborted && done.moved < o.limit ? o.depth - looked : 0);
       for await (const { id, message } of taken(s, room)) {
         looked++;
-        if (!selects(options.filter, message)) {
-          skipped++;
+        if (!o.select(message)) {
+          done.skipped++;
           continue;
         }
+        // A stop during the wait leaves this message, and the rest, parked in their order.
+        const wait = started + done.moved * interval - Date.now();
+        if (wait > 0 && !(await pause(wait, o.signal))) break;
+        if (o.signal?.aborted) break;
         try {
-          await native(() => s.discard(id));
+          if (o.kind === 'replay') {
+            const replayed = { exchange: to.exchange, routingKey: to.routingKey, messageId: message.properties.messageId, bodySize: message.body.length, replayOf: message.headers };
+            await tracedPublish(replayed, (trace) => native(() => s.replay(id, to.exchange, to.routingKey, trace?.traceparent, trace?.tracestate)));
+          } else {
+            await native(() => s.discard(id));
+          }
         } catch (err) {
           const e = err as { message?: unknown } | null;
           if (e && typeof e.message === 'string') {
-            e.message = `purge of '${this.name}' stopped after ${purged} message(s); the rest stay parked: ${e.message}`;
+            e.message = `${o.kind} of '${this.name}' stopped after ${done.moved} message(s); the rest stay parked: ${e.message}`;
           }
           throw err;
         }
-        purged++;
-        progress(options.onProgress, { purged, skipped });
+        done.moved++;
+        o.onMoved?.(message, done.moved, done.skipped);
       }
     });
-    return purged;
+    return done;
   }
 
   /**

@@ -28,7 +28,6 @@ import {
 } from './discovery';
 import { fingerprint } from './fingerprint';
 import { type Job, type JobScope, type JobView, Jobs, KeyedQueue } from './jobs';
-import { moveParked } from './moves';
 import { type Grouping, type MessageDetail, detailOf, groupParked, messageKey } from './views';
 
 /** The header every API request carries the console's token in. */
@@ -960,7 +959,7 @@ export class RabbitRetryConsole {
       try {
         const parked = this.client.parked(queue);
         j.parkedAtStart = await parked.count();
-        await moveParked(parked, {
+        await parked.move({
           kind,
           limit: count,
           depth: j.parkedAtStart,
