@@ -6,7 +6,7 @@
 import { fingerprint, normalizeMessage, userFrame } from '../lib/console/fingerprint';
 import { bodyView } from '../lib/console/views';
 import { managementTarget, mergeQueues, workQueuesOf } from '../lib/console/discovery';
-import { isLoopback } from '../lib/console/console';
+import { isLoopback } from '../lib/console/auth';
 
 describe('normalizeMessage', () => {
   test.each([
