@@ -4,7 +4,7 @@
  */
 import type { ServerResponse } from 'node:http';
 
-import { type AssetName, asset } from './assets';
+import { type AssetName, SCRIPTS, asset } from './assets';
 import { HttpError } from './http';
 
 /** What the page shows of the console's token and mount. */
@@ -44,10 +44,10 @@ export function servePage(res: ServerResponse, method: string, setup: PageSetup)
   res.end(method === 'HEAD' ? undefined : html);
 }
 
-/** The page's files other than the page itself, as the console serves them (`<path>/console.js`). */
+/** The page's files other than the page itself, served at `<path>/<name>`. */
 type FileName = Exclude<AssetName, 'index.html'>;
 
-const FILES: ReadonlySet<string> = new Set<FileName>(['console.js', 'console.css']);
+const FILES: ReadonlySet<string> = new Set<FileName>([...SCRIPTS, 'console.css']);
 
 /** The file at `sub` (`/console.js`), the path under the console, if it is one of the page's. */
 export function assetAt(sub: string): FileName | undefined {
