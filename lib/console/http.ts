@@ -32,7 +32,9 @@ export type ConsoleErrorCode =
 /** An error the console answers with its HTTP status. */
 export class HttpError extends Error {
   constructor(
+    /** The HTTP status. */
     readonly status: number,
+    /** The code in the answer's body. */
     readonly code: ConsoleErrorCode,
     message: string,
   ) {
@@ -94,8 +96,11 @@ export function sendError(res: ServerResponse, err: unknown): void {
 
 /** Where a request is: its path under the console, the full path it came as, and its query. */
 export interface RequestPath {
+  /** The path under the console's mount (`/api/state`). */
   sub: string;
+  /** The full path, mount included. */
   full: string;
+  /** The query. */
   query: URLSearchParams;
 }
 

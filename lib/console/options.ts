@@ -87,8 +87,11 @@ export interface ConsoleSettings {
   readonly client: RabbitRetry;
   /** The queues named in the options, with the labels of their delays. */
   readonly named: { queue: string; delays: string[] }[];
+  /** The most parked messages grouped per queue. */
   readonly scanLimit: number;
+  /** The replay rate the page offers first. */
   readonly ratePerSec: number;
+  /** The hosts answered beside the loopback's. */
   readonly allowedHosts: readonly AllowedHost[];
   /** The token given or read from the environment; none when the console makes its own. */
   readonly token: string | undefined;
