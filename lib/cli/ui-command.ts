@@ -2,7 +2,7 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
 
 import { DEFAULT_DELAYS, type Delay } from '../options';
-import { CONSOLE_TOKEN_ENV, CONSOLE_TOKEN_HEADER, allowedHostsOf, checkConsoleToken, isLoopback } from '../console/console';
+import { CONSOLE_TOKEN_ENV, CONSOLE_TOKEN_HEADER, allowedHostsOf, checkConsoleToken, isLoopback } from '../console/auth';
 import type { JobView } from '../console/jobs';
 import { DEFAULT_CONSOLE_PORT, startConsole } from '../console/server';
 import { InvalidOptionsError } from '../errors';
