@@ -82,7 +82,7 @@ export {
   type PurgeOptions,
   type PurgeProgress,
 } from './parked';
-export { delayLabel, retryQueueName, parkedQueueName } from './names';
+export { delayLabel, retryQueueName, parkedQueueName } from './native';
 export {
   CIRCUIT_DEFAULTS,
   type CircuitState,

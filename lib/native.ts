@@ -7,6 +7,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 import type * as Native from '../binding';
+import { nativeSync } from './errors';
+import type { Delay } from './options';
 
 export type {
   NativeClient,
@@ -41,3 +43,36 @@ function packageRoot(): string {
 /** The loaded binding. @internal */
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 export const binding: typeof Native = require(join(packageRoot(), 'binding.js'));
+
+// The names the library gives queues and headers come from the native side,
+// which declares them for its own use (src/retry/names.rs, src/retry/headers.rs).
+
+/** The label of a delay in queue names: its largest exact unit (`500ms`, `5s`, `90s`, `1m`, `2h`). */
+export function delayLabel(delay: Delay): string {
+  return nativeSync(() => binding.delayLabel(delay));
+}
+
+/** The retry queue of `queue` for `delay`: `<queue>.retry.<label>`. */
+export function retryQueueName(queue: string, delay: Delay): string {
+  return nativeSync(() => binding.retryQueueName(queue, delay));
+}
+
+/** The parked queue of `queue`: `<queue>.parked`. */
+export function parkedQueueName(queue: string): string {
+  return nativeSync(() => binding.parkedQueueName(queue));
+}
+
+/**
+ * What a queue's name says it is: a retry queue (`<queue>.retry.<delay>`), a
+ * parked queue (`<queue>.parked`), or another queue (`queue` is the name).
+ * @internal
+ */
+export type QueueRole = { role: 'retry'; queue: string; delay: string } | { role: 'parked' | 'other'; queue: string };
+
+/** Reads a queue's name as the library writes retry and parked queue names. @internal */
+export function queueRole(name: string): QueueRole {
+  return binding.queueRole(name) as QueueRole;
+}
+
+/** The names of the headers the library writes on a message it moves. @internal */
+export const HEADERS: Readonly<Native.HeaderNames> = Object.freeze(binding.headerNames());

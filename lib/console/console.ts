@@ -12,7 +12,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type RabbitRetry, brokerUrlsOf } from '../client';
 import { checkKeys, checkObject, checkString } from '../check-options';
 import { InvalidOptionsError, RabbitRetryError } from '../errors';
-import { delayLabel, parkedQueueName } from '../names';
+import { delayLabel, parkedQueueName, retryQueueName } from '../native';
 import { DEFAULT_DELAYS, type Delay, type OptionKeys } from '../options';
 import type { ParkedMessage } from '../parked';
 import type { RetryRow, RetryTable } from '../table';
@@ -743,12 +743,13 @@ export class RabbitRetryConsole {
         await Promise.all(
           queues.slice(i, i + 8).map(async (q) => {
             const parkedQueue = parkedQueueName(q.queue);
+            const retryQueues = q.delays.map((d) => retryQueueName(q.queue, d as Delay));
             const reading = this.order.busy(q.queue) && !this.jobs.active(q.queue);
             const [work, read, ...retry] = await Promise.all([
               info(q.queue),
               // A reading holds the parked messages unacked for a moment: keep the depth read before it.
               reading && this.depths.has(q.queue) ? Promise.resolve(undefined) : info(parkedQueue),
-              ...q.delays.map((d) => info(`${q.queue}.retry.${d}`)),
+              ...retryQueues.map(info),
             ]);
             // A job holds up to the queue's depth unacked while it works: what is parked is what it had not yet moved.
             const job = this.jobs.running(q.queue);
@@ -757,7 +758,7 @@ export class RabbitRetryConsole {
               queue: q.queue,
               sources: q.sources,
               work,
-              retry: q.delays.flatMap((d, j) => (retry[j] ? [{ delay: d, queue: `${q.queue}.retry.${d}`, messages: retry[j].messages }] : [])),
+              retry: q.delays.flatMap((d, j) => (retry[j] ? [{ delay: d, queue: retryQueues[j], messages: retry[j].messages }] : [])),
               parkedQueue,
               parked: parked === undefined ? (this.depths.get(q.queue)?.parked ?? null) : (parked?.messages ?? null),
               tableRows: null,
