@@ -1,15 +1,16 @@
 /**
- * The generated Node-API binding (`binding.js` at the package root), typed.
- * Nothing outside lib/ uses it.
- * @internal
+ * The generated Node-API binding (`binding.js` at the package root), typed,
+ * and the names it gives queues and headers. Nothing outside lib/ uses the
+ * binding itself; `delayLabel`, `retryQueueName` (typed with `Delay` there)
+ * and `parkedQueueName` are public through the package's index.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 import type * as Native from '../binding';
 import { nativeSync } from './errors';
-import type { Delay } from './options';
 
+/** @internal */
 export type {
   NativeClient,
   NativeConsumer,
@@ -47,13 +48,17 @@ export const binding: typeof Native = require(join(packageRoot(), 'binding.js'))
 // The names the library gives queues and headers come from the native side,
 // which declares them for its own use (src/retry/names.rs, src/retry/headers.rs).
 
-/** The label of a delay in queue names: its largest exact unit (`500ms`, `5s`, `90s`, `1m`, `2h`). */
-export function delayLabel(delay: Delay): string {
+/**
+ * The label of a delay (milliseconds, or text such as `90s`) in queue names:
+ * its largest exact unit (`500ms`, `5s`, `90s`, `1m`, `2h`). The package's
+ * index gives it the `Delay` type.
+ */
+export function delayLabel(delay: number | string): string {
   return nativeSync(() => binding.delayLabel(delay));
 }
 
-/** The retry queue of `queue` for `delay`: `<queue>.retry.<label>`. */
-export function retryQueueName(queue: string, delay: Delay): string {
+/** The retry queue of `queue` for `delay`: `<queue>.retry.<label>`. The package's index gives it the `Delay` type. */
+export function retryQueueName(queue: string, delay: number | string): string {
   return nativeSync(() => binding.retryQueueName(queue, delay));
 }
 

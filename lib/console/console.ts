@@ -743,7 +743,7 @@ export class RabbitRetryConsole {
         await Promise.all(
           queues.slice(i, i + 8).map(async (q) => {
             const parkedQueue = parkedQueueName(q.queue);
-            const retryQueues = q.delays.map((d) => retryQueueName(q.queue, d as Delay));
+            const retryQueues = q.delays.map((d) => retryQueueName(q.queue, d));
             const reading = this.order.busy(q.queue) && !this.jobs.active(q.queue);
             const [work, read, ...retry] = await Promise.all([
               info(q.queue),
