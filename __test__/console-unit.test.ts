@@ -132,7 +132,7 @@ describe('bodyView', () => {
 
 describe('discovery', () => {
   test('a work queue is a queue with a parked queue beside it; its retry queues give its delays', () => {
-    const names = ['orders', 'orders.retry.5s', 'orders.retry.1m', 'orders.parked', 'plain', 'audit.parked', 'refunds', 'refunds.parked'];
+    const names = ['orders', 'orders.retry.5s', 'orders.retry.1m', 'orders.retry.later', 'orders.parked', 'plain', 'audit.parked', 'refunds', 'refunds.parked', 'refunds.retry.60s'];
     expect(workQueuesOf(names)).toEqual([
       { queue: 'orders', delays: ['5s', '1m'] },
       { queue: 'refunds', delays: [] },

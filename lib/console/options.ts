@@ -5,7 +5,7 @@
 import { type RabbitRetry, brokerUrlsOf } from '../client';
 import { checkKeys, checkObject, checkString } from '../check-options';
 import { InvalidOptionsError } from '../errors';
-import { delayLabel } from '../names';
+import { delayLabel } from '../native';
 import { DEFAULT_DELAYS, type Delay, type OptionKeys } from '../options';
 import { type AllowedHost, allowedHostsOf, consoleToken } from './auth';
 import { type ManagementStatus, type ManagementTarget, managementTarget } from './discovery';

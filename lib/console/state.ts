@@ -4,7 +4,7 @@
  * however many pages poll.
  */
 import type { RabbitRetry } from '../client';
-import { parkedQueueName } from '../names';
+import { parkedQueueName, retryQueueName } from '../native';
 import type { KnownQueue, ManagementStatus } from './discovery';
 import type { JobView, Jobs, KeyedQueue } from './jobs';
 import type { KnownQueues } from './known-queues';
@@ -50,16 +50,6 @@ export interface ConsoleState {
   tableError: string | null;
   /** When this was read, ISO 8601. */
   at: string;
-}
-
-/**
- * The retry queue of `queue` for the delay labelled `label`. The label is
- * joined as it was read, not parsed as a delay again: a label read from the
- * broker's queue names (`orders.retry.fast`) need not be a delay the
- * library writes.
- */
-function retryQueueOf(queue: string, label: string): string {
-  return `${queue}.retry.${label}`;
 }
 
 /** What the state needs of its console. */
@@ -135,7 +125,7 @@ export class ConsoleStateCache {
               info(q.queue),
               // A reading holds the parked messages unacked for a moment: keep the depth read before it.
               reading && this.depths.has(q.queue) ? Promise.resolve(undefined) : info(parkedQueue),
-              ...q.delays.map((d) => info(retryQueueOf(q.queue, d))),
+              ...q.delays.map((d) => info(retryQueueName(q.queue, d))),
             ]);
             // A job holds up to the queue's depth unacked while it works: what is parked is what it had not yet moved.
             const job = this.host.jobs.running(q.queue);
@@ -144,7 +134,7 @@ export class ConsoleStateCache {
               queue: q.queue,
               sources: q.sources,
               work,
-              retry: q.delays.flatMap((d, j) => (retry[j] ? [{ delay: d, queue: retryQueueOf(q.queue, d), messages: retry[j].messages }] : [])),
+              retry: q.delays.flatMap((d, j) => (retry[j] ? [{ delay: d, queue: retryQueueName(q.queue, d), messages: retry[j].messages }] : [])),
               parkedQueue,
               parked: parked === undefined ? (this.depths.get(q.queue)?.parked ?? null) : (parked?.messages ?? null),
               tableRows: null,
