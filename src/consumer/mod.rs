@@ -4,8 +4,8 @@
 //! (confirmed republish to a retry or parked queue, then ack; acks go out as
 //! one `multiple` frame for each settled prefix of delivery tags).
 //!
-//! `handle` is the API the binding calls, `admit` parks what must not reach
-//! a handler, `link` what the task needs from the
+//! `handle` is the API the binding calls, `facts` what the verdict
+//! (`retry::verdict`) weighs of a delivery, `link` what the task needs from the
 //! broker (lapin, or a scripted broker in tests), `steps` the bounded broker
 //! round trips of starting, recovering and stopping, `sink` where deliveries
 //! and events go, `task` the state machine that owns the channel (consume,
@@ -13,7 +13,7 @@
 //! it in the retry table), and `acks` orders the acks.
 
 mod acks;
-mod admit;
+mod facts;
 mod failure;
 mod handle;
 mod link;
@@ -32,7 +32,7 @@ use tokio::sync::oneshot;
 
 use crate::amqp::topology::Topology;
 use crate::error::Error;
-use crate::retry::{Backoff, ParkReason};
+use crate::retry::{Backoff, Thrown};
 use crate::table::store::RetryStore;
 use acks::{AckLedger, AckOp};
 
@@ -127,10 +127,9 @@ pub(crate) struct Failure {
     pub message: String,
     /// The error's stack.
     pub stack: String,
-    /// Whether another attempt could succeed.
-    pub retryable: bool,
-    /// Park at once with this reason, whatever the delays and `retryable` say.
-    pub park: Option<ParkReason>,
+    /// What the handler threw, as JavaScript reports it; `None` for a
+    /// delivery refused before its handler ran.
+    pub thrown: Option<Thrown>,
     /// Where the row goes when the route is the retry table.
     pub table: Option<TableFailure>,
     /// The trace context the moved copy carries instead of the delivery's:

@@ -10,7 +10,7 @@ use super::super::*;
 use super::fake::{ack, kind, FakeSink, Op, Script};
 use crate::amqp::topology::{ExtraArguments, QueueType, Topology};
 use crate::error::{Error, ErrorKind};
-use crate::retry::parse_delays;
+use crate::retry::{parse_delays, Thrown};
 
 fn config(max_attempts: Option<u32>) -> ConsumerConfig {
     ConsumerConfig {
@@ -39,7 +39,7 @@ fn failure(message: &str) -> Failure {
     Failure {
         name: "Error".into(),
         message: message.into(),
-        retryable: true,
+        thrown: Some(Thrown::Retryable),
         ..Failure::default()
     }
 }
@@ -115,7 +115,7 @@ async fn a_failure_that_asks_to_park_parks_at_once_with_delays_left() {
     let script = Script::default();
     let (handle, sink) = handling_two(&script).await;
     let no_handler = Failure {
-        park: Some(crate::retry::ParkReason::NoHandler),
+        thrown: Some(Thrown::NoHandler),
         ..failure("no handler for pattern 'x'")
     };
     handle
