@@ -153,7 +153,7 @@ describe('onFailure.table callbacks', () => {
     });
     const before = Date.now();
     const failure = route.failureOf(new Error('carrier down'), message(), true);
-    expect(failure.retryable).toBe(true);
+    expect(failure.kind).toBe('retryable');
     // A string is what dependency and tenant should return: that row is the one that is not bad for them.
     const aString = bad.label === 'returns a string';
     expect(failure.table?.dependency).toBe(aString ? 'yes' : undefined);

@@ -516,7 +516,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.settlements.fail(id, span ? { ...failure, ...span.moving(id) } : failure);
     this.counts.failed++;
     this.safely(() => this.timed(started, 'failure'));
-    return failure.retryable;
+    return failure.kind === 'retryable';
   }
 
   private timed(started: number, outcome: 'success' | 'failure'): void {
