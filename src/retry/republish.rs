@@ -51,27 +51,19 @@ pub(crate) fn copy_headers(
     let mut route = failure.route.clone();
     let mut dropped: Vec<usize> = Vec::new();
     loop {
-        let names = (!dropped.is_empty()).then(|| {
+        let dropped_names = (!dropped.is_empty()).then(|| {
             let names: Vec<&str> = dropped.iter().map(|&i| producer[i].name.as_str()).collect();
             names.join(",")
         });
-        let kept: usize = producer
-            .iter()
-            .enumerate()
-            .filter(|(i, h)| {
-                !dropped.contains(i) && !(names.is_some() && h.name == RETRY_DROPPED_HEADERS)
-            })
-            .map(|(_, h)| h.size)
-            .sum();
-        let listed = names.as_ref().map_or(0, |n| {
-            entry_size(RETRY_DROPPED_HEADERS, &HeaderValue::Str(n.clone()))
-        });
         let input = FailureInput {
             route: &route,
-            room: failure.room.saturating_sub(kept + listed),
+            room: failure.room.saturating_sub(producer_bytes(
+                producer,
+                &dropped,
+                dropped_names.as_deref(),
+            )),
             ..*failure
         };
-        let dropped_names = names;
         if let Ok(ours) = failure_headers(&input) {
             return CopyHeaders {
                 route,
@@ -105,6 +97,22 @@ pub(crate) fn copy_headers(
             }
         }
     }
+}
+
+/// The bytes the producer's headers take once `dropped` are gone, with
+/// `retry-dropped-headers` listing them (`list`) when any is.
+fn producer_bytes(producer: &[ProducerHeader], dropped: &[usize], list: Option<&str>) -> usize {
+    // A list of the producer's own is replaced by ours.
+    let replaced = |h: &ProducerHeader| list.is_some() && h.name == RETRY_DROPPED_HEADERS;
+    let kept: usize = producer
+        .iter()
+        .enumerate()
+        .filter(|(i, h)| !(dropped.contains(i) || replaced(h)))
+        .map(|(_, h)| h.size)
+        .sum();
+    kept + list.map_or(0, |names| {
+        entry_size(RETRY_DROPPED_HEADERS, &HeaderValue::Str(names.to_owned()))
+    })
 }
 
 #[cfg(test)]

@@ -55,7 +55,7 @@ fn used(copy: &CopyHeaders, producer: &[ProducerHeader]) -> usize {
     let kept: usize = producer
         .iter()
         .enumerate()
-        .filter(|(i, h)| !copy.dropped.contains(i) && !(listed && h.name == RETRY_DROPPED_HEADERS))
+        .filter(|(i, h)| !(copy.dropped.contains(i) || listed && h.name == RETRY_DROPPED_HEADERS))
         .map(|(_, h)| h.size)
         .sum();
     let names = copy.dropped_names.as_ref().map_or(0, |n| {
@@ -72,13 +72,22 @@ fn reason(copy: &CopyHeaders) -> &str {
     }
 }
 
+/// The producer's headers, the room for every header, what is dropped, the
+/// list of it, and the route.
+type Case<'a> = (
+    &'a [(&'a str, usize)],
+    usize,
+    &'a [usize],
+    Option<&'a str>,
+    &'a Route,
+);
+
 #[test]
 fn dropping_table() {
     let retry = retry_route();
     let park = too_large();
-    // (producer's headers, room for every header, what is dropped, its list, route)
     #[rustfmt::skip]
-    let cases: Vec<(&[(&str, usize)], usize, &[usize], Option<&str>, &Route)> = vec![
+    let cases: Vec<Case> = vec![
         // Room for all: nothing dropped, the route stands.
         (&[], 131_072, &[], None, &retry),
         (&[("a", 200), ("b", 300)], 131_072, &[], None, &retry),
