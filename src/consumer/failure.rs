@@ -266,15 +266,12 @@ fn republished(
         .collect();
     let too_large = learning(config, p, f, |facts| facts.headers_too_large = true);
     let copy = copy_headers(&input, &producer, too_large.as_ref());
-    if !copy.dropped.is_empty() {
-        let names: Vec<&ShortString> = kept.inner().keys().collect();
-        let gone: Vec<ShortString> = copy.dropped.iter().map(|&i| names[i].clone()).collect();
-        let mut rest = kept.inner().clone();
-        for name in &gone {
-            rest.remove(name);
-        }
-        kept = FieldTable::from(rest);
-    }
+    let rest = kept.inner().iter().enumerate();
+    let mut kept: FieldTable = rest
+        .filter(|(i, _)| !copy.dropped.contains(i))
+        .map(|(_, (k, v))| (k.clone(), v.clone()))
+        .collect::<std::collections::BTreeMap<_, _>>()
+        .into();
     if let Some(names) = copy.dropped_names {
         kept.insert(
             RETRY_DROPPED_HEADERS.into(),
