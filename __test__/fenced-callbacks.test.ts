@@ -24,7 +24,7 @@ import { firstValueFrom, lastValueFrom } from 'rxjs';
 import { InvalidOptionsError, Message, NonRetryableError, parkedQueueName, retryQueueName } from '../lib';
 import type { CircuitOpenEvent, ParkedAlert, RetryEvent, RetryTableAlert } from '../lib';
 import { AlertWatch } from '../lib/consumer/alerts';
-import { FailureRoute } from '../lib/consumer/failure';
+import { FailureReporter } from '../lib/consumer/failure';
 import { logTo } from '../lib/consumer/log';
 import { BOOLEAN, fence, fenceSync } from '../lib/fence';
 import { RabbitRetryClient, RabbitRetryServer } from '../lib/microservices';
@@ -145,7 +145,7 @@ describe('onFailure.table callbacks', () => {
     const dependency = switchable(bad.make(0) as (err: unknown, msg: Message) => string | undefined);
     const tenant = switchable(bad.make(0) as (msg: Message) => string | undefined);
     const nextAttemptAt = switchable(bad.make(0) as (err: unknown, attempt: number) => Date | null);
-    const route = new FailureRoute({
+    const route = new FailureReporter({
       queue: 'orders',
       retryable: () => true,
       table: { dependency: dependency.call, tenant: tenant.call, nextAttemptAt: nextAttemptAt.call },

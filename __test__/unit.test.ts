@@ -16,7 +16,7 @@ import {
   retryQueueName,
   type Delay,
 } from '../lib';
-import { FailureRoute, type FailureKind } from '../lib/consumer/failure';
+import { FailureReporter, type FailureKind } from '../lib/consumer/failure';
 
 type Delivery = ConstructorParameters<typeof Message>[0];
 
@@ -154,7 +154,7 @@ describe('Message', () => {
 describe('the failure report: JavaScript says what the handler threw, the native verdict decides', () => {
   const report = (err: unknown, retryable: (err: unknown) => boolean, tableBound = false) => {
     const lines: string[] = [];
-    const route = new FailureRoute({
+    const route = new FailureReporter({
       queue: 'orders',
       retryable,
       table: { dependency: () => 'carrier' },

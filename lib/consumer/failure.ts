@@ -44,21 +44,24 @@ function isNonRetryable(err: unknown): boolean {
   }
 }
 
-/** The failure routing of one consumer. */
-export interface FailureRouteOptions {
+/** What the failure reports of one consumer need. */
+export interface FailureReportOptions {
   /** The work queue, for log lines. */
   queue: string;
+  /** The `onFailure.retryable` predicate, asked of errors that are none of the library's. */
   retryable: (err: unknown, msg: Message) => boolean;
+  /** The `onFailure.table` callbacks, asked of failures the native side routes to the retry table. */
   table?: TableRouteOptions;
+  /** Where warnings go. */
   log: Log;
 }
 
 /** Reports each handler failure to the native side, which decides where the message goes. */
-export class FailureRoute {
+export class FailureReporter {
   /** The unexpected answers (callback and kind of value) already warned about. */
   private readonly warned = new Set<string>();
 
-  constructor(private readonly o: FailureRouteOptions) {}
+  constructor(private readonly o: FailureReportOptions) {}
 
   /**
    * The failure to settle message `msg` with, after its handler threw `err`;
