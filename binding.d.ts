@@ -320,14 +320,14 @@ export interface FailureInfo {
   message: string
   /** Its stack. */
   stack: string
-  /** Whether another attempt could succeed. */
-  retryable: boolean
   /**
-   * Park the message at once with this `retry-reason`, whatever the
-   * delays and `retryable` say: only `no-handler` (no handler takes it)
-   * or `reply-refused` (the broker refused the request's reply).
+   * What the handler threw: a `NoHandlerError` (`no-handler`), a
+   * `ReplyRefusedError` (`reply-refused`), or an error the `retryable`
+   * predicate (or a `NonRetryableError`) says another attempt cannot
+   * (`non-retryable`) or could (`retryable`) get past. Where the message
+   * goes is the verdict's to decide (`retry::verdict`).
    */
-  park?: string
+  kind: 'no-handler' | 'reply-refused' | 'non-retryable' | 'retryable'
   /** For the retry table: what the row waits on, whose it is, and when it is due. */
   table?: TableInfo
   /** The W3C `traceparent` the moved copy carries (the span of its move). */

@@ -24,7 +24,7 @@ import { firstValueFrom, lastValueFrom } from 'rxjs';
 import { InvalidOptionsError, Message, NonRetryableError, parkedQueueName, retryQueueName } from '../lib';
 import type { CircuitOpenEvent, ParkedAlert, RetryEvent, RetryTableAlert } from '../lib';
 import { AlertWatch } from '../lib/consumer/alerts';
-import { FailureRoute } from '../lib/consumer/failure';
+import { FailureReporter } from '../lib/consumer/failure';
 import { logTo } from '../lib/consumer/log';
 import { BOOLEAN, fence, fenceSync } from '../lib/fence';
 import { RabbitRetryClient, RabbitRetryServer } from '../lib/microservices';
@@ -145,7 +145,7 @@ describe('onFailure.table callbacks', () => {
     const dependency = switchable(bad.make(0) as (err: unknown, msg: Message) => string | undefined);
     const tenant = switchable(bad.make(0) as (msg: Message) => string | undefined);
     const nextAttemptAt = switchable(bad.make(0) as (err: unknown, attempt: number) => Date | null);
-    const route = new FailureRoute({
+    const route = new FailureReporter({
       queue: 'orders',
       retryable: () => true,
       table: { dependency: dependency.call, tenant: tenant.call, nextAttemptAt: nextAttemptAt.call },
@@ -153,7 +153,7 @@ describe('onFailure.table callbacks', () => {
     });
     const before = Date.now();
     const failure = route.failureOf(new Error('carrier down'), message(), true);
-    expect(failure.retryable).toBe(true);
+    expect(failure.kind).toBe('retryable');
     // A string is what dependency and tenant should return: that row is the one that is not bad for them.
     const aString = bad.label === 'returns a string';
     expect(failure.table?.dependency).toBe(aString ? 'yes' : undefined);

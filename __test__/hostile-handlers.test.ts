@@ -337,8 +337,8 @@ describe('when the native settle refuses a whole batch', () => {
     await waitFor(() => fake.settled.length === 3, 2000, 'three settle calls');
     expect(fake.settled).toEqual([
       { acked: [1, 3, 5], failed: [] },
-      { acked: [], failed: [expect.objectContaining({ id: 2, message: 'bad m2', retryable: true })] },
-      { acked: [], failed: [expect.objectContaining({ id: 4, message: 'bad m4', retryable: true })] },
+      { acked: [], failed: [expect.objectContaining({ id: 2, message: 'bad m2', kind: 'retryable' })] },
+      { acked: [], failed: [expect.objectContaining({ id: 4, message: 'bad m4', kind: 'retryable' })] },
     ]);
     expect(logger.warnings.join('\n')).toMatch(/at once failed .*one by one/);
     expect(errors).toEqual([]);
@@ -359,7 +359,7 @@ describe('when the native settle refuses a whole batch', () => {
     fake.deliver([1, 2]);
     await waitFor(() => fake.settled.length === 2, 2000, 'two settle calls');
     expect(fake.settled[0]).toEqual({ acked: [1], failed: [] });
-    expect(fake.settled[1]).toMatchObject({ acked: [], failed: [{ id: 2, name: 'Error', retryable: false }] });
+    expect(fake.settled[1]).toMatchObject({ acked: [], failed: [{ id: 2, name: 'Error', kind: 'non-retryable' }] });
     expect(typeof fake.settled[1].failed[0].message).toBe('string');
     await consumer.close();
   });

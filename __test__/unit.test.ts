@@ -3,10 +3,12 @@ import {
   ConnectionError,
   InvalidOptionsError,
   Message,
+  NoHandlerError,
   NonRetryableError,
   PublishFailedError,
   PublishNackedError,
   RabbitRetryError,
+  ReplyRefusedError,
   TopologyMismatchError,
   UnroutableError,
   delayLabel,
@@ -14,6 +16,7 @@ import {
   retryQueueName,
   type Delay,
 } from '../lib';
+import { FailureReporter, type FailureKind } from '../lib/consumer/failure';
 
 type Delivery = ConstructorParameters<typeof Message>[0];
 
@@ -145,5 +148,42 @@ describe('Message', () => {
   it('headers default to an empty object', () => {
     const msg = message('x', { properties: {} });
     expect(msg.headers).toEqual({});
+  });
+});
+
+describe('the failure report: JavaScript says what the handler threw, the native verdict decides', () => {
+  const report = (err: unknown, retryable: (err: unknown) => boolean, tableBound = false) => {
+    const lines: string[] = [];
+    const route = new FailureReporter({
+      queue: 'orders',
+      retryable,
+      table: { dependency: () => 'carrier' },
+      log: (_level, line) => lines.push(line),
+    });
+    return { failure: route.failureOf(err, message('x'), tableBound), lines };
+  };
+  const yes = () => true;
+  const no = () => false;
+
+  it.each<[string, unknown, (err: unknown) => boolean, FailureKind]>([
+    ['a NoHandlerError, whatever the predicate says', new NoHandlerError('no handler for x'), yes, 'no-handler'],
+    ['a ReplyRefusedError, whatever the predicate says', new ReplyRefusedError('reply-to refused'), yes, 'reply-refused'],
+    ['a NonRetryableError, whatever the predicate says', new NonRetryableError('bad input'), yes, 'non-retryable'],
+    ['an error the predicate retries', new Error('carrier 503'), yes, 'retryable'],
+    ['an error the predicate does not retry', new Error('carrier 503'), no, 'non-retryable'],
+    ['an error the predicate throws on', new Error('carrier 503'), () => { throw new Error('predicate bug'); }, 'non-retryable'],
+    ['a thrown string', 'just a string', yes, 'retryable'],
+  ])('%s', (_label, err, retryable, kind) => {
+    const { failure } = report(err, retryable);
+    expect(failure.kind).toBe(kind);
+    expect(failure).not.toHaveProperty('park');
+    expect(failure).not.toHaveProperty('retryable');
+  });
+
+  it('asks the table callbacks only for a retryable failure the native side routes to the table', () => {
+    expect(report(new Error('down'), yes, true).failure.table?.dependency).toBe('carrier');
+    expect(report(new Error('down'), yes, false).failure.table).toBeUndefined();
+    expect(report(new Error('down'), no, true).failure.table).toBeUndefined();
+    expect(report(new NoHandlerError('none'), yes, true).failure.table).toBeUndefined();
   });
 });

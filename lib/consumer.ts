@@ -11,7 +11,7 @@ import { AlertWatch } from './consumer/alerts';
 import { type DeliveryMeta, type WireEvent, deliveriesOf, eventsOf, messageOf, parseEvents } from './wire';
 import { reasonOf } from './consumer/error-text';
 import type { CloseResult, ConsumerEvents, ConsumerHealth, ConsumerState, ConsumerStats, Handler, StuckEvent } from './consumer/events';
-import { FailureRoute } from './consumer/failure';
+import { FailureReporter } from './consumer/failure';
 import { InFlight, type Tracked, stuckCheckEveryMs } from './consumer/in-flight';
 import { type Log, logTo } from './consumer/log';
 import { Settlements, UNREADABLE_FAILURE } from './consumer/settlement';
@@ -85,7 +85,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private readonly metrics: ConsumerMetrics;
   /** Handlers running now, by delivery id, in the order they started. */
   private readonly running: InFlight<Running>;
-  private readonly route: FailureRoute;
+  private readonly route: FailureReporter;
   /** Settled since the last flush. */
   private readonly settlements: Settlements;
   private readonly streamDone: Promise<void>;
@@ -135,7 +135,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.node = ctx.url;
     this.tracing = consumerTracing(this.queue);
     this.running = new InFlight<Running>(ctx.stuckAfterMs);
-    this.route = new FailureRoute({
+    this.route = new FailureReporter({
       queue: this.queue,
       // The predicate runs with the consumer as `this`, as the handler does.
       retryable: (err, msg) => ctx.retryable.call(this, err, msg),
@@ -516,7 +516,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.settlements.fail(id, span ? { ...failure, ...span.moving(id) } : failure);
     this.counts.failed++;
     this.safely(() => this.timed(started, 'failure'));
-    return failure.retryable;
+    return failure.kind === 'retryable';
   }
 
   private timed(started: number, outcome: 'success' | 'failure'): void {

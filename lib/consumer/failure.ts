@@ -1,8 +1,10 @@
 /**
- * Where a failed message goes: the `retryable` predicate's verdict and, past
- * the delays, the retry table row the `onFailure.table` callbacks describe;
- * a {@link NoHandlerError} parks at once as `no-handler`, a
- * {@link ReplyRefusedError} as `reply-refused`.
+ * The report of a handler's failure for the native side: what was thrown
+ * (a {@link NoHandlerError}, a {@link ReplyRefusedError}, a
+ * {@link NonRetryableError}, or what the `retryable` predicate answers) and,
+ * when the native side says the failure goes to the retry table, what the
+ * `onFailure.table` callbacks say of the row. Where the message goes is the
+ * native verdict's to decide (`src/retry/verdict.rs`), not this module's.
  */
 import { NoHandlerError, NonRetryableError, ReplyRefusedError } from '../errors';
 import type { Message } from '../message';
@@ -14,6 +16,9 @@ import type { Log } from './log';
 
 /** A handler's failure as the native side takes it, without the delivery's id. */
 export type FailureInfo = Omit<NativeFailureInfo, 'id'>;
+
+/** What the handler threw, as the report names it. */
+export type FailureKind = NativeFailureInfo['kind'];
 
 function isNoHandler(err: unknown): boolean {
   try {
@@ -39,21 +44,24 @@ function isNonRetryable(err: unknown): boolean {
   }
 }
 
-/** The failure routing of one consumer. */
-export interface FailureRouteOptions {
+/** What the failure reports of one consumer need. */
+export interface FailureReportOptions {
   /** The work queue, for log lines. */
   queue: string;
+  /** The `onFailure.retryable` predicate, asked of errors that are none of the library's. */
   retryable: (err: unknown, msg: Message) => boolean;
+  /** The `onFailure.table` callbacks, asked of failures the native side routes to the retry table. */
   table?: TableRouteOptions;
+  /** Where warnings go. */
   log: Log;
 }
 
-/** Decides, for each handler failure, what the native side is told: retry (and where) or park. */
-export class FailureRoute {
+/** Reports each handler failure to the native side, which decides where the message goes. */
+export class FailureReporter {
   /** The unexpected answers (callback and kind of value) already warned about. */
   private readonly warned = new Set<string>();
 
-  constructor(private readonly o: FailureRouteOptions) {}
+  constructor(private readonly o: FailureReportOptions) {}
 
   /**
    * The failure to settle message `msg` with, after its handler threw `err`;
@@ -62,27 +70,30 @@ export class FailureRoute {
    */
   failureOf(err: unknown, msg: Message, tableBound: boolean): FailureInfo {
     try {
-      // Nothing handles the message: it parks at once, whatever the delays and the predicate say.
-      if (isNoHandler(err)) return { ...errorInfo(err), retryable: false, park: 'no-handler' };
-      // The broker refused the request's reply: another attempt would be refused alike.
-      if (isReplyRefused(err)) return { ...errorInfo(err), retryable: false, park: 'reply-refused' };
-      const retryable = this.isRetryable(err, msg);
-      const table = retryable && tableBound ? this.tableInfo(err, msg) : undefined;
-      return { ...errorInfo(err), retryable, table };
+      const kind = this.kindOf(err, msg);
+      const table = kind === 'retryable' && tableBound ? this.tableInfo(err, msg) : undefined;
+      return { ...errorInfo(err), kind, table };
     } catch (internal) {
-      const failure = { ...errorInfo(err), retryable: false };
-      this.o.log('error', `rabbit-retry: deciding where a failed message of '${this.o.queue}' goes failed (${reasonOf(internal)}); parking it`);
+      const failure: FailureInfo = { ...errorInfo(err), kind: 'non-retryable' };
+      this.o.log('error', `rabbit-retry: reporting a failed message of '${this.o.queue}' failed (${reasonOf(internal)}); parking it`);
       return failure;
     }
   }
 
+  /** What `err` is: one of the library's errors, or what the `retryable` predicate says of it. */
+  private kindOf(err: unknown, msg: Message): FailureKind {
+    if (isNoHandler(err)) return 'no-handler';
+    if (isReplyRefused(err)) return 'reply-refused';
+    if (isNonRetryable(err)) return 'non-retryable';
+    return this.isRetryable(err, msg) ? 'retryable' : 'non-retryable';
+  }
+
   /**
-   * The `retryable` predicate's verdict: `true` retries; `false`, a throw or
-   * anything that is not a boolean parks (the last with a warning, once per
-   * kind of value).
+   * The `retryable` predicate's answer: `true`, or `false` for `false`, a
+   * throw or anything that is not a boolean (the last with a warning, once
+   * per kind of value).
    */
   private isRetryable(err: unknown, msg: Message): boolean {
-    if (isNonRetryable(err)) return false;
     const r = fenceSync('onFailure.retryable', () => this.o.retryable(err, msg), { expect: BOOLEAN });
     if (r.ok) return r.value;
     if (r.failure === 'unexpected') {

@@ -14,7 +14,7 @@ export const UNREADABLE_FAILURE: FailureInfo = {
   name: 'Error',
   message: 'the handler failed, and its error could not be passed on',
   stack: '',
-  retryable: false,
+  kind: 'non-retryable',
 };
 
 /** A failure every field of which the native side takes. */
@@ -26,9 +26,8 @@ function sanitized(f: NativeFailureInfo): NativeFailureInfo {
       name: str(f.name, 'Error'),
       message: str(f.message, UNREADABLE_FAILURE.message),
       stack: str(f.stack, ''),
-      retryable: f.retryable === true,
-      // The reasons a failure may ask to park with: kept, so the message still parks as it asked.
-      ...(f.park === 'no-handler' || f.park === 'reply-refused' ? { park: f.park } : {}),
+      // The native side names the kinds it takes; one it refuses leaves the minimal failure.
+      kind: typeof f.kind === 'string' ? f.kind : UNREADABLE_FAILURE.kind,
     };
   } catch {
     return { id: f.id, ...UNREADABLE_FAILURE };

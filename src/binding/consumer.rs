@@ -14,7 +14,7 @@ use super::wire::{events_json, to_batch, NativeBatch};
 use crate::consumer::{
     ConsumerHandle, DeliveryView, Event, Failure, ProbeOutcome, Sink, TableFailure,
 };
-use crate::retry::ParkReason;
+use crate::retry::Thrown;
 
 /// A delivery whose handler threw, and its error, passed as data so its
 /// stack survives.
@@ -28,12 +28,13 @@ pub struct FailureInfo {
     pub message: String,
     /// Its stack.
     pub stack: String,
-    /// Whether another attempt could succeed.
-    pub retryable: bool,
-    /// Park the message at once with this `retry-reason`, whatever the
-    /// delays and `retryable` say: only `no-handler` (no handler takes it)
-    /// or `reply-refused` (the broker refused the request's reply).
-    pub park: Option<String>,
+    /// What the handler threw: a `NoHandlerError` (`no-handler`), a
+    /// `ReplyRefusedError` (`reply-refused`), or an error the `retryable`
+    /// predicate (or a `NonRetryableError`) says another attempt cannot
+    /// (`non-retryable`) or could (`retryable`) get past. Where the message
+    /// goes is the verdict's to decide (`retry::verdict`).
+    #[napi(ts_type = "'no-handler' | 'reply-refused' | 'non-retryable' | 'retryable'")]
+    pub kind: String,
     /// For the retry table: what the row waits on, whose it is, and when it is due.
     pub table: Option<TableInfo>,
     /// The W3C `traceparent` the moved copy carries (the span of its move).
@@ -106,20 +107,16 @@ impl NativeConsumer {
             .into_iter()
             .map(|failure| {
                 let id = failure.id;
-                let park = match failure.park.as_deref() {
-                    None => None,
-                    Some(reason) => Some(ParkReason::requested(reason).ok_or_else(|| {
-                        invalid(
-                            "a failure may ask to park with the reason 'no-handler' or 'reply-refused' only",
-                        )
-                    })?),
-                };
+                let thrown = Thrown::from_report(&failure.kind).ok_or_else(|| {
+                    invalid(
+                        "a failure's kind is 'no-handler', 'reply-refused', 'non-retryable' or 'retryable'",
+                    )
+                })?;
                 let f = Failure {
                     name: failure.name,
                     message: failure.message,
                     stack: failure.stack,
-                    retryable: failure.retryable,
-                    park,
+                    thrown: Some(thrown),
                     trace: failure
                         .traceparent
                         .map(|parent| (parent, failure.tracestate)),

@@ -8,23 +8,26 @@ use lapin::BasicProperties;
 
 use super::config::ConsumerConfig;
 use super::event::Event;
+use super::facts::{facts, policy};
 use super::limits::BROKER_HEADROOM;
 use super::pending::Pending;
 use super::settlement::Failure;
 use super::steps::declare;
 use crate::amqp::connection::Broker;
 use crate::amqp::fields::{
-    encoded_size, header_str, now_ms, properties_size, table_size, with_trace,
-    CONTENT_HEADER_OVERHEAD,
+    encoded_size, header_str, now_ms, properties_size, with_trace, CONTENT_HEADER_OVERHEAD,
 };
 use crate::amqp::publisher::republish_properties;
-use crate::amqp::topology::Topology;
 use crate::error::{Error, ErrorKind};
-use crate::retry::headers::{cut_utf8, MAX_ERROR_MESSAGE_BYTES};
+use crate::retry::headers::{
+    cut_utf8, MAX_ERROR_MESSAGE_BYTES, RETRY_FIRST_FAILED_AT, RETRY_ORIGINAL_EXCHANGE,
+    RETRY_ORIGINAL_ROUTING_KEY,
+};
 use crate::retry::time::parse_iso8601_utc;
 use crate::retry::{
-    failure_headers, is_broker_death_header, is_own_header, parked_queue_name, retry_queue_name,
-    FailureInput, HeaderValue, ParkReason, Route, RETRY_DROPPED_HEADERS,
+    copy_headers, is_broker_death_header, is_own_header, parked_queue_name, retry_queue_name,
+    verdict, Facts, FailureInput, HeaderValue, ProducerHeader, Route, Verdict,
+    RETRY_DROPPED_HEADERS,
 };
 use crate::table::store::{NewRow, Stored};
 
@@ -45,15 +48,21 @@ pub(super) async fn handle_failure(
     let topo = &config.topology;
     let props = &p.delivery.properties;
     let message_id = props.message_id().as_ref().map(lossy);
-    let (route, properties) =
-        republished(broker.user(), broker.frame_max().await, topo, &p, &f, route);
+    let (route, properties) = republished(
+        broker.user(),
+        broker.frame_max().await,
+        config,
+        &p,
+        &f,
+        route,
+    );
     let target = match &route {
         Route::Retry { delay, .. } => retry_queue_name(&topo.queue, *delay),
         Route::Table { .. } => "the retry table".to_owned(),
         Route::Park { .. } => parked_queue_name(&topo.queue),
     };
     let original = props.headers().as_ref();
-    let first = header_str(original, "retry-first-failed-at");
+    let first = header_str(original, RETRY_FIRST_FAILED_AT);
     let mut row_id = None;
     let mut refused = None;
     let stored = match (&route, &config.table, &f.table) {
@@ -125,9 +134,14 @@ pub(super) async fn handle_failure(
             "the retry table cannot store this message: {why}; the handler's error: {}",
             f.message
         );
-        let park = Route::Park {
-            reason: ParkReason::TableRefused,
-            attempt: p.attempt,
+        let Some(park) = learning(config, &p, &f, |facts| facts.table_refused = true) else {
+            // Held rather than acked: nothing stored it.
+            return Event::PublishFailed {
+                id,
+                message_id,
+                target,
+                error: Error::new(ErrorKind::RetryTable, why),
+            };
         };
         // A route to the parked queue: this does not come back here.
         return Box::pin(handle_failure(broker, config, id, p, f, park)).await;
@@ -178,10 +192,27 @@ fn lossy(s: &ShortString) -> String {
     String::from_utf8_lossy(&s.wire_bytes()).into_owned()
 }
 
+/// The verdict on `p` once moving it learned a fact that parks it (`learn`
+/// sets it); `None` if the verdict were to hand it to its handler instead.
+fn learning(
+    config: &ConsumerConfig,
+    p: &Pending,
+    f: &Failure,
+    learn: impl FnOnce(&mut Facts),
+) -> Option<Route> {
+    let mut facts = facts(&p.delivery, p.attempt);
+    learn(&mut facts);
+    match verdict(f.thrown, &facts, &policy(config)) {
+        Verdict::Route(route) => Some(route),
+        Verdict::Handle { .. } => None,
+    }
+}
+
 /// The properties of the republished copy of a failed delivery, and where
 /// it goes: `route`, unless the producer's headers leave no room in the
-/// frame for ours (then it parks as `headers-too-large`, its largest headers
-/// dropped and named in `retry-dropped-headers`).
+/// frame for ours (then where the verdict sends a message whose headers are
+/// too large, its largest headers dropped and named in
+/// `retry-dropped-headers`: see [`copy_headers`]).
 ///
 /// The copy keeps the body, the properties and the producer's headers. It
 /// loses `expiration`, the broker's death headers and the library's own
@@ -191,7 +222,7 @@ fn lossy(s: &ShortString) -> String {
 fn republished(
     user: &str,
     frame_max: usize,
-    topo: &Topology,
+    config: &ConsumerConfig,
     p: &Pending,
     f: &Failure,
     route: Route,
@@ -210,70 +241,59 @@ fn republished(
         // The next attempt continues the trace of this move, not the producer's.
         kept = with_trace(kept, trace);
     }
-    let first = header_str(original, "retry-first-failed-at");
-    let orig_exchange = header_str(original, "retry-original-exchange");
-    let orig_key = header_str(original, "retry-original-routing-key");
-    let mut route = route;
-    let mut dropped: Vec<String> = Vec::new();
-    loop {
-        if !dropped.is_empty() {
-            kept.insert(
-                RETRY_DROPPED_HEADERS.into(),
-                AMQPValue::LongString(LongString::from(dropped.join(","))),
-            );
-        }
-        let bare = republish_properties(props, FieldTable::default(), user);
-        // `bare` holds only what republish_properties adds to the headers
-        // (a moved user-id); its table's 4 bytes are counted by `table_size(&kept)`.
-        let used = CONTENT_HEADER_OVERHEAD + BROKER_HEADROOM + properties_size(&bare) - 4
-            + table_size(&kept);
-        let input = FailureInput {
-            route: &route,
-            queue: &topo.queue,
-            error_name: &f.name,
-            error_message: &f.message,
-            error_stack: &f.stack,
-            now_ms: now_ms(),
-            delivery_exchange: p.delivery.exchange.as_str(),
-            delivery_routing_key: p.delivery.routing_key.as_str(),
-            previous_first_failed_at: first.as_deref(),
-            previous_original_exchange: orig_exchange.as_deref(),
-            previous_original_routing_key: orig_key.as_deref(),
-            room: frame_max.saturating_sub(used),
-        };
-        let largest = match failure_headers(&input) {
-            Ok(headers) => {
-                for (name, value) in headers {
-                    let v = match value {
-                        HeaderValue::Int(i) => AMQPValue::LongLongInt(i),
-                        // An undecodable exchange or routing key is written back as its bytes.
-                        HeaderValue::Str(s) => AMQPValue::LongString(LongString::from(
-                            short_string_wire_bytes(&s).into_owned(),
-                        )),
-                    };
-                    kept.insert(name.into(), v);
-                }
-                return (route, republish_properties(props, kept, user));
-            }
-            Err(_) => kept
-                .inner()
-                .iter()
-                .filter(|(k, _)| k.as_str() != RETRY_DROPPED_HEADERS)
-                .max_by_key(|(k, v)| 1 + k.wire_bytes().len() + encoded_size(v))
-                .map(|(k, _)| k.clone()),
-        };
-        let Some(largest) = largest else {
-            // Nothing of the producer's is left to drop: the properties alone
-            // fill the frame, which a broker never delivers.
-            return (route, republish_properties(props, kept, user));
-        };
-        route = Route::Park {
-            reason: ParkReason::HeadersTooLarge,
-            attempt: p.attempt,
-        };
-        let mut rest = kept.inner().clone();
-        rest.remove(&largest);
-        kept = FieldTable::from(rest);
-        dropped.push(lossy(&largest));
+    let first = header_str(original, RETRY_FIRST_FAILED_AT);
+    let orig_exchange = header_str(original, RETRY_ORIGINAL_EXCHANGE);
+    let orig_key = header_str(original, RETRY_ORIGINAL_ROUTING_KEY);
+    let bare = republish_properties(props, FieldTable::default(), user);
+    // `bare` holds only what republish_properties adds to the headers (a
+    // moved user-id) and the header table's length: what is left of the
+    // frame is for every header of the copy.
+    let used = CONTENT_HEADER_OVERHEAD + BROKER_HEADROOM + properties_size(&bare);
+    let input = FailureInput {
+        route: &route,
+        queue: &config.topology.queue,
+        error_name: &f.name,
+        error_message: &f.message,
+        error_stack: &f.stack,
+        now_ms: now_ms(),
+        delivery_exchange: p.delivery.exchange.as_str(),
+        delivery_routing_key: p.delivery.routing_key.as_str(),
+        previous_first_failed_at: first.as_deref(),
+        previous_original_exchange: orig_exchange.as_deref(),
+        previous_original_routing_key: orig_key.as_deref(),
+        room: frame_max.saturating_sub(used),
+    };
+    let producer: Vec<ProducerHeader> = kept
+        .inner()
+        .iter()
+        .map(|(k, v)| ProducerHeader {
+            name: lossy(k),
+            size: 1 + k.wire_bytes().len() + encoded_size(v),
+        })
+        .collect();
+    let too_large = learning(config, p, f, |facts| facts.headers_too_large = true);
+    let copy = copy_headers(&input, &producer, too_large.as_ref());
+    let rest = kept.inner().iter().enumerate();
+    let mut kept: FieldTable = rest
+        .filter(|(i, _)| !copy.dropped.contains(i))
+        .map(|(_, (k, v))| (k.clone(), v.clone()))
+        .collect::<std::collections::BTreeMap<_, _>>()
+        .into();
+    if let Some(names) = copy.dropped_names {
+        kept.insert(
+            RETRY_DROPPED_HEADERS.into(),
+            AMQPValue::LongString(LongString::from(names)),
+        );
     }
+    for (name, value) in copy.ours {
+        let v = match value {
+            HeaderValue::Int(i) => AMQPValue::LongLongInt(i),
+            // An undecodable exchange or routing key is written back as its bytes.
+            HeaderValue::Str(s) => {
+                AMQPValue::LongString(LongString::from(short_string_wire_bytes(&s).into_owned()))
+            }
+        };
+        kept.insert(name.into(), v);
+    }
+    (copy.route, republish_properties(props, kept, user))
 }

@@ -4,8 +4,8 @@
 //! (confirmed republish to a retry or parked queue, then ack; acks go out as
 //! one `multiple` frame for each settled prefix of delivery tags).
 //!
-//! `handle` is the API the binding calls, `admit` parks what must not reach
-//! a handler, `link` what the task needs from the
+//! `handle` is the API the binding calls, `facts` what the verdict
+//! (`retry::verdict`) weighs of a delivery, `link` what the task needs from the
 //! broker (lapin, or a scripted broker in tests), `steps` the bounded broker
 //! round trips of starting, recovering and stopping, `sink` where deliveries
 //! and events go, `task` the state machine that owns the channel (consume,
@@ -19,10 +19,10 @@
 //! consumer is doing, and `pending` a delivery not settled yet.
 
 mod acks;
-mod admit;
 mod command;
 mod config;
 mod event;
+mod facts;
 mod failure;
 mod handle;
 mod limits;

@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use crate::retry::ParkReason;
+use crate::retry::Thrown;
 
 /// How JavaScript settled a delivery.
 #[derive(Debug, Clone)]
@@ -23,10 +23,9 @@ pub(crate) struct Failure {
     pub message: String,
     /// The error's stack.
     pub stack: String,
-    /// Whether another attempt could succeed.
-    pub retryable: bool,
-    /// Park at once with this reason, whatever the delays and `retryable` say.
-    pub park: Option<ParkReason>,
+    /// What the handler threw, as JavaScript reports it; `None` for a
+    /// delivery refused before its handler ran.
+    pub thrown: Option<Thrown>,
     /// Where the row goes when the route is the retry table.
     pub table: Option<TableFailure>,
     /// The trace context the moved copy carries instead of the delivery's:

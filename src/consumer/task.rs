@@ -11,22 +11,20 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::acks::{AckLedger, AckOp};
-use super::admit::refused;
+use super::acks::AckLedger;
 use super::command::{Command, ProbeOutcome};
 use super::config::ConsumerConfig;
 use super::event::Event;
 use super::limits::{ACK_MAX_HOLD, CANCEL_DRAIN, HELD_RELEASE_IDLE, MAX_DRAIN};
 use super::link::{Deliveries, Link, LinkChannel, Subscription};
 use super::pending::Pending;
-use super::settlement::{Failure, Settlement};
+use super::settlement::Settlement;
 use super::sink::Sink;
 use super::sink::{DeliveryView, Outbox};
 use super::state::{lock, ConsumerState};
 use super::steps::bounded;
-use crate::amqp::fields::attempt_of;
 use crate::error::{Error, ErrorKind, Result};
-use crate::retry::{jitter, route_failure_with_table, Route};
+use crate::retry::jitter;
 
 /// Where the task is: consuming, waiting to try recovery again, or done.
 enum Phase {
@@ -330,68 +328,6 @@ impl<L: Link> ConsumerTask<L> {
         }
     }
 
-    /// Puts deliveries JavaScript never started back in the queue.
-    async fn release(&mut self, ids: Vec<u64>) {
-        self.out.arrived.retain(|id| !ids.contains(id));
-        let Some(ch) = self.channel.clone() else {
-            return;
-        };
-        for id in ids {
-            if let Some(p) = self.pending.remove(&id) {
-                self.acks.forget(p.delivery.delivery_tag);
-                let _ =
-                    tokio::time::timeout(self.step(), ch.requeue(p.delivery.delivery_tag)).await;
-            }
-        }
-    }
-
-    /// A republish finished: ack the original if it went where it should,
-    /// hold it if not, and tell JavaScript.
-    fn failure_done(&mut self, tag: u64, event: Event) {
-        if matches!(event, Event::PublishFailed { .. }) {
-            self.acks.hold(tag);
-            self.stuck += 1;
-        } else {
-            self.acks.done(tag);
-        }
-        self.out.events.push(event);
-    }
-
-    /// Sends the acks the ledger says are due.
-    async fn flush_acks(&mut self, force: bool) {
-        let ops = self.acks.plan(force);
-        if ops.is_empty() {
-            return;
-        }
-        let Some(ch) = self.channel.clone() else {
-            return;
-        };
-        // Every frame is queued before the first is awaited: several acks
-        // cost one wake-up of the I/O thread, not one each.
-        let sends = ops.into_iter().map(|op| {
-            let (tag, multiple) = match op {
-                AckOp::Upto(t) => (t, true),
-                AckOp::One(t) => (t, false),
-            };
-            ch.ack(tag, multiple)
-        });
-        let failed =
-            match tokio::time::timeout(self.step(), futures_util::future::join_all(sends)).await {
-                Ok(results) => results
-                    .into_iter()
-                    .find_map(|r| r.err().map(|e| e.to_string())),
-                Err(_) => Some(format!("no answer within {} ms", self.step().as_millis())),
-            };
-        if let Some(e) = failed {
-            self.out.events.push(Event::ConsumerError {
-                error: Error::new(
-                    ErrorKind::Connection,
-                    format!("ack failed; the broker will redeliver the message(s), so they may be handled twice: {e}"),
-                ),
-            });
-        }
-    }
-
     /// How long one broker round trip may take.
     fn step(&self) -> Duration {
         self.config.recovery.step_timeout
@@ -479,87 +415,6 @@ impl<L: Link> ConsumerTask<L> {
         Phase::Stopped
     }
 
-    /// Puts every delivery not handed to JavaScript back in the queue.
-    async fn drop_arrived(&mut self) {
-        let Some(ch) = self.channel.clone() else {
-            self.out.arrived.clear();
-            return;
-        };
-        for id in std::mem::take(&mut self.out.arrived) {
-            if let Some(p) = self.pending.remove(&id) {
-                self.acks.forget(p.delivery.delivery_tag);
-                let _ =
-                    tokio::time::timeout(self.step(), ch.requeue(p.delivery.delivery_tag)).await;
-            }
-        }
-    }
-
-    /// Takes a delivery in: its id, or `None` when it was refused and parked.
-    fn accept(&mut self, d: Delivery) -> Option<u64> {
-        self.last_activity = Instant::now();
-        self.acks.open(d.delivery_tag);
-        self.next_id += 1;
-        let id = self.next_id;
-        let headers = d.properties.headers().as_ref();
-        let attempt = attempt_of(headers, &self.config.topology.queue);
-        let refused = refused(&d, self.config.topology.delivery_limit);
-        let table_bound = matches!(self.route_of(attempt, true), Route::Table { .. });
-        let p = Pending {
-            delivery: d,
-            attempt,
-            table_bound,
-        };
-        if let Some((failure, reason)) = refused {
-            self.acks.publishing(p.delivery.delivery_tag);
-            self.route(id, p, failure, Route::Park { reason, attempt });
-            return None;
-        }
-        self.pending.insert(id, p);
-        Some(id)
-    }
-
-    fn settle(&mut self, id: u64, s: Settlement) {
-        self.last_activity = Instant::now();
-        let Some(p) = self.pending.remove(&id) else {
-            return;
-        };
-        match s {
-            Settlement::Ack => self.acks.done(p.delivery.delivery_tag),
-            Settlement::Fail(f) => {
-                self.acks.publishing(p.delivery.delivery_tag);
-                let route = match f.park {
-                    Some(reason) => Route::Park {
-                        reason,
-                        attempt: p.attempt,
-                    },
-                    None => self.route_of(p.attempt, f.retryable),
-                };
-                self.route(id, p, f, route);
-            }
-        }
-    }
-
-    /// Where a failure after `attempt` earlier failed attempts goes, with this
-    /// consumer's delays and retry table.
-    fn route_of(&self, attempt: u32, retryable: bool) -> Route {
-        let table_attempts = self.config.table.as_ref().map(|t| t.max_attempts);
-        route_failure_with_table(
-            attempt,
-            &self.config.topology.delays,
-            retryable,
-            table_attempts,
-        )
-    }
-
-    /// Republishes a failed delivery to where `route` says, on its own task.
-    fn route(&mut self, id: u64, p: Pending, f: Failure, route: Route) {
-        let tag = p.delivery.delivery_tag;
-        let routed = self
-            .link
-            .route_failure(self.config.clone(), id, p, f, route);
-        self.failures.spawn(async move { (tag, routed.await) });
-    }
-
     /// Cancels the consumer and puts the deliveries still on their way back
     /// in the queue.
     async fn stop(&mut self, deliveries: &mut Deliveries, consumer_tag: &str) {
@@ -594,6 +449,8 @@ async fn sleep_until(at: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+mod settle;
 
 #[cfg(test)]
 mod fake;

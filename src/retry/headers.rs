@@ -108,6 +108,7 @@ pub(crate) struct NoRoom {
 }
 
 /// What is known about one failure, for building its headers.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct FailureInput<'a> {
     /// Where the message goes next.
     pub route: &'a Route,

@@ -1,22 +1,27 @@
-//! Pure retry logic: delays, attempt counting, routing, header building and
-//! naming. Nothing here does I/O, so every rule can be tested on its own.
+//! Pure retry logic: delays, attempt counting, the failure verdict (where a
+//! delivery goes, in `verdict`), header building and naming. Nothing here
+//! does I/O, so every rule can be tested on its own.
 
 pub(crate) mod attempt;
 pub(crate) mod backoff;
 pub(crate) mod delay;
 pub(crate) mod headers;
 pub(crate) mod names;
+pub(crate) mod republish;
 pub(crate) mod route;
 pub(crate) mod time;
+pub(crate) mod verdict;
 
 pub(crate) use attempt::{attempt_count, FieldValue};
 pub(crate) use backoff::{jitter, Backoff};
 pub(crate) use delay::{parse_delays, Delay, DelayError};
 pub(crate) use headers::{
-    failure_headers, is_broker_death_header, is_own_header, FailureInput, HeaderValue, FRAME_MAX,
+    is_broker_death_header, is_own_header, FailureInput, HeaderValue, FRAME_MAX,
     RETRY_DROPPED_HEADERS, RETRY_ORIGINAL_USER_ID,
 };
 pub(crate) use names::{
     parked_queue_name, retry_queue_name, validate_name, validate_topology_names,
 };
-pub(crate) use route::{exceeds_delivery_limit, route_failure_with_table, ParkReason, Route};
+pub(crate) use republish::{copy_headers, ProducerHeader};
+pub(crate) use route::{ParkReason, Route};
+pub(crate) use verdict::{verdict, Facts, Policy, Thrown, Verdict};

@@ -1,4 +1,6 @@
-//! Deciding where a failed message goes next.
+//! Where a failed message goes next, and why it parks: the answers of
+//! [`verdict`](super::verdict::verdict), and what they write in the
+//! `retry-reason` and `retry-attempt` headers.
 
 use super::delay::Delay;
 
@@ -19,12 +21,12 @@ pub(crate) enum ParkReason {
     /// The producer's headers leave no room in the frame for the `retry-*`
     /// headers: parked, with the largest of them dropped and named.
     HeadersTooLarge,
-    /// No handler takes the message (a pattern nobody handles): JavaScript
-    /// parks it at once, whatever the delays.
+    /// No handler takes the message (a pattern nobody handles): parked at
+    /// once, whatever the delays.
     NoHandler,
     /// The broker refused the reply to the request (its `reply-to`, a
-    /// property): JavaScript parks it at once, since every other attempt
-    /// would be refused alike.
+    /// property): parked at once, since every other attempt would be
+    /// refused alike.
     ReplyRefused,
     /// The retry table cannot store the message (a value PostgreSQL refuses,
     /// or one over its limits): parked instead of left unacked, where it
@@ -44,17 +46,6 @@ impl ParkReason {
             ParkReason::NoHandler => "no-handler",
             ParkReason::ReplyRefused => "reply-refused",
             ParkReason::TableRefused => "table-refused",
-        }
-    }
-
-    /// The reason JavaScript may ask a failure to park with, by its header
-    /// value; `None` for every other value (the other reasons are the
-    /// consumer's own to decide).
-    pub(crate) fn requested(value: &str) -> Option<ParkReason> {
-        match value {
-            "no-handler" => Some(ParkReason::NoHandler),
-            "reply-refused" => Some(ParkReason::ReplyRefused),
-            _ => None,
         }
     }
 }
@@ -110,73 +101,15 @@ impl Route {
     }
 }
 
-/// Whether a delivery must be parked without calling the handler: the broker's
-/// delivery count (`x-delivery-count` of quorum queues: 0 or absent on the
-/// first delivery) shows it was delivered `limit` times already without being
-/// settled. The handler thus runs at most `limit` times for one message.
-pub(crate) fn exceeds_delivery_limit(delivery_count: Option<u64>, limit: u32) -> bool {
-    delivery_count.is_some_and(|c| c >= u64::from(limit))
-}
-
-/// Routes a failure when a retry table follows the retry queues: the delays
-/// first, then up to `table_attempts` more attempts through the table, then
-/// the parked queue. Without a table this is [`route_failure`].
-pub(crate) fn route_failure_with_table(
-    attempt: u32,
-    delays: &[Delay],
-    retryable: bool,
-    table_attempts: Option<u32>,
-) -> Route {
-    let route = route_failure(attempt, delays, retryable);
-    match (route, table_attempts) {
-        (
-            Route::Park {
-                reason: ParkReason::Exhausted,
-                ..
-            },
-            Some(max),
-        ) if u64::from(attempt) < delays.len() as u64 + u64::from(max) => Route::Table {
-            next_attempt: attempt.saturating_add(1),
-        },
-        (route, _) => route,
-    }
-}
-
-/// Routes a failure after `attempt` earlier failed attempts: non-retryable
-/// failures park at once, retryable ones take the next delay until the list
-/// runs out.
-pub(crate) fn route_failure(attempt: u32, delays: &[Delay], retryable: bool) -> Route {
-    if !retryable {
-        return Route::Park {
-            reason: ParkReason::NonRetryable,
-            attempt,
-        };
-    }
-    let index = usize::try_from(attempt).unwrap_or(usize::MAX);
-    match delays.get(index) {
-        Some(&delay) => Route::Retry {
-            delay,
-            index,
-            next_attempt: attempt.saturating_add(1),
-        },
-        None => Route::Park {
-            reason: ParkReason::Exhausted,
-            attempt,
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn d(ms: u64) -> Delay {
-        Delay::from_millis(ms).unwrap()
-    }
+    use crate::retry::delay::Delay;
 
     fn retry(ms: u64, index: usize) -> Route {
         Route::Retry {
-            delay: d(ms),
+            delay: Delay::from_millis(ms).unwrap(),
             index,
             next_attempt: index as u32 + 1,
         }
@@ -187,149 +120,32 @@ mod tests {
     }
 
     #[test]
-    fn outcome_table() {
-        use ParkReason::*;
-        let three = [d(5_000), d(60_000), d(600_000)];
-        let cases: Vec<(u32, &[Delay], bool, Route)> = vec![
-            (0, &[], true, park(Exhausted, 0)),
-            (0, &[], false, park(NonRetryable, 0)),
-            (5, &[], true, park(Exhausted, 5)),
-            (0, &three, true, retry(5_000, 0)),
-            (1, &three, true, retry(60_000, 1)),
-            (2, &three, true, retry(600_000, 2)),
-            (3, &three, true, park(Exhausted, 3)),
-            (4, &three, true, park(Exhausted, 4)),
-            (1_000, &three, true, park(Exhausted, 1_000)),
-            (u32::MAX, &three, true, park(Exhausted, u32::MAX)),
-            (0, &three, false, park(NonRetryable, 0)),
-            (2, &three, false, park(NonRetryable, 2)),
-            (9, &three, false, park(NonRetryable, 9)),
-            (u32::MAX, &three, false, park(NonRetryable, u32::MAX)),
-        ];
-        for (attempt, delays, retryable, want) in cases {
-            assert_eq!(
-                route_failure(attempt, delays, retryable),
-                want,
-                "attempt {attempt}, {} delays, retryable {retryable}",
-                delays.len()
-            );
-        }
-    }
-
-    #[test]
     fn header_values() {
         let cases = [
             (retry(5_000, 0), "retry", 1),
             (retry(60_000, 1), "retry", 2),
             (park(ParkReason::Exhausted, 3), "exhausted", 3),
             (park(ParkReason::NonRetryable, 0), "non-retryable", 0),
+            (Route::Table { next_attempt: 1 }, "retry-table", 1),
+            (Route::Table { next_attempt: 7 }, "retry-table", 7),
         ];
         for (route, reason, attempt) in cases {
             assert_eq!(route.reason(), reason, "{route:?}");
             assert_eq!(route.attempt_header(), attempt, "{route:?}");
         }
-        assert_eq!(ParkReason::Exhausted.as_str(), "exhausted");
-        assert_eq!(ParkReason::NonRetryable.as_str(), "non-retryable");
-        assert_eq!(ParkReason::NoHandler.as_str(), "no-handler");
-    }
-
-    #[test]
-    fn javascript_may_ask_for_no_handler_and_reply_refused_only() {
-        assert_eq!(
-            ParkReason::requested("no-handler"),
-            Some(ParkReason::NoHandler)
-        );
-        assert_eq!(
-            ParkReason::requested("reply-refused"),
-            Some(ParkReason::ReplyRefused)
-        );
-        assert_eq!(ParkReason::TableRefused.as_str(), "table-refused");
-        for other in [
-            "exhausted",
-            "non-retryable",
-            "delivery-limit",
-            "undecodable",
-            "table-refused",
-            "",
-            "No-Handler",
-        ] {
-            assert_eq!(ParkReason::requested(other), None, "{other}");
-        }
-    }
-}
-
-#[cfg(test)]
-mod delivery_limit_tests {
-    use super::*;
-
-    #[test]
-    fn parks_only_once_the_limit_is_reached() {
-        let cases = [
-            (None, 3, false),
-            (Some(0), 3, false),
-            (Some(2), 3, false),
-            (Some(3), 3, true),
-            (Some(40), 3, true),
-            (Some(0), 0, true),
-            (None, 0, false),
+        use ParkReason::*;
+        let reasons = [
+            (NonRetryable, "non-retryable"),
+            (Exhausted, "exhausted"),
+            (DeliveryLimit, "delivery-limit"),
+            (Undecodable, "undecodable"),
+            (HeadersTooLarge, "headers-too-large"),
+            (NoHandler, "no-handler"),
+            (ReplyRefused, "reply-refused"),
+            (TableRefused, "table-refused"),
         ];
-        for (count, limit, want) in cases {
-            assert_eq!(
-                exceeds_delivery_limit(count, limit),
-                want,
-                "{count:?} {limit}"
-            );
+        for (reason, header) in reasons {
+            assert_eq!(reason.as_str(), header);
         }
-        assert_eq!(ParkReason::DeliveryLimit.as_str(), "delivery-limit");
-    }
-}
-
-#[cfg(test)]
-mod table_route_tests {
-    use super::*;
-
-    fn d(ms: u64) -> Delay {
-        Delay::from_millis(ms).unwrap()
-    }
-
-    #[test]
-    fn delays_first_then_the_table_then_parked() {
-        let delays = [d(5000), d(60_000)];
-        let table = |n| route_failure_with_table(n, &delays, true, Some(3));
-        assert!(matches!(table(0), Route::Retry { index: 0, .. }));
-        assert!(matches!(table(1), Route::Retry { index: 1, .. }));
-        assert_eq!(table(2), Route::Table { next_attempt: 3 });
-        assert_eq!(table(4), Route::Table { next_attempt: 5 });
-        assert_eq!(
-            table(5),
-            Route::Park {
-                reason: ParkReason::Exhausted,
-                attempt: 5
-            }
-        );
-        // Not retryable parks at once, table or not.
-        assert_eq!(
-            route_failure_with_table(0, &delays, false, Some(3)),
-            Route::Park {
-                reason: ParkReason::NonRetryable,
-                attempt: 0
-            }
-        );
-        // The table alone.
-        assert_eq!(
-            route_failure_with_table(0, &[], true, Some(1)),
-            Route::Table { next_attempt: 1 }
-        );
-        assert!(matches!(
-            route_failure_with_table(1, &[], true, Some(1)),
-            Route::Park { .. }
-        ));
-        // No table: as route_failure.
-        assert_eq!(
-            route_failure_with_table(2, &delays, true, None),
-            route_failure(2, &delays, true)
-        );
-        assert_eq!(Route::Table { next_attempt: 1 }.reason(), "retry-table");
-        assert_eq!(Route::Table { next_attempt: 7 }.attempt_header(), 7);
     }
 }

@@ -74,6 +74,8 @@ pub(super) struct Script {
     /// Republishes wait for a permit.
     pub(super) confirms: Option<Arc<Semaphore>>,
     pub(super) closed: Arc<AtomicBool>,
+    /// The route of every failed delivery moved, by delivery id, in order.
+    pub(super) routes: Arc<Mutex<Vec<(u64, Route)>>>,
 }
 
 impl Script {
@@ -100,6 +102,24 @@ impl Script {
 
     pub(super) fn ops(&self) -> Vec<Op> {
         self.ops.lock().unwrap().clone()
+    }
+
+    pub(super) fn routes(&self) -> Vec<(u64, Route)> {
+        self.routes.lock().unwrap().clone()
+    }
+
+    /// Delivers `tag` on the newest subscription, delivered `count` times
+    /// before (its `x-delivery-count`).
+    pub(super) fn deliver_counted(&self, tag: u64, count: i64) {
+        let mut d = Delivery::mock(tag, "".into(), "q".into(), false, format!("m{tag}").into());
+        let mut headers = lapin::types::FieldTable::default();
+        headers.insert(
+            "x-delivery-count".into(),
+            lapin::types::AMQPValue::LongLongInt(count),
+        );
+        d.properties = lapin::BasicProperties::default().with_headers(headers);
+        let feeds = self.feeds.lock().unwrap();
+        feeds.last().unwrap().send(Ok(d)).unwrap();
     }
 
     pub(super) fn subscriptions(&self) -> usize {
@@ -228,6 +248,7 @@ impl Link for Script {
         failure: Failure,
         route: Route,
     ) -> BoxFuture<'static, Event> {
+        self.routes.lock().unwrap().push((id, route.clone()));
         let refuse = self.refuse_republish.load(Ordering::SeqCst);
         let confirms = self.confirms.clone();
         Box::pin(async move {

@@ -14,7 +14,7 @@ use super::super::state::ConsumerState;
 use super::fake::{ack, kind, FakeSink, Op, Script};
 use crate::amqp::topology::{ExtraArguments, QueueType, Topology};
 use crate::error::{Error, ErrorKind};
-use crate::retry::parse_delays;
+use crate::retry::{parse_delays, ParkReason, Route, Thrown};
 
 fn config(max_attempts: Option<u32>) -> ConsumerConfig {
     ConsumerConfig {
@@ -43,7 +43,7 @@ fn failure(message: &str) -> Failure {
     Failure {
         name: "Error".into(),
         message: message.into(),
-        retryable: true,
+        thrown: Some(Thrown::Retryable),
         ..Failure::default()
     }
 }
@@ -119,7 +119,7 @@ async fn a_failure_that_asks_to_park_parks_at_once_with_delays_left() {
     let script = Script::default();
     let (handle, sink) = handling_two(&script).await;
     let no_handler = Failure {
-        park: Some(crate::retry::ParkReason::NoHandler),
+        thrown: Some(Thrown::NoHandler),
         ..failure("no handler for pattern 'x'")
     };
     handle
@@ -129,6 +129,52 @@ async fn a_failure_that_asks_to_park_parks_at_once_with_delays_left() {
     let mut events = sink.events();
     events.sort_unstable();
     assert_eq!(events, vec!["parked", "retry"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_verdict_parks_a_delivery_over_its_limit_before_javascript_and_routes_each_failure() {
+    let script = Script::default();
+    let mut quorum = config(None);
+    quorum.topology.delivery_limit = Some(3);
+    let handle = ConsumerHandle::start_on(script.clone(), quorum)
+        .await
+        .unwrap();
+    let sink = FakeSink::default();
+    handle.attach(Box::new(sink.clone())).unwrap();
+    script.deliver_counted(1, 3);
+    script.deliver_counted(2, 2);
+    script.deliver(3);
+    until("two deliveries", || sink.ids().len() == 2).await;
+    assert_eq!(sink.ids(), vec![2, 3], "the first never reaches JavaScript");
+    let not_retryable = Failure {
+        thrown: Some(Thrown::NonRetryable),
+        ..failure("bad input")
+    };
+    handle
+        .settle_many(
+            vec![],
+            vec![(2, failure("carrier 503")), (3, not_retryable)],
+        )
+        .unwrap();
+    until("three moves", || sink.events().len() == 3).await;
+    let park = |reason| Route::Park { reason, attempt: 0 };
+    let delay = parse_delays(&["5s".into()]).unwrap()[0];
+    assert_eq!(
+        script.routes(),
+        vec![
+            (1, park(ParkReason::DeliveryLimit)),
+            (
+                2,
+                Route::Retry {
+                    delay,
+                    index: 0,
+                    next_attempt: 1
+                }
+            ),
+            (3, park(ParkReason::NonRetryable)),
+        ]
+    );
+    until("the acks", || script.ops().contains(&ack(1, 3, true))).await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,0 +1,66 @@
+//! What the verdict weighs, read from a consumer's configuration and from a
+//! delivery (fields that decode, the broker's delivery count), and the
+//! failure a delivery refused before its handler parks with.
+
+use lapin::message::Delivery;
+
+use super::{ConsumerConfig, Failure};
+use crate::amqp::fields::{header, to_field_value, undecodable_field};
+use crate::retry::{Facts, ParkReason, Policy, Route};
+
+/// The delays, retry table and delivery limit of `config`.
+pub(super) fn policy(config: &ConsumerConfig) -> Policy<'_> {
+    Policy {
+        delays: &config.topology.delays,
+        table_attempts: config.table.as_ref().map(|t| t.max_attempts),
+        delivery_limit: config.topology.delivery_limit,
+    }
+}
+
+/// What is true of delivery `d` after `attempt` earlier failed attempts.
+pub(super) fn facts(d: &Delivery, attempt: u32) -> Facts {
+    Facts {
+        attempt,
+        delivery_count: delivery_count(d),
+        undecodable: undecodable_field(&d.exchange, &d.routing_key, &d.properties).is_some(),
+        ..Facts::default()
+    }
+}
+
+/// The broker's `x-delivery-count` of `d` (quorum queues).
+fn delivery_count(d: &Delivery) -> Option<u64> {
+    header(d.properties.headers().as_ref(), "x-delivery-count")
+        .map(to_field_value)
+        .and_then(|v| v.as_count())
+}
+
+/// The failure delivery `d` parks with when the verdict refuses it before
+/// its handler (sending it to `route`): which field does not decode, or how
+/// often it was delivered.
+pub(super) fn refusal(d: &Delivery, route: &Route, delivery_limit: Option<u32>) -> Failure {
+    let (name, message) = match route {
+        Route::Park {
+            reason: ParkReason::DeliveryLimit,
+            ..
+        } => {
+            let deliveries = delivery_count(d).unwrap_or(0) + 1;
+            let limit = delivery_limit.unwrap_or_default();
+            (
+                "DeliveryLimitExceeded",
+                format!(
+                    "delivered {deliveries} times without being acked or rejected (limit {limit}): the consumer most likely crashes on this message, so it was parked without calling the handler again"
+                ),
+            )
+        }
+        // Undecodable: the only other reason to refuse a delivery before its handler.
+        _ => (
+            "UndecodableMessage",
+            undecodable_field(&d.exchange, &d.routing_key, &d.properties).unwrap_or_default(),
+        ),
+    };
+    Failure {
+        name: name.into(),
+        message,
+        ..Failure::default()
+    }
+}

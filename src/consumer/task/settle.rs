@@ -1,0 +1,176 @@
+//! A delivery's way through the task: taken in, the verdict on it asked
+//! (`retry::verdict`), handed to JavaScript or moved out (a retry queue, the
+//! retry table, the parked queue), settled, acked, or given back.
+
+use lapin::message::Delivery;
+use tokio::time::Instant;
+
+use super::super::acks::AckOp;
+use super::super::event::Event;
+use super::super::facts::{facts, policy, refusal};
+use super::super::link::{Link, LinkChannel};
+use super::super::pending::Pending;
+use super::super::settlement::{Failure, Settlement};
+use super::ConsumerTask;
+use crate::amqp::fields::attempt_of;
+use crate::error::{Error, ErrorKind};
+use crate::retry::{verdict, Route, Verdict};
+
+impl<L: Link> ConsumerTask<L> {
+    /// Takes a delivery in: its id, or `None` when the verdict refused it
+    /// before its handler (it parks).
+    pub(super) fn accept(&mut self, d: Delivery) -> Option<u64> {
+        self.last_activity = Instant::now();
+        self.acks.open(d.delivery_tag);
+        self.next_id += 1;
+        let id = self.next_id;
+        let attempt = attempt_of(d.properties.headers().as_ref(), &self.config.topology.queue);
+        let verdict = verdict(None, &facts(&d, attempt), &policy(&self.config));
+        let limit = self.config.topology.delivery_limit;
+        self.follow(id, d, attempt, verdict, |d, route| refusal(d, route, limit))
+    }
+
+    /// Settles delivery `id` as JavaScript says: acked, or failed (then
+    /// moved out as the verdict says).
+    pub(super) fn settle(&mut self, id: u64, s: Settlement) {
+        self.last_activity = Instant::now();
+        let Some(p) = self.pending.remove(&id) else {
+            return;
+        };
+        match s {
+            Settlement::Ack => self.acks.done(p.delivery.delivery_tag),
+            Settlement::Fail(f) => {
+                let verdict = verdict(
+                    f.thrown,
+                    &facts(&p.delivery, p.attempt),
+                    &policy(&self.config),
+                );
+                // Handed over again only if the verdict says so (never after a failure).
+                if let Some(id) = self.follow(id, p.delivery, p.attempt, verdict, |_, _| f) {
+                    self.out.arrived.push(id);
+                }
+            }
+        }
+    }
+
+    /// Does what the verdict on delivery `id` says: keeps it for JavaScript
+    /// (its id), or moves it out with the failure `failure` describes.
+    fn follow(
+        &mut self,
+        id: u64,
+        delivery: Delivery,
+        attempt: u32,
+        verdict: Verdict,
+        failure: impl FnOnce(&Delivery, &Route) -> Failure,
+    ) -> Option<u64> {
+        match verdict {
+            Verdict::Handle { table_bound } => {
+                let p = Pending {
+                    delivery,
+                    attempt,
+                    table_bound,
+                };
+                self.pending.insert(id, p);
+                Some(id)
+            }
+            Verdict::Route(route) => {
+                let f = failure(&delivery, &route);
+                let p = Pending {
+                    delivery,
+                    attempt,
+                    table_bound: false,
+                };
+                self.move_out(id, p, f, route);
+                None
+            }
+        }
+    }
+
+    /// Republishes a failed delivery to where `route` says (or stores it in
+    /// the retry table), on its own task; acked once that is done.
+    fn move_out(&mut self, id: u64, p: Pending, f: Failure, route: Route) {
+        let tag = p.delivery.delivery_tag;
+        self.acks.publishing(tag);
+        let routed = self
+            .link
+            .route_failure(self.config.clone(), id, p, f, route);
+        self.failures.spawn(async move { (tag, routed.await) });
+    }
+
+    /// Puts deliveries JavaScript never started back in the queue.
+    pub(super) async fn release(&mut self, ids: Vec<u64>) {
+        self.out.arrived.retain(|id| !ids.contains(id));
+        let Some(ch) = self.channel.clone() else {
+            return;
+        };
+        for id in ids {
+            if let Some(p) = self.pending.remove(&id) {
+                self.acks.forget(p.delivery.delivery_tag);
+                let _ =
+                    tokio::time::timeout(self.step(), ch.requeue(p.delivery.delivery_tag)).await;
+            }
+        }
+    }
+
+    /// A republish finished: ack the original if it went where it should,
+    /// hold it if not, and tell JavaScript.
+    pub(super) fn failure_done(&mut self, tag: u64, event: Event) {
+        if matches!(event, Event::PublishFailed { .. }) {
+            self.acks.hold(tag);
+            self.stuck += 1;
+        } else {
+            self.acks.done(tag);
+        }
+        self.out.events.push(event);
+    }
+
+    /// Sends the acks the ledger says are due.
+    pub(super) async fn flush_acks(&mut self, force: bool) {
+        let ops = self.acks.plan(force);
+        if ops.is_empty() {
+            return;
+        }
+        let Some(ch) = self.channel.clone() else {
+            return;
+        };
+        // Every frame is queued before the first is awaited: several acks
+        // cost one wake-up of the I/O thread, not one each.
+        let sends = ops.into_iter().map(|op| {
+            let (tag, multiple) = match op {
+                AckOp::Upto(t) => (t, true),
+                AckOp::One(t) => (t, false),
+            };
+            ch.ack(tag, multiple)
+        });
+        let failed =
+            match tokio::time::timeout(self.step(), futures_util::future::join_all(sends)).await {
+                Ok(results) => results
+                    .into_iter()
+                    .find_map(|r| r.err().map(|e| e.to_string())),
+                Err(_) => Some(format!("no answer within {} ms", self.step().as_millis())),
+            };
+        if let Some(e) = failed {
+            self.out.events.push(Event::ConsumerError {
+                error: Error::new(
+                    ErrorKind::Connection,
+                    format!("ack failed; the broker will redeliver the message(s), so they may be handled twice: {e}"),
+                ),
+            });
+        }
+    }
+
+    /// Puts every delivery not handed to JavaScript back in the queue.
+    pub(super) async fn drop_arrived(&mut self) {
+        let Some(ch) = self.channel.clone() else {
+            self.out.arrived.clear();
+            return;
+        };
+        for id in std::mem::take(&mut self.out.arrived) {
+            if let Some(p) = self.pending.remove(&id) {
+                self.acks.forget(p.delivery.delivery_tag);
+                let _ =
+                    tokio::time::timeout(self.step(), ch.requeue(p.delivery.delivery_tag)).await;
+            }
+        }
+    }
+}

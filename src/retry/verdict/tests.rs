@@ -1,0 +1,191 @@
+//! The verdict as a table: what was thrown, what is true of the delivery,
+//! what the consumer was configured with, and where the delivery goes.
+
+use super::*;
+
+fn d(ms: u64) -> Delay {
+    Delay::from_millis(ms).unwrap()
+}
+
+fn retry(ms: u64, index: usize) -> Verdict {
+    Verdict::Route(Route::Retry {
+        delay: d(ms),
+        index,
+        next_attempt: index as u32 + 1,
+    })
+}
+
+fn table(next_attempt: u32) -> Verdict {
+    Verdict::Route(Route::Table { next_attempt })
+}
+
+fn park(reason: ParkReason, attempt: u32) -> Verdict {
+    Verdict::Route(Route::Park { reason, attempt })
+}
+
+const HANDLE: Verdict = Verdict::Handle { table_bound: false };
+const HANDLE_TABLE_BOUND: Verdict = Verdict::Handle { table_bound: true };
+
+fn at(attempt: u32) -> Facts {
+    Facts {
+        attempt,
+        ..Facts::default()
+    }
+}
+
+fn delivered(attempt: u32, count: Option<u64>) -> Facts {
+    Facts {
+        delivery_count: count,
+        ..at(attempt)
+    }
+}
+
+fn policy(
+    delays: &[Delay],
+    table_attempts: Option<u32>,
+    delivery_limit: Option<u32>,
+) -> Policy<'_> {
+    Policy {
+        delays,
+        table_attempts,
+        delivery_limit,
+    }
+}
+
+#[test]
+fn verdict_table() {
+    use ParkReason as P;
+    use Thrown::*;
+    let three = &[d(5_000), d(60_000), d(600_000)][..];
+    let two = &[d(5_000), d(60_000)][..];
+    let none: &[Delay] = &[];
+    let plain = |delays| policy(delays, None, None);
+    let too_large = Facts {
+        headers_too_large: true,
+        ..at(2)
+    };
+    let refused = Facts {
+        table_refused: true,
+        ..at(2)
+    };
+    let undecodable = Facts {
+        undecodable: true,
+        ..at(1)
+    };
+    #[rustfmt::skip]
+    let cases: Vec<(Option<Thrown>, Facts, Policy, Verdict)> = vec![
+        // Retryable: the delays in order, then exhausted.
+        (Some(Retryable), at(0), plain(none), park(P::Exhausted, 0)),
+        (Some(Retryable), at(5), plain(none), park(P::Exhausted, 5)),
+        (Some(Retryable), at(0), plain(three), retry(5_000, 0)),
+        (Some(Retryable), at(1), plain(three), retry(60_000, 1)),
+        (Some(Retryable), at(2), plain(three), retry(600_000, 2)),
+        (Some(Retryable), at(3), plain(three), park(P::Exhausted, 3)),
+        (Some(Retryable), at(4), plain(three), park(P::Exhausted, 4)),
+        (Some(Retryable), at(1_000), plain(three), park(P::Exhausted, 1_000)),
+        (Some(Retryable), at(u32::MAX), plain(three), park(P::Exhausted, u32::MAX)),
+        // Not retryable: parked at once, delays or not.
+        (Some(NonRetryable), at(0), plain(none), park(P::NonRetryable, 0)),
+        (Some(NonRetryable), at(0), plain(three), park(P::NonRetryable, 0)),
+        (Some(NonRetryable), at(2), plain(three), park(P::NonRetryable, 2)),
+        (Some(NonRetryable), at(9), plain(three), park(P::NonRetryable, 9)),
+        (Some(NonRetryable), at(u32::MAX), plain(three), park(P::NonRetryable, u32::MAX)),
+        // No handler, a refused reply: parked at once with delays left.
+        (Some(NoHandler), at(0), plain(three), park(P::NoHandler, 0)),
+        (Some(ReplyRefused), at(1), plain(three), park(P::ReplyRefused, 1)),
+        (Some(NoHandler), at(0), policy(three, Some(3), None), park(P::NoHandler, 0)),
+        // The delays first, then the table, then exhausted.
+        (Some(Retryable), at(0), policy(two, Some(3), None), retry(5_000, 0)),
+        (Some(Retryable), at(1), policy(two, Some(3), None), retry(60_000, 1)),
+        (Some(Retryable), at(2), policy(two, Some(3), None), table(3)),
+        (Some(Retryable), at(4), policy(two, Some(3), None), table(5)),
+        (Some(Retryable), at(5), policy(two, Some(3), None), park(P::Exhausted, 5)),
+        (Some(NonRetryable), at(0), policy(two, Some(3), None), park(P::NonRetryable, 0)),
+        // The table alone.
+        (Some(Retryable), at(0), policy(none, Some(1), None), table(1)),
+        (Some(Retryable), at(1), policy(none, Some(1), None), park(P::Exhausted, 1)),
+        (Some(Retryable), at(0), policy(none, Some(0), None), park(P::Exhausted, 0)),
+        // Before the handler: handled, and told whether a retryable failure goes to the table.
+        (None, at(0), plain(three), HANDLE),
+        (None, at(3), plain(three), HANDLE),
+        (None, at(1), policy(two, Some(3), None), HANDLE),
+        (None, at(2), policy(two, Some(3), None), HANDLE_TABLE_BOUND),
+        (None, at(5), policy(two, Some(3), None), HANDLE),
+        // The delivery limit (quorum queues): parked without calling the handler again.
+        (None, delivered(0, None), policy(three, None, Some(3)), HANDLE),
+        (None, delivered(0, Some(0)), policy(three, None, Some(3)), HANDLE),
+        (None, delivered(0, Some(2)), policy(three, None, Some(3)), HANDLE),
+        (None, delivered(1, Some(3)), policy(three, None, Some(3)), park(P::DeliveryLimit, 1)),
+        (None, delivered(0, Some(40)), policy(three, None, Some(3)), park(P::DeliveryLimit, 0)),
+        (None, delivered(0, Some(0)), policy(three, None, Some(0)), park(P::DeliveryLimit, 0)),
+        (None, delivered(0, None), policy(three, None, Some(0)), HANDLE),
+        (None, delivered(0, Some(40)), plain(three), HANDLE),
+        (Some(Retryable), delivered(0, Some(2)), policy(three, None, Some(3)), retry(5_000, 0)),
+        // Undecodable: parked without calling the handler, whatever else holds.
+        (None, undecodable, plain(three), park(P::Undecodable, 1)),
+        (None, Facts { delivery_count: Some(9), ..undecodable }, policy(three, None, Some(3)), park(P::Undecodable, 1)),
+        // Learned while moving it: parked, whatever was thrown.
+        (Some(Retryable), refused, policy(two, Some(3), None), park(P::TableRefused, 2)),
+        (Some(Retryable), too_large, policy(two, Some(3), None), park(P::HeadersTooLarge, 2)),
+        (Some(NoHandler), too_large, plain(three), park(P::HeadersTooLarge, 2)),
+        (Some(Retryable), Facts { table_refused: true, ..too_large }, plain(three), park(P::HeadersTooLarge, 2)),
+        (None, Facts { undecodable: true, ..too_large }, plain(three), park(P::HeadersTooLarge, 2)),
+        (None, Facts { delivery_count: Some(9), ..too_large }, policy(three, None, Some(3)), park(P::HeadersTooLarge, 2)),
+    ];
+    for (thrown, facts, policy, want) in cases {
+        assert_eq!(
+            verdict(thrown, &facts, &policy),
+            want,
+            "thrown {thrown:?}, {facts:?}, {} delays, table {:?}, limit {:?}",
+            policy.delays.len(),
+            policy.table_attempts,
+            policy.delivery_limit,
+        );
+    }
+}
+
+#[test]
+fn a_failure_always_routes() {
+    let delays = [d(5_000)];
+    for thrown in Thrown::ALL {
+        for attempt in [0, 1, 2, u32::MAX] {
+            for table_attempts in [None, Some(0), Some(2)] {
+                for delivery_count in [None, Some(0), Some(7)] {
+                    let policy = Policy {
+                        delays: &delays,
+                        table_attempts,
+                        delivery_limit: Some(5),
+                    };
+                    let facts = delivered(attempt, delivery_count);
+                    assert!(
+                        matches!(verdict(Some(thrown), &facts, &policy), Verdict::Route(_)),
+                        "{thrown:?} {facts:?} {table_attempts:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn javascript_reports_four_kinds_by_name() {
+    for thrown in Thrown::ALL {
+        assert_eq!(Thrown::from_report(thrown.as_str()), Some(thrown));
+    }
+    assert_eq!(
+        Thrown::ALL.map(Thrown::as_str),
+        ["no-handler", "reply-refused", "non-retryable", "retryable"]
+    );
+    for other in [
+        "exhausted",
+        "delivery-limit",
+        "undecodable",
+        "table-refused",
+        "headers-too-large",
+        "",
+        "No-Handler",
+        "retryable ",
+    ] {
+        assert_eq!(Thrown::from_report(other), None, "{other}");
+    }
+}
