@@ -291,7 +291,7 @@ describe('when the native settle refuses a whole batch', () => {
     };
     const deliver = (ids: number[]) =>
       onBatch({
-        meta: JSON.stringify(ids.map((i) => ({ i, x: '', k: 'fake', r: false, a: 0, p: { messageId: `m${i}` }, o: 0, n: 0 }))),
+        meta: JSON.stringify(ids.map((i) => ({ id: i, exchange: '', routingKey: 'fake', redelivered: false, attempt: 0, properties: { messageId: `m${i}` }, offset: 0, length: 0 }))),
         bodies: Buffer.alloc(0),
         large: [],
         strings: [],
