@@ -4,7 +4,8 @@
  * with their error when retries run out; every move is a confirmed publish
  * before the ack.
  */
-export { RabbitRetry, DEFAULT_URL, type Body } from './client';
+export { RabbitRetry, DEFAULT_URL } from './client';
+export type { Body } from './publish';
 export { Consumer } from './consumer';
 export type {
   Handler,
@@ -31,7 +32,7 @@ export {
   type PauseWhenOptions,
   type DependencyWatch,
 } from './table';
-export type { MeterProviderLike } from './metrics';
+export type { MeterProviderLike } from './otel';
 export { Message, type MessageProperties } from './message';
 export {
   DEFAULT_DELAYS,

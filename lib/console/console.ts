@@ -12,6 +12,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type RabbitRetry, brokerUrlsOf } from '../client';
 import { checkKeys, checkObject, checkString } from '../check-options';
 import { InvalidOptionsError, RabbitRetryError } from '../errors';
+import { reasonOf } from '../error-text';
 import { delayLabel, parkedQueueName } from '../names';
 import { DEFAULT_DELAYS, type Delay, type OptionKeys } from '../options';
 import type { ParkedMessage } from '../parked';
@@ -706,7 +707,7 @@ export class RabbitRetryConsole {
         },
         (err: unknown) => {
           this.managementNames = [];
-          this.managementStatus = { state: 'unavailable', detail: `${target.base}: ${(err as Error).message}` };
+          this.managementStatus = { state: 'unavailable', detail: `${target.base}: ${reasonOf(err)}` };
         },
       )
       .finally(() => {
@@ -828,7 +829,7 @@ export class RabbitRetryConsole {
           at: Date.now(),
         };
       } catch (err) {
-        this.table = { view: this.table.view, error: err instanceof Error ? err.message : String(err), at: Date.now() };
+        this.table = { view: this.table.view, error: reasonOf(err), at: Date.now() };
       }
     })().finally(() => {
       this.tableAsk = undefined;

@@ -5,7 +5,7 @@
  */
 import { ClosedError, fromNativeCall } from '../errors';
 import type { NativeConsumer, NativeFailureInfo } from '../native';
-import { reasonOf } from './error-text';
+import { reasonOf } from '../error-text';
 import type { FailureInfo } from './failure';
 import type { Log } from './log';
 

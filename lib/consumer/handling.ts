@@ -1,0 +1,129 @@
+/**
+ * Running a consumer's handler on one delivery: inside its span and inside
+ * the handler scope (which tells whose handler the code running now
+ * belongs to), then settling the delivery with how it went.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+import type { ProbeResult } from '../circuit';
+import { reasonOf } from '../error-text';
+import type { NativeBatch } from '../native';
+import type { ConsumerTracing } from '../tracing';
+import { type DeliveryMeta, messageOf } from '../wire';
+import type { Handler } from './events';
+import type { FailureRoute } from './failure';
+import type { InFlight, Tracked } from './in-flight';
+import { type Settlements, UNREADABLE_FAILURE } from './settlement';
+import type { Tally } from './tally';
+
+/** A handler running now: whose it is, and what the stuck check reads. */
+export interface HandlerRun extends Tracked {
+  /** The consumer whose handler it is. */
+  readonly owner: object;
+  /** The handler returned (or threw); code it started may still run in its context. */
+  done: boolean;
+}
+
+/** Which handler the code running now belongs to, if any. */
+const handlerScope = new AsyncLocalStorage<HandlerRun>();
+
+/** The consumer whose handler is running in the current async context and has not returned yet, if any. */
+export function runningOwner(): object | undefined {
+  const r = handlerScope.getStore();
+  return r !== undefined && !r.done ? r.owner : undefined;
+}
+
+/**
+ * Runs `f` outside any handler's context: what it starts does not count as
+ * running inside a handler.
+ * @internal
+ */
+export function outsideHandlers<T>(f: () => T): T {
+  return handlerScope.exit(f);
+}
+
+/** What running a handler needs of its consumer. */
+export interface HandlingHost {
+  /** The consumer: `this` of its handler, and whose handler the scope says runs. */
+  readonly owner: object;
+  readonly handler: Handler;
+  readonly tracing: Pick<ConsumerTracing, 'process'>;
+  /** The handlers running now. */
+  readonly running: Pick<InFlight<HandlerRun>, 'add' | 'delete'>;
+  readonly settlements: Pick<Settlements, 'ack' | 'fail'>;
+  readonly route: Pick<FailureRoute, 'failureOf'>;
+  readonly tally: Pick<Tally, 'acked' | 'failed'>;
+  /** What a handler settles now is dropped: the close gave up on it (the channel took its message back), or the consumer closed. */
+  dropped(): boolean;
+}
+
+/** Runs a consumer's handler on its deliveries. */
+export class Handling {
+  // An ES private field: printing or serialising the consumer never goes round from here back to it.
+  readonly #host: HandlingHost;
+
+  constructor(host: HandlingHost) {
+    this.#host = host;
+  }
+
+  /**
+   * Runs the handler for one delivery and settles it; resolves to how it
+   * went (`failure` for a retryable one). Never rejects.
+   */
+  async handle(d: DeliveryMeta, batch: NativeBatch): Promise<ProbeResult> {
+    const host = this.#host;
+    let run: HandlerRun | undefined;
+    try {
+      const { msg, messageId } = messageOf(d, batch);
+      const span = host.tracing.process(msg.headers, () => ({
+        exchange: d.x,
+        routingKey: d.k,
+        messageId,
+        bodySize: msg.body.length,
+        attempt: d.a,
+      }));
+      const r: HandlerRun = {
+        owner: host.owner,
+        startedAt: performance.now(),
+        messageId,
+        attempt: d.a,
+        reported: false,
+        done: false,
+      };
+      run = r;
+      host.running.add(d.i, r);
+      let threw = false;
+      let error: unknown;
+      // The handler runs with the consumer as `this`.
+      const call = () => handlerScope.run(r, () => Reflect.apply(host.handler, host.owner, [msg]) as unknown);
+      try {
+        await (span ? span.run(call) : call());
+      } catch (err) {
+        threw = true;
+        error = err;
+      }
+      r.done = true;
+      span?.end(error, threw);
+      // The close gave up on this handler and the channel took its message back.
+      if (host.dropped()) return 'other';
+      if (!threw) {
+        host.settlements.ack(d.i);
+        host.tally.acked(r.startedAt);
+        return 'success';
+      }
+      const failure = host.route.failureOf(error, msg, d.t === 1);
+      host.settlements.fail(d.i, span ? { ...failure, ...span.moving(d.i) } : failure);
+      host.tally.failed(r.startedAt);
+      return failure.retryable ? 'failure' : 'other';
+    } catch (internal) {
+      // Nothing above should throw; if it did, the delivery still gets settled.
+      if (!host.dropped()) {
+        host.settlements.fail(d.i, { ...UNREADABLE_FAILURE, message: `the message could not be handled: ${reasonOf(internal)}` });
+      }
+      return 'other';
+    } finally {
+      if (run) run.done = true;
+      host.running.delete(d.i);
+    }
+  }
+}
