@@ -6,6 +6,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
+import { reasonOf } from '../error-text';
+
 /** The page's files. */
 export type AssetName = 'index.html' | 'console.js' | 'console.css';
 
@@ -18,7 +20,7 @@ export function asset(name: AssetName): Buffer {
     try {
       b = readFileSync(join(__dirname, 'assets', name));
     } catch (err) {
-      throw new Error(`rabbit-retry: the console's ${name} is missing beside ${__dirname}; the package is incomplete (${(err as Error).message})`);
+      throw new Error(`rabbit-retry: the console's ${name} is missing beside ${__dirname}; the package is incomplete (${reasonOf(err)})`);
     }
     cache.set(name, b);
   }

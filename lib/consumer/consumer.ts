@@ -1,3 +1,10 @@
+/**
+ * The consumer of one work queue: what its user sees (events, `state`,
+ * `stats()`, `health()`, `close()`), wired to the parts that do the work:
+ * {@link Handling} runs the handler, {@link Settlements} hands the outcome
+ * to the native side, {@link Reporter} tells the events, {@link Tally}
+ * counts, {@link Membership} joins the circuit, {@link Shutdown} closes.
+ */
 import { EventEmitter } from 'node:events';
 
 import type { Circuit, CircuitMember } from '../circuit';
@@ -13,10 +20,11 @@ import { AlertWatch } from './alerts';
 import type { CircuitIo } from './circuit-io';
 import type { CloseResult, ConsumerEvents, ConsumerHealth, ConsumerState, ConsumerStats, Handler } from './events';
 import { FailureRoute } from './failure';
-import { type HandlerRun, Handling, runningOwner } from './handling';
+import { Handling } from './handling';
 import { InFlight, stuckCheckEveryMs } from './in-flight';
 import { type Log, logTo } from './log';
 import { Membership } from './membership';
+import { type HandlerRun, runningOwner } from './scope';
 import { type CircuitNotice, Reporter } from './reporter';
 import { Settlements } from './settlement';
 import { Shutdown } from './shutdown';
@@ -64,7 +72,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private readonly settlements: Settlements;
   private readonly handling: Handling;
   private readonly shutdown: Shutdown;
-  private readonly streamDone: Promise<void>;
+  /** Ends the stream of batches: the native side sent its last. */
   private endStream!: () => void;
   private readonly alerts?: AlertWatch;
   // An ES private field: printing or serialising the consumer never meets a timer's circular internals.
@@ -89,7 +97,6 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.tracing = consumerTracing(queue);
     this.running = new InFlight<HandlerRun>(ctx.stuckAfterMs);
     this.tally = new Tally(queue, ctx.metrics, log);
-    this.streamDone = new Promise((resolve) => (this.endStream = resolve));
     this.reporter = new Reporter(
       {
         queue,
@@ -105,7 +112,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       queue,
       log,
       running: this.running,
-      streamDone: this.streamDone,
+      streamDone: new Promise((resolve) => (this.endStream = resolve)),
       quiet: () => {
         this.alerts?.stop();
         this.membership?.leave();

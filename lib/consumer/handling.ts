@@ -1,10 +1,7 @@
 /**
- * Running a consumer's handler on one delivery: inside its span and inside
- * the handler scope (which tells whose handler the code running now
- * belongs to), then settling the delivery with how it went.
+ * Running a consumer's handler on one delivery, inside its span and its
+ * handler scope, then settling the delivery with how it went.
  */
-import { AsyncLocalStorage } from 'node:async_hooks';
-
 import type { ProbeResult } from '../circuit';
 import { reasonOf } from '../error-text';
 import type { NativeBatch } from '../native';
@@ -12,35 +9,10 @@ import type { ConsumerTracing } from '../tracing';
 import { type DeliveryMeta, messageOf } from '../wire';
 import type { Handler } from './events';
 import type { FailureRoute } from './failure';
-import type { InFlight, Tracked } from './in-flight';
+import type { InFlight } from './in-flight';
+import { type HandlerRun, inHandler } from './scope';
 import { type Settlements, UNREADABLE_FAILURE } from './settlement';
 import type { Tally } from './tally';
-
-/** A handler running now: whose it is, and what the stuck check reads. */
-export interface HandlerRun extends Tracked {
-  /** The consumer whose handler it is. */
-  readonly owner: object;
-  /** The handler returned (or threw); code it started may still run in its context. */
-  done: boolean;
-}
-
-/** Which handler the code running now belongs to, if any. */
-const handlerScope = new AsyncLocalStorage<HandlerRun>();
-
-/** The consumer whose handler is running in the current async context and has not returned yet, if any. */
-export function runningOwner(): object | undefined {
-  const r = handlerScope.getStore();
-  return r !== undefined && !r.done ? r.owner : undefined;
-}
-
-/**
- * Runs `f` outside any handler's context: what it starts does not count as
- * running inside a handler.
- * @internal
- */
-export function outsideHandlers<T>(f: () => T): T {
-  return handlerScope.exit(f);
-}
 
 /** What running a handler needs of its consumer. */
 export interface HandlingHost {
@@ -95,7 +67,7 @@ export class Handling {
       let threw = false;
       let error: unknown;
       // The handler runs with the consumer as `this`.
-      const call = () => handlerScope.run(r, () => Reflect.apply(host.handler, host.owner, [msg]) as unknown);
+      const call = () => inHandler(r, () => Reflect.apply(host.handler, host.owner, [msg]) as unknown);
       try {
         await (span ? span.run(call) : call());
       } catch (err) {

@@ -3,4 +3,4 @@
  * consumer's handler the code running now belongs to.
  */
 export { Consumer, type ConsumerContext, runningConsumer } from './consumer';
-export { outsideHandlers } from './handling';
+export { outsideHandlers } from './scope';

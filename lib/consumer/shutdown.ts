@@ -9,7 +9,7 @@ import type { CloseOptions } from '../options';
 import { reasonOf } from '../error-text';
 import { CloseBound } from './close-bound';
 import type { CloseResult } from './events';
-import { outsideHandlers } from './handling';
+import { outsideHandlers } from './scope';
 import type { InFlight, Tracked } from './in-flight';
 import type { Log } from './log';
 
