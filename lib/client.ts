@@ -12,7 +12,7 @@ import { drainTracing, tracedPublish } from './tracing';
 import { type CircuitRecord, checkCircuitFits, circuitFor, circuitSettings } from './circuit';
 import { CircuitIo, circuitQueueName, readCircuitState } from './consumer/circuit-io';
 import { reasonOf } from './error-text';
-import { logTo } from './consumer/log';
+import { logTo } from './log';
 import { parkedQueueName, retryQueueName } from './names';
 import { type Body, checkPublishOptions, toBuffer, toNativeProps } from './publish';
 import {

@@ -2,7 +2,7 @@ import { InvalidOptionsError, native } from './errors';
 import { type MeterProviderLike, meterProviderOr } from './otel';
 import type { NativeClient } from './native';
 import { checkKeys, checkObject, checkRate, parseDelay } from './check-options';
-import type { Log } from './consumer/log';
+import type { Log } from './log';
 import { BOOLEAN, fence, fenceSync } from './fence';
 import type { Delay, OptionKeys } from './options';
 

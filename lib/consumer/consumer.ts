@@ -8,8 +8,9 @@
 import { EventEmitter } from 'node:events';
 
 import type { Circuit, CircuitMember } from '../circuit';
-import { native } from '../errors';
 import { reasonOf } from '../error-text';
+import { native } from '../errors';
+import { type Log, logTo } from '../log';
 import type { Message } from '../message';
 import type { ConsumerMetrics } from '../metrics';
 import type { NativeBatch, NativeConsumer } from '../native';
@@ -22,10 +23,9 @@ import type { CloseResult, ConsumerEvents, ConsumerHealth, ConsumerState, Consum
 import { FailureRoute } from './failure';
 import { Handling } from './handling';
 import { InFlight, stuckCheckEveryMs } from './in-flight';
-import { type Log, logTo } from './log';
 import { Membership } from './membership';
-import { type HandlerRun, runningOwner } from './scope';
 import { type CircuitNotice, Reporter } from './reporter';
+import { type HandlerRun, runningOwner } from './scope';
 import { Settlements } from './settlement';
 import { Shutdown } from './shutdown';
 import { Tally } from './tally';

@@ -10,7 +10,7 @@ import type { NativeFailureInfo } from '../native';
 import type { TableRouteOptions } from '../options';
 import { BOOLEAN, type Expectation, type FenceResult, fenceSync } from '../fence';
 import { errorInfo, reasonOf } from '../error-text';
-import type { Log } from './log';
+import type { Log } from '../log';
 
 /** A handler's failure as the native side takes it, without the delivery's id. */
 export type FailureInfo = Omit<NativeFailureInfo, 'id'>;

@@ -6,10 +6,10 @@
  */
 import type { Circuit, CircuitMember, CircuitStatus, ProbeResult } from '../circuit';
 import { native } from '../errors';
+import type { Log } from '../log';
 import type { NativeBatch, NativeConsumer } from '../native';
 import { type DeliveryMeta, deliveriesOf } from '../wire';
 import type { CircuitIo } from './circuit-io';
-import type { Log } from './log';
 
 /** What circuit membership needs of its consumer. */
 export interface MemberHost {

@@ -8,10 +8,10 @@
 import type { CircuitClosedEvent, CircuitHalfOpenEvent, CircuitOpenEvent } from '../circuit';
 import { reasonOf } from '../error-text';
 import { type RabbitRetryError, fromNative } from '../errors';
+import type { Log } from '../log';
 import type { ConsumerTracing } from '../tracing';
 import type { WireEvent } from '../wire';
 import type { ConsumerEvents, StuckEvent } from './events';
-import type { Log } from './log';
 import type { Tally } from './tally';
 
 /** A change of the consumer's circuit, as its event. */

@@ -5,13 +5,13 @@
  * close; a later one may shorten its bound, never lengthen it.
  */
 import { checkCloseOptions } from '../check-options';
-import type { CloseOptions } from '../options';
 import { reasonOf } from '../error-text';
+import type { Log } from '../log';
+import type { CloseOptions } from '../options';
 import { CloseBound } from './close-bound';
 import type { CloseResult } from './events';
-import { outsideHandlers } from './scope';
 import type { InFlight, Tracked } from './in-flight';
-import type { Log } from './log';
+import { outsideHandlers } from './scope';
 
 /** What a close does to its consumer, step by step. */
 export interface ShutdownHost {

@@ -3,9 +3,9 @@
  * metrics: each outcome is counted and recorded in one call.
  */
 import { reasonOf } from '../error-text';
+import type { Log } from '../log';
 import type { ConsumerMetrics } from '../metrics';
 import type { ConsumerStats } from './events';
-import type { Log } from './log';
 
 /** The counts of {@link ConsumerStats}: what the consumer did since it started. */
 export type Counts = Omit<ConsumerStats, 'queue' | 'state' | 'url' | 'inFlight' | 'stuck' | 'oldestInFlightMs' | 'circuit'>;
