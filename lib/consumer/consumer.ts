@@ -61,6 +61,11 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   /** The work queue. */
   readonly queue: string;
   private readonly inner: NativeConsumer;
+  /**
+   * The handler, held by the consumer, which is its `this`: a stack names its
+   * frame `Consumer.<name> [as handler]`, as the console's grouping reads it.
+   */
+  private readonly handler: Handler;
   private readonly log: Log;
   /** Handlers running now, by delivery id, in the order they started. */
   private readonly running: InFlight<HandlerRun>;
@@ -92,6 +97,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     const log = logTo(ctx.logger);
     this.queue = queue;
     this.inner = inner;
+    this.handler = ctx.handler;
     this.log = log;
     this.node = ctx.url;
     this.tracing = consumerTracing(queue);
@@ -140,7 +146,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     });
     this.handling = new Handling({
       owner: this,
-      handler: ctx.handler,
+      handler: this.handler,
       tracing: this.tracing,
       running: this.running,
       settlements: this.settlements,

@@ -18,6 +18,7 @@ import type { Tally } from './tally';
 export interface HandlingHost {
   /** The consumer: `this` of its handler, and whose handler the scope says runs. */
   readonly owner: object;
+  /** The handler, as the consumer holds it. */
   readonly handler: Handler;
   readonly tracing: Pick<ConsumerTracing, 'process'>;
   /** The handlers running now. */
@@ -66,7 +67,7 @@ export class Handling {
       host.running.add(d.i, r);
       let threw = false;
       let error: unknown;
-      // The handler runs with the consumer as `this`.
+      // The handler runs with the consumer, which holds it, as `this`: its frame reads `Consumer.<name> [as handler]`.
       const call = () => inHandler(r, () => Reflect.apply(host.handler, host.owner, [msg]) as unknown);
       try {
         await (span ? span.run(call) : call());
