@@ -366,7 +366,7 @@ describe('the CLI', () => {
     await rr.publish('', queue, { id: 1 });
     await waitFor(() => ev.open.length === 1, 10_000, 'the circuit to open');
     await waitFor(async () => (await queueDepth(`${queue}.circuit`)) === 1, 5_000, 'the state queue');
-    const out = spawnSync(process.execPath, ['-r', 'ts-node/register/transpile-only', 'lib/cli.ts', 'status', queue, '--url', AMQP_URL], {
+    const out = spawnSync(process.execPath, ['-r', 'ts-node/register/transpile-only', 'lib/cli/index.ts', 'status', queue, '--url', AMQP_URL], {
       cwd: path.resolve(__dirname, '..'),
       encoding: 'utf8',
     });

@@ -42,10 +42,10 @@ async function cli(argv: string[], opts: { env?: Record<string, string | undefin
   return { code, out: out.join('\n'), err: err.join('') };
 }
 
-/** Runs `npx ts-node --transpile-only lib/cli.ts ...argv` as a child process. */
+/** Runs `npx ts-node --transpile-only lib/cli/index.ts ...argv` as a child process. */
 function cliProcess(argv: string[], env: Record<string, string | undefined> = {}): Promise<Ran> {
   return new Promise((resolve, reject) => {
-    const child = spawn('npx', ['ts-node', '--transpile-only', 'lib/cli.ts', ...argv], {
+    const child = spawn('npx', ['ts-node', '--transpile-only', 'lib/cli/index.ts', ...argv], {
       cwd: ROOT,
       env: { ...process.env, AMQP_URL, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -347,7 +347,7 @@ describe('stopping a slow replay', () => {
   test('rabbit-retry ui ends within a second of SIGTERM during a slow replay; its last line says how many were replayed and how many are left', async () => {
     const queue = testQueue();
     await seedParked(queue, numbered(10));
-    const ui = startScript('lib/cli.ts', ['ui', queue, '--port', '0', '--no-management']);
+    const ui = startScript('lib/cli/index.ts', ['ui', queue, '--port', '0', '--no-management']);
     let t0 = 0;
     try {
       await waitFor(() => /rabbit-retry console on (http:\S+)/.test(ui.stdout()) && ui.stdout().includes('Ctrl-C stops it'), 30_000, `the console's URL (stderr: ${ui.stderr()})`);

@@ -519,7 +519,7 @@ describe('rabbit-retry ui', () => {
   test('serves the console for the queues named until SIGINT', async () => {
     const queue = testQueue();
     await seedParked(queue, numbered(3));
-    const ui = startScript('lib/cli.ts', ['ui', queue, '--port', '0', '--no-management']);
+    const ui = startScript('lib/cli/index.ts', ['ui', queue, '--port', '0', '--no-management']);
     try {
       // Two lines: the URL, then the broker and the queues (each its own write).
       await waitFor(() => /rabbit-retry console on (http:\S+)/.test(ui.stdout()) && ui.stdout().includes('; queues '), 20_000, `the console's URL (stderr: ${ui.stderr()})`);

@@ -25,7 +25,7 @@ import { InvalidOptionsError, Message, NonRetryableError, parkedQueueName, retry
 import type { CircuitOpenEvent, ParkedAlert, RetryEvent, RetryTableAlert } from '../lib';
 import { AlertWatch } from '../lib/consumer/alerts';
 import { FailureReporter } from '../lib/consumer/failure';
-import { logTo } from '../lib/consumer/log';
+import { logTo } from '../lib/log';
 import { BOOLEAN, fence, fenceSync } from '../lib/fence';
 import { RabbitRetryClient, RabbitRetryServer } from '../lib/microservices';
 import type { NativeMessageProperties } from '../lib/native';

@@ -75,7 +75,7 @@ describe('rabbit-retry parked replay', () => {
   it.each(['SIGTERM', 'SIGINT'] as const)('ends within a second of %s; its last line says how many were replayed and how many are left', async (sig) => {
     const queue = testQueue();
     await seedParked(queue, ids.map((messageId) => ({ messageId })));
-    const cli = startScript('lib/cli.ts', ['parked', 'replay', queue, '--rate', '1']);
+    const cli = startScript('lib/cli/index.ts', ['parked', 'replay', queue, '--rate', '1']);
     try {
       await waitFor(async () => (await queueDepth(queue)) >= 2, 20_000, `two replayed (stderr: ${cli.stderr()})`);
       const asked = Date.now();

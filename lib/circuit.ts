@@ -23,7 +23,7 @@
  */
 import { InvalidOptionsError } from './errors';
 import { parseDelay } from './check-options';
-import { reasonOf } from './consumer/error-text';
+import { reasonOf } from './error-text';
 import { BOOLEAN, fence } from './fence';
 import type { CircuitOptions, Delay } from './options';
 

@@ -17,7 +17,7 @@
  * {@link reasonOf}, and naming a returned value with {@link resultKind}).
  * @internal
  */
-import { reasonOf } from './consumer/error-text';
+import { reasonOf } from './error-text';
 
 /**
  * How long an async callback may take unless its own option says otherwise:

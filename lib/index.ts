@@ -7,7 +7,8 @@
 import * as names from './native';
 import type { Delay } from './options';
 
-export { RabbitRetry, DEFAULT_URL, type Body } from './client';
+export { RabbitRetry, DEFAULT_URL } from './client';
+export type { Body } from './publish';
 export { Consumer } from './consumer';
 export type {
   Handler,
@@ -34,7 +35,7 @@ export {
   type PauseWhenOptions,
   type DependencyWatch,
 } from './table';
-export type { MeterProviderLike } from './metrics';
+export type { MeterProviderLike } from './otel';
 export { Message, type MessageProperties } from './message';
 export {
   DEFAULT_DELAYS,

@@ -1,4 +1,5 @@
 import { NonRetryableError } from './errors';
+import { reasonOf } from './error-text';
 import type { NativeMessageProperties } from './native';
 
 /** What a {@link Message} is made of. @internal */
@@ -122,8 +123,7 @@ export class Message {
     try {
       return JSON.parse(this.text()) as T;
     } catch (err) {
-      const reason = err instanceof Error ? err.message : String(err);
-      throw new NonRetryableError(`the message body is not valid JSON: ${reason}`, { cause: err });
+      throw new NonRetryableError(`the message body is not valid JSON: ${reasonOf(err)}`, { cause: err });
     }
   }
 }

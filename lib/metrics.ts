@@ -2,12 +2,7 @@
  * OpenTelemetry metrics through `@opentelemetry/api`, an optional peer
  * dependency: when it is not installed, metrics are off and nothing breaks.
  */
-
-/** The part of an OpenTelemetry `MeterProvider` rabbit-retry uses. */
-export interface MeterProviderLike {
-  /** Returns a meter (an `@opentelemetry/api` `Meter`). */
-  getMeter(name: string, version?: string): unknown;
-}
+import { type MeterProviderLike, meterProviderOr } from './otel';
 
 interface Counter {
   add(value: number, attributes?: Record<string, string>): void;
@@ -50,16 +45,6 @@ const noop: ConsumerMetrics = {
   stop() {},
 };
 
-function loadGlobalProvider(): MeterProviderLike | undefined {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const api = require('@opentelemetry/api') as { metrics: MeterProviderLike };
-    return api.metrics;
-  } catch {
-    return undefined;
-  }
-}
-
 /** Instruments for `queue`, or no-ops when OpenTelemetry is not there. @internal */
 export function consumerMetrics(
   queue: string,
@@ -67,7 +52,7 @@ export function consumerMetrics(
   parkedDepth: () => Promise<number | undefined>,
   circuit?: () => { dependency: string; state: 'closed' | 'open' | 'halfOpen' } | undefined,
 ): ConsumerMetrics {
-  const p = provider ?? loadGlobalProvider();
+  const p = meterProviderOr(provider);
   if (!p) return noop;
   const meter = p.getMeter('rabbit-retry') as Meter;
   const base = { queue };

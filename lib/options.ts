@@ -5,7 +5,7 @@
  * layer's (`consumeDefaults()`); the `@default`s here describe them.
  */
 import type { Message, MessageProperties } from './message';
-import type { MeterProviderLike } from './metrics';
+import type { MeterProviderLike } from './otel';
 
 /**
  * A delay: a positive whole number with a unit of `ms`, `s`, `m` or `h`

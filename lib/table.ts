@@ -1,8 +1,8 @@
 import { InvalidOptionsError, native } from './errors';
-import type { MeterProviderLike } from './metrics';
+import { type MeterProviderLike, meterProviderOr } from './otel';
 import type { NativeClient } from './native';
 import { checkKeys, checkObject, checkRate, parseDelay } from './check-options';
-import type { Log } from './consumer/log';
+import type { Log } from './log';
 import { BOOLEAN, fence, fenceSync } from './fence';
 import type { Delay, OptionKeys } from './options';
 
@@ -292,15 +292,8 @@ export class RetryTable {
 
   /** Registers the gauge `rabbit_retry.table.oldest_due_age` (ms). @internal */
   observe(provider: MeterProviderLike | undefined): void {
-    let p = provider;
-    if (!p) {
-      try {
-        // eslint-disable-next-line @typescript-eslint/no-require-imports
-        p = (require('@opentelemetry/api') as { metrics: MeterProviderLike }).metrics;
-      } catch {
-        return;
-      }
-    }
+    const p = meterProviderOr(provider);
+    if (!p) return;
     const meter = p.getMeter('rabbit-retry') as {
       createObservableGauge(name: string, o?: { description?: string; unit?: string }): {
         addCallback(cb: (r: { observe(v: number): void }) => Promise<void>): void;

@@ -18,42 +18,20 @@
  */
 import type { Context, Span, SpanOptions, Tracer } from '@opentelemetry/api';
 
-import { errorInfo } from './consumer/error-text';
+import { errorInfo } from './error-text';
+import { type OtelApi, otelApi } from './otel';
 import type { WireEvent } from './wire';
-
-/** The version of the messaging conventions the spans follow. */
-export const MESSAGING_CONVENTIONS = '1.28';
-
-/** What `@opentelemetry/api` exports and tracing uses. */
-interface Api {
-  trace: {
-    getTracerProvider(): { getTracer(name: string, version?: string): Tracer };
-    setSpan(ctx: Context, span: Span): Context;
-    getSpan(ctx: Context): Span | undefined;
-  };
-  context: { active(): Context; with<T>(ctx: Context, fn: () => T): T };
-  propagation: {
-    inject(ctx: Context, carrier: Record<string, unknown>): void;
-    extract(ctx: Context, carrier: Record<string, unknown>, getter?: unknown): Context;
-  };
-  ROOT_CONTEXT: Context;
-}
 
 /** Span kinds and status codes, as `@opentelemetry/api` numbers them. */
 const PRODUCER = 3;
 const CONSUMER = 4;
 const ERROR = 2;
 
-let api: Api | null | undefined;
+/** The API once loaded (null: not installed): a span per message should not look it up each time. */
+let api: OtelApi | null | undefined;
 
-function loadApi(): Api | null {
-  if (api !== undefined) return api;
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    api = require('@opentelemetry/api') as Api;
-  } catch {
-    api = null;
-  }
+function loadApi(): OtelApi | null {
+  if (api === undefined) api = otelApi() ?? null;
   return api;
 }
 
@@ -114,7 +92,7 @@ let tracer: { provider: unknown; tracer: Tracer } | undefined;
  * tracer follows a provider registered later): one per message would cost
  * an allocation each.
  */
-function tracerOf(a: Api): Tracer {
+function tracerOf(a: OtelApi): Tracer {
   const provider = a.trace.getTracerProvider();
   if (tracer?.provider !== provider) tracer = { provider, tracer: provider.getTracer('rabbit-retry') };
   return tracer.tracer;
@@ -125,7 +103,7 @@ const SEND = { ...BASE, 'messaging.operation.type': 'send', 'messaging.operation
 const PROCESS: SpanOptions = { kind: CONSUMER };
 
 /** The trace headers that carry `span`'s context, as the global propagator writes them. */
-function injected(a: Api, ctx: Context, span: Span): TraceHeaders {
+function injected(a: OtelApi, ctx: Context, span: Span): TraceHeaders {
   const carrier: Record<string, unknown> = {};
   a.propagation.inject(a.trace.setSpan(ctx, span), carrier);
   const out: TraceHeaders = {};

@@ -4,6 +4,7 @@
  */
 import { type Command, Option } from 'commander';
 
+import { reasonOf } from '../error-text';
 import { HEADERS, parkedQueueName, retryQueueName } from '../native';
 import { DEFAULT_DELAYS, type Delay } from '../options';
 import type { ParkedFilter, ParkedMessage } from '../parked';
@@ -70,7 +71,7 @@ export function statusCommand(program: Command, cli: Cli): void {
           // retryQueueName refuses what is not a delay, with the error below.
           names = [queue, ...delays.map((d) => retryQueueName(queue, d as Delay)), parkedQueueName(queue)];
         } catch (e) {
-          throw new UsageError(`--delays: ${(e as Error).message}`);
+          throw new UsageError(`--delays: ${reasonOf(e)}`);
         }
         const rows = [];
         for (const [i, name] of names.entries()) {

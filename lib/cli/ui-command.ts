@@ -6,6 +6,7 @@ import { CONSOLE_TOKEN_ENV, CONSOLE_TOKEN_HEADER, allowedHostsOf, checkConsoleTo
 import type { JobView } from '../console/jobs';
 import { DEFAULT_CONSOLE_PORT, startConsole } from '../console/server';
 import { InvalidOptionsError } from '../errors';
+import { reasonOf } from '../error-text';
 import { delayLabel, parkedQueueName } from '../native';
 import { type Cli, UsageError, positiveInt, positiveNumber } from './common';
 
@@ -96,7 +97,7 @@ export function uiCommand(program: Command, cli: Cli): void {
       try {
         for (const d of delays) delayLabel(d);
       } catch (e) {
-        throw new UsageError(`--delays: ${(e as Error).message}`);
+        throw new UsageError(`--delays: ${reasonOf(e)}`);
       }
       // The console shows the retry table when the database is given, and works without it.
       cli.wantsDb = true;

@@ -6,6 +6,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
+import { reasonOf } from '../error-text';
+
 /** The page's script modules: `console.js` starts the page and imports the others. */
 export const SCRIPTS = ['console.js', 'actions.js', 'api.js', 'dom.js', 'reading.js', 'render.js', 'render-queue.js', 'store.js'] as const;
 
@@ -21,7 +23,7 @@ export function asset(name: AssetName): Buffer {
     try {
       b = readFileSync(join(__dirname, 'assets', name));
     } catch (err) {
-      throw new Error(`rabbit-retry: the console's ${name} is missing beside ${__dirname}; the package is incomplete (${(err as Error).message})`);
+      throw new Error(`rabbit-retry: the console's ${name} is missing beside ${__dirname}; the package is incomplete (${reasonOf(err)})`);
     }
     cache.set(name, b);
   }

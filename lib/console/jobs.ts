@@ -6,6 +6,7 @@
  * more from the parked queue.
  */
 import { RabbitRetryError } from '../errors';
+import { reasonOf } from '../error-text';
 
 /** What a job does. */
 export type JobKind = 'replay' | 'purge';
@@ -164,7 +165,7 @@ export class Jobs {
         job.state = 'failed';
         job.error = {
           code: err instanceof RabbitRetryError ? err.code : 'INTERNAL',
-          message: err instanceof Error ? err.message : String(err),
+          message: reasonOf(err),
         };
       })
       .finally(() => {

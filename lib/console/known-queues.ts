@@ -6,6 +6,7 @@
 import type { RabbitRetry } from '../client';
 import { HttpError } from './http';
 import { type KnownQueue, type ManagementStatus, type ManagementTarget, managementQueueNames, mergeQueues, workQueuesOf } from './discovery';
+import { reasonOf } from '../error-text';
 
 /** The work queues of every source, and what the page is told of the management API. */
 export class KnownQueues {
@@ -62,7 +63,7 @@ export class KnownQueues {
         },
         (err: unknown) => {
           this.names = [];
-          this.status = { state: 'unavailable', detail: `${target.base}: ${(err as Error).message}` };
+          this.status = { state: 'unavailable', detail: `${target.base}: ${reasonOf(err)}` };
         },
       )
       .finally(() => {

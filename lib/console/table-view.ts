@@ -4,6 +4,7 @@
  */
 import type { RabbitRetry } from '../client';
 import type { RetryRow, RetryTable } from '../table';
+import { reasonOf } from '../error-text';
 
 /** How long depths and table counts are reused, ms. */
 export const FRESH_MS = 1000;
@@ -149,7 +150,7 @@ export class TableReader {
           at: Date.now(),
         };
       } catch (err) {
-        this.last = { view: this.last.view, error: err instanceof Error ? err.message : String(err), at: Date.now() };
+        this.last = { view: this.last.view, error: reasonOf(err), at: Date.now() };
       }
     })().finally(() => {
       this.ask = undefined;

@@ -6,8 +6,8 @@
 import { parkedQueueName } from '../native';
 import type { AlertOptions, ParkedAlert, RetryTableAlert } from '../options';
 import { fenceSync } from '../fence';
-import { reasonOf } from './error-text';
-import type { Log } from './log';
+import { reasonOf } from '../error-text';
+import type { Log } from '../log';
 
 /** What the alert checks read and where their alerts go. */
 export interface AlertHost {

@@ -11,8 +11,8 @@ import type { Message } from '../message';
 import type { NativeFailureInfo } from '../native';
 import type { TableRouteOptions } from '../options';
 import { BOOLEAN, type Expectation, type FenceResult, fenceSync } from '../fence';
-import { errorInfo, reasonOf } from './error-text';
-import type { Log } from './log';
+import { errorInfo, reasonOf } from '../error-text';
+import type { Log } from '../log';
 
 /** A handler's failure as the native side takes it, without the delivery's id. */
 export type FailureInfo = Omit<NativeFailureInfo, 'id'>;

@@ -1,5 +1,7 @@
 import { RpcException } from '@nestjs/microservices';
 
+import { reasonOf } from '../error-text';
+
 /** What Nest answers a caller with when the error is not an RpcException. @internal */
 export const INTERNAL_ERROR_MESSAGE = 'Internal server error';
 
@@ -18,24 +20,9 @@ export class RpcHandlerError extends Error {
   readonly error: unknown;
 
   constructor(error: unknown) {
-    super(messageOf(error));
+    super(reasonOf(error));
     this.name = 'RpcHandlerError';
     this.error = error;
-  }
-}
-
-function messageOf(error: unknown): string {
-  try {
-    if (typeof error === 'string') return error;
-    if (error !== null && typeof error === 'object') {
-      const m = (error as { message?: unknown }).message;
-      if (typeof m === 'string') return m;
-      const json = JSON.stringify(error);
-      if (typeof json === 'string') return json;
-    }
-    return String(error);
-  } catch {
-    return 'an error that cannot be read';
   }
 }
 

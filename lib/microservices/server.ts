@@ -13,7 +13,7 @@ import type { Message } from '../message';
 import { checkBoolean, checkConsumeOptions, checkConnectOptions, checkFunction, checkKeys, checkObject, checkWhole, delayStrings, refuseForeign } from '../check-options';
 import { DEFAULT_CLOSE_TIMEOUT_MS, DEFAULT_DELAYS } from '../options';
 import { logMoves } from '../nestjs/follow';
-import { reasonOf } from '../consumer/error-text';
+import { reasonOf } from '../error-text';
 import { BOOLEAN, DEFAULT_CALLBACK_TIMEOUT_MS, OBJECT, fence, fenceSync } from '../fence';
 import { RabbitRetryChannelRef, RabbitRetryContext } from './context';
 import { NO_MESSAGE_HANDLER, answerOf, failureOf, isNestInternalError } from './errors';

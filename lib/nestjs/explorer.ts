@@ -12,7 +12,7 @@ import type { Module as NestModule } from '@nestjs/core/injector/module';
 
 import type { RabbitRetry } from '../client';
 import type { Consumer } from '../consumer';
-import { reasonOf } from '../consumer/error-text';
+import { reasonOf } from '../error-text';
 import { InvalidOptionsError, NonRetryableError, RabbitRetryError } from '../errors';
 import type { Message } from '../message';
 import { checkKeys, checkObject, checkOnFailureKeys } from '../check-options';

@@ -7,7 +7,7 @@
 import { SetMetadata } from '@nestjs/common';
 
 import { InvalidOptionsError, NonRetryableError, UnsupportedOptionError } from '../errors';
-import { reasonOf } from '../consumer/error-text';
+import { reasonOf } from '../error-text';
 import { fenceSync } from '../fence';
 import type { Message } from '../message';
 import { checkBoolean, checkFunction, checkKeys, checkObject, checkString, refuseForeign } from '../check-options';

@@ -1,7 +1,9 @@
 /**
- * Reading whatever a handler or a callback threw as text, safely: a getter,
- * a proxy trap, a `toJSON` or a `toString` that throws spoils only the part
- * it guards, and none of these functions throws.
+ * Reading whatever a handler, a callback or a dependency threw as text,
+ * safely: a getter, a proxy trap, a `toJSON` or a `toString` that throws
+ * spoils only the part it guards, and none of these functions throws. Every
+ * part of rabbit-retry that writes a thrown value into a log line, an error
+ * message or a header reads it here.
  */
 
 /** What a thrown value is, in words, for a reason: never throws. */

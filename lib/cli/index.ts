@@ -6,16 +6,17 @@
  */
 import { Command, CommanderError } from 'commander';
 
-import { DEFAULT_URL, RabbitRetry } from './client';
-import { brokerUrls, splitUrls } from './check-options';
-import { RabbitRetryError } from './errors';
-import { redactIn } from './redact';
-import { type Action, type Cli, type CliIo, EXIT, UsageError } from './cli/common';
-import { parkedCommands, statusCommand } from './cli/queue-commands';
-import { tableCommands } from './cli/table-commands';
-import { uiCommand } from './cli/ui-command';
+import { DEFAULT_URL, RabbitRetry } from '../client';
+import { brokerUrls, splitUrls } from '../check-options';
+import { reasonOf } from '../error-text';
+import { RabbitRetryError } from '../errors';
+import { redactIn } from '../redact';
+import { type Action, type Cli, type CliIo, EXIT, UsageError } from './common';
+import { parkedCommands, statusCommand } from './queue-commands';
+import { tableCommands } from './table-commands';
+import { uiCommand } from './ui-command';
 
-export { type CliIo, EXIT, formatTable } from './cli/common';
+export { type CliIo, EXIT, formatTable } from './common';
 
 /**
  * What the CLI was given that may hold a password: its arguments, and the
@@ -55,10 +56,7 @@ function cliProgram(io: CliIo, secrets: readonly (string | undefined)[]): { prog
 async function connectAndRun(program: Command, cli: Cli, action: Action, secrets: readonly (string | undefined)[]): Promise<number> {
   const { io } = cli;
   const sources = [...secrets];
-  const shown = (e: unknown): string => {
-    const message = (e as Error | null)?.message ?? String(e);
-    return e instanceof RabbitRetryError ? message : redactIn(String(message), sources);
-  };
+  const shown = (e: unknown): string => (e instanceof RabbitRetryError ? e.message : redactIn(reasonOf(e), sources));
   let rr: RabbitRetry | undefined;
   try {
     const url = brokerUrls(program.opts<{ url?: string[] }>().url, io.env.AMQP_URL, DEFAULT_URL);

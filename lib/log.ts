@@ -1,7 +1,11 @@
-import { fenceSync } from '../fence';
-import type { Logger } from '../options';
+/**
+ * The lines rabbit-retry writes to the user's logger (the `logger` of the
+ * connect options): warnings and errors nobody listens for otherwise.
+ */
+import { fenceSync } from './fence';
+import type { Logger } from './options';
 
-/** Writes one line of a consumer's log; never throws. */
+/** Writes one line to the user's logger; never throws. */
 export type Log = (level: 'warn' | 'error', text: string) => void;
 
 /**

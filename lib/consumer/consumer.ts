@@ -1,0 +1,328 @@
+/**
+ * The consumer of one work queue: what its user sees (events, `state`,
+ * `stats()`, `health()`, `close()`), wired to the parts that do the work:
+ * {@link Handling} runs the handler, {@link Settlements} hands the outcome
+ * to the native side, {@link Reporter} tells the events, {@link Tally}
+ * counts, {@link Membership} joins the circuit, {@link Shutdown} closes.
+ */
+import { EventEmitter } from 'node:events';
+
+import type { Circuit, CircuitMember } from '../circuit';
+import { reasonOf } from '../error-text';
+import { native } from '../errors';
+import { type Log, logTo } from '../log';
+import type { Message } from '../message';
+import type { ConsumerMetrics } from '../metrics';
+import type { NativeBatch, NativeConsumer } from '../native';
+import type { AlertOptions, CloseOptions, Logger, TableRouteOptions } from '../options';
+import { type ConsumerTracing, consumerTracing } from '../tracing';
+import { deliveriesOf, eventsOf, parseEvents } from '../wire';
+import { AlertWatch } from './alerts';
+import type { CircuitIo } from './circuit-io';
+import type { CloseResult, ConsumerEvents, ConsumerHealth, ConsumerState, ConsumerStats, Handler } from './events';
+import { FailureReporter } from './failure';
+import { Handling } from './handling';
+import { InFlight, stuckCheckEveryMs } from './in-flight';
+import { Membership } from './membership';
+import { type CircuitNotice, Reporter } from './reporter';
+import { type HandlerRun, runningOwner } from './scope';
+import { Settlements } from './settlement';
+import { Shutdown } from './shutdown';
+import { Tally } from './tally';
+
+/** @internal */
+export interface ConsumerContext {
+  inner: NativeConsumer;
+  handler: Handler;
+  retryable: (err: unknown, msg: Message) => boolean;
+  batchSize: number;
+  /** The node the client was connected to when the consumer started (password hidden). */
+  url: string;
+  logger: Logger;
+  metrics: ConsumerMetrics;
+  parkedDepth: () => Promise<number | undefined>;
+  oldestDueAge?: () => Promise<number>;
+  alert?: AlertOptions & { everyMs: number };
+  table?: TableRouteOptions;
+  /** After this many milliseconds a running handler counts as stuck. */
+  stuckAfterMs: number;
+  /** The consumer's circuit breaker, and what it does on the broker. */
+  circuit?: { circuit: Circuit; io: CircuitIo };
+  onClosed: (c: Consumer) => void;
+}
+
+/**
+ * A running consumer of one work queue. Created by {@link RabbitRetry.consume}.
+ *
+ * Events: `retry`, `parked`, `stored`, `publishFailed`, `stuck`, `alert`,
+ * `tableAlert`, `disconnected`, `recovered` and `error` (see {@link ConsumerEvents}).
+ */
+export class Consumer extends EventEmitter<ConsumerEvents> {
+  /** The work queue. */
+  readonly queue: string;
+  private readonly inner: NativeConsumer;
+  /**
+   * The handler, held by the consumer, which is its `this`: a stack names its
+   * frame `Consumer.<name> [as handler]`, as the console's grouping reads it.
+   */
+  private readonly handler: Handler;
+  private readonly log: Log;
+  /** Handlers running now, by delivery id, in the order they started. */
+  private readonly running: InFlight<HandlerRun>;
+  /** Counts and metrics. */
+  private readonly tally: Tally;
+  /** Events, and the log lines that stand in for them. */
+  private readonly reporter: Reporter;
+  /** Settled since the last flush. */
+  private readonly settlements: Settlements;
+  private readonly handling: Handling;
+  private readonly shutdown: Shutdown;
+  /** Ends the stream of batches: the native side sent its last. */
+  private endStream!: () => void;
+  private readonly alerts?: AlertWatch;
+  // An ES private field: printing or serialising the consumer never meets a timer's circular internals.
+  readonly #stuckTimer: NodeJS.Timeout;
+  /** The node the consumer consumes from (it changes when recovery moves to another). */
+  private node: string;
+  private readonly tracing: ConsumerTracing;
+  /** The consumer in its circuit, when it has one. */
+  private readonly membership?: Membership;
+
+  /** @internal */
+  constructor(ctx: ConsumerContext) {
+    // A listener's returned Promise that rejects comes to the method below, never unhandled.
+    super({ captureRejections: true });
+    const queue = ctx.inner.queue;
+    const inner = ctx.inner;
+    const log = logTo(ctx.logger);
+    this.queue = queue;
+    this.inner = inner;
+    this.handler = ctx.handler;
+    this.log = log;
+    this.node = ctx.url;
+    this.tracing = consumerTracing(queue);
+    this.running = new InFlight<HandlerRun>(ctx.stuckAfterMs);
+    this.tally = new Tally(queue, ctx.metrics, log);
+    this.reporter = new Reporter(
+      {
+        queue,
+        log,
+        heard: (event) => this.listenerCount(event) > 0,
+        emit: (event, ...args) => (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args),
+        movedTo: (url) => (this.node = url),
+      },
+      this.tally,
+      this.tracing,
+    );
+    this.shutdown = new Shutdown({
+      queue,
+      log,
+      running: this.running,
+      streamDone: new Promise((resolve) => (this.endStream = resolve)),
+      quiet: () => {
+        this.alerts?.stop();
+        this.membership?.leave();
+      },
+      stop: () => native(() => inner.stop()),
+      finish: async () => {
+        this.settlements.flush();
+        const late = await native(() => inner.finish());
+        for (const e of parseEvents(late)) this.reporter.event(e);
+      },
+      release: () => {
+        clearInterval(this.#stuckTimer);
+        this.tracing.close();
+        this.tally.stop();
+        ctx.onClosed(this);
+      },
+    });
+    this.settlements = new Settlements({
+      queue,
+      inner,
+      log,
+      closing: () => this.shutdown.began,
+      closed: () => this.shutdown.closed,
+      fail: (err) => this.reporter.fail(err),
+    });
+    this.handling = new Handling({
+      owner: this,
+      handler: this.handler,
+      tracing: this.tracing,
+      running: this.running,
+      settlements: this.settlements,
+      route: new FailureReporter({
+        queue,
+        // The predicate runs with the consumer as `this`, as the handler does.
+        retryable: (err, msg) => ctx.retryable.call(this, err, msg),
+        table: ctx.table,
+        log,
+      }),
+      tally: this.tally,
+      dropped: () => this.shutdown.abandoned || this.shutdown.closed,
+    });
+    if (ctx.alert) {
+      this.alerts = new AlertWatch(ctx.alert, {
+        queue,
+        parkedDepth: ctx.parkedDepth,
+        oldestDueAge: ctx.oldestDueAge,
+        emit: (event, alert) => (this.emit as (e: string, a: unknown) => boolean)(event, alert),
+        log,
+      });
+    }
+    this.#stuckTimer = setInterval(this.checkStuck, stuckCheckEveryMs(ctx.stuckAfterMs));
+    this.#stuckTimer.unref();
+    if (ctx.circuit) {
+      this.membership = new Membership(ctx.circuit.circuit, ctx.circuit.io, {
+        queue,
+        inner,
+        log,
+        stuckAfterMs: ctx.stuckAfterMs,
+        closing: () => this.shutdown.began,
+        closed: () => this.shutdown.closed,
+        finishing: () => this.shutdown.finishing,
+        handle: (d, batch) => this.handling.handle(d, batch),
+        returnedEarly: (n) => this.tally.returnedEarly(n),
+        notify: ((...notice: CircuitNotice) => this.reporter.circuit(...notice)) as CircuitMember['notify'],
+      });
+    }
+    inner.start(ctx.batchSize, this.onBatch);
+  }
+
+  /**
+   * A listener returned a Promise that rejected: logged, and consuming goes on.
+   * @internal
+   */
+  override [EventEmitter.captureRejectionSymbol](error: unknown, event: unknown, ..._args: unknown[]): void {
+    this.log('error', `rabbit-retry: a '${String(event)}' listener of the consumer of '${this.queue}' rejected: ${reasonOf(error)}`);
+  }
+
+  /**
+   * `connected` while consuming, `recovering` after a lost channel or
+   * connection until it consumes again, `closing` during {@link close},
+   * `closed` after it (or when recovery gave up).
+   */
+  get state(): ConsumerState {
+    if (this.shutdown.closed) return 'closed';
+    if (this.shutdown.began) return 'closing';
+    return this.inner.state as ConsumerState;
+  }
+
+  /** Counts since the consumer started; the same numbers the metrics report. */
+  stats(): ConsumerStats {
+    return {
+      queue: this.queue,
+      state: this.state,
+      url: this.node,
+      inFlight: this.running.size,
+      ...this.tally.counts(),
+      ...this.running.ages(),
+      ...(this.membership ? { circuit: this.membership.status() } : {}),
+    };
+  }
+
+  /**
+   * Whether the consumer is consuming with no handler stuck: for a readiness
+   * probe or a health indicator. `healthy` is false while the consumer is not
+   * `connected` (recovering, closing, closed) or while a handler has run for
+   * longer than `stuckAfterMs`.
+   */
+  health(): ConsumerHealth {
+    const state = this.state;
+    const { stuck, oldestInFlightMs } = this.running.ages();
+    return {
+      queue: this.queue,
+      state,
+      healthy: state === 'connected' && stuck === 0,
+      inFlight: this.running.size,
+      stuck,
+      oldestInFlightMs,
+      ...(this.membership ? { circuit: this.membership.status() } : {}),
+    };
+  }
+
+  /**
+   * Joins the circuit: reads its state queue (a circuit left open, or a probe
+   * that never finished, starts it open) and pauses when it is open.
+   * @internal
+   */
+  async joinCircuit(): Promise<void> {
+    await this.membership?.join();
+  }
+
+  private readonly checkStuck = (): void => {
+    this.running.checkStuck((r, sinceMs) => {
+      this.reporter.stuck({ queue: this.queue, messageId: r.messageId, sinceMs, attempt: r.attempt }, this.running.stuckAfterMs);
+    });
+  };
+
+  /** Handlers running now. */
+  get inFlightCount(): number {
+    return this.running.size;
+  }
+
+  /**
+   * Stops taking deliveries, lets in-flight handlers finish and settles them,
+   * puts deliveries that never started back in the queue, then closes the
+   * consumer's channel. Safe to call more than once: every call resolves when
+   * the same close ends (a later call may shorten its bound, never lengthen it).
+   *
+   * It waits at most `timeoutMs` (default 30 s) for in-flight handlers. Then
+   * it closes the channel anyway: the broker takes back, unacked, the messages
+   * of the handlers still running, and delivers them again; whatever those
+   * handlers do afterwards is dropped. The result counts them (`unfinished`).
+   *
+   * Called from inside one of this consumer's handlers, it does not wait for
+   * the handlers (the calling one among them could never finish): it stops
+   * deliveries and resolves with `{ unfinished: 0 }`. The handlers then
+   * finish, their messages are settled as usual (acked, retried or parked),
+   * and the channel closes in the background, within the same bound.
+   */
+  close(options?: CloseOptions): Promise<CloseResult> {
+    return this.shutdown.close(options, runningConsumer() === this);
+  }
+
+  /**
+   * Resolves once a close has stopped deliveries (at once when no close began).
+   * @internal
+   */
+  deliveriesStopped(): Promise<void> {
+    return this.shutdown.deliveriesStopped();
+  }
+
+  /** Deliveries and events from the native consumer, as they arrive. */
+  private readonly onBatch = (batch: NativeBatch): void => {
+    for (const e of eventsOf(batch)) this.reporter.event(e);
+    if (!this.shutdown.finishing) {
+      const membership = this.membership;
+      if (!membership) {
+        for (const d of deliveriesOf(batch)) void this.handling.handle(d, batch);
+      } else if (membership.admits) {
+        for (const d of deliveriesOf(batch)) void this.handling.handle(d, batch).then((r) => membership.outcome(r));
+      } else {
+        this.release(deliveriesOf(batch).map((d) => d.id));
+      }
+    }
+    if (batch.closed) this.endStream();
+  };
+
+  /** The circuit opened after these deliveries were sent: back in their place, never started. */
+  private release(ids: number[]): void {
+    if (ids.length === 0) return;
+    this.tally.released(ids.length);
+    try {
+      this.inner.release(ids);
+    } catch (err) {
+      this.log('warn', `rabbit-retry: giving back ${ids.length} message(s) of '${this.queue}' failed (the broker redelivers them when the channel closes): ${reasonOf(err)}`);
+    }
+  }
+}
+
+/**
+ * The consumer whose handler is running in the current async context, if a
+ * handler is running there (and has not returned yet).
+ * @internal
+ */
+export function runningConsumer(): Consumer | undefined {
+  const owner = runningOwner();
+  return owner instanceof Consumer ? owner : undefined;
+}

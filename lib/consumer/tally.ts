@@ -1,0 +1,128 @@
+/**
+ * What a consumer counts for `stats()`, and the same numbers recorded in its
+ * metrics: each outcome is counted and recorded in one call.
+ */
+import { reasonOf } from '../error-text';
+import type { Log } from '../log';
+import type { ConsumerMetrics } from '../metrics';
+import type { ConsumerStats } from './events';
+
+/** The counts of {@link ConsumerStats}: what the consumer did since it started. */
+export type Counts = Omit<ConsumerStats, 'queue' | 'state' | 'url' | 'inFlight' | 'stuck' | 'oldestInFlightMs' | 'circuit'>;
+
+/** A consumer's counts and metrics. */
+export class Tally {
+  private readonly c: Counts = {
+    acked: 0,
+    failed: 0,
+    retried: 0,
+    retriedByDelay: {},
+    parked: 0,
+    parkedByReason: {},
+    stored: 0,
+    publishFailed: 0,
+    released: 0,
+    returnedEarly: 0,
+    handlerMs: { count: 0, total: 0, max: 0 },
+  };
+
+  constructor(
+    /** The work queue, for log lines. */
+    private readonly queue: string,
+    private readonly metrics: ConsumerMetrics,
+    private readonly log: Log,
+  ) {}
+
+  /** The counts now, copied. */
+  counts(): Counts {
+    const c = this.c;
+    return {
+      ...c,
+      retriedByDelay: { ...c.retriedByDelay },
+      parkedByReason: { ...c.parkedByReason },
+      handlerMs: { ...c.handlerMs },
+    };
+  }
+
+  /** A handler that started at `started` (`performance.now()`) resolved, and its message was acked. */
+  acked(started: number): void {
+    this.c.acked++;
+    this.safely(() => {
+      this.timed(started, 'success');
+      this.metrics.acked();
+    });
+  }
+
+  /** A handler that started at `started` threw. */
+  failed(started: number): void {
+    this.c.failed++;
+    this.safely(() => this.timed(started, 'failure'));
+  }
+
+  /** A failed message went to the retry queue of `delay`. */
+  retried(delay: string): void {
+    this.c.retried++;
+    this.c.retriedByDelay[delay] = (this.c.retriedByDelay[delay] ?? 0) + 1;
+    this.metrics.retried(delay);
+  }
+
+  /** A failed message was parked for `reason`. */
+  parked(reason: string): void {
+    this.c.parked++;
+    this.c.parkedByReason[reason] = (this.c.parkedByReason[reason] ?? 0) + 1;
+    this.metrics.parked(reason);
+  }
+
+  /** A failed message was stored in the retry table. */
+  stored(): void {
+    this.c.stored++;
+  }
+
+  /** A failed message's republish failed. */
+  publishFailed(): void {
+    this.c.publishFailed++;
+    this.metrics.publishFailed();
+  }
+
+  /** `n` deliveries went back to the queue unstarted (the circuit opened). */
+  released(n: number): void {
+    this.c.released += n;
+  }
+
+  /** The circuit sent `n` messages of the retry queues back early. */
+  returnedEarly(n: number): void {
+    this.c.returnedEarly += n;
+  }
+
+  /** The consumer's circuit of `dependency` opened. */
+  circuitOpened(dependency: string): void {
+    this.safely(() => this.metrics.circuitOpened(dependency));
+  }
+
+  /** The consumer closed: its instruments stop. */
+  stop(): void {
+    try {
+      this.metrics.stop();
+    } catch {
+      // The meter provider's own problem: the consumer is closed all the same.
+    }
+  }
+
+  /** Runs bookkeeping that must not keep a message from being settled. */
+  safely(f: () => void): void {
+    try {
+      f();
+    } catch (err) {
+      this.log('warn', `rabbit-retry: recording a settled message of '${this.queue}' failed: ${reasonOf(err)}`);
+    }
+  }
+
+  private timed(started: number, outcome: 'success' | 'failure'): void {
+    const ms = performance.now() - started;
+    const h = this.c.handlerMs;
+    h.count++;
+    h.total += ms;
+    if (ms > h.max) h.max = ms;
+    this.metrics.handlerDuration(ms, outcome);
+  }
+}
