@@ -296,6 +296,12 @@ export interface DelayInfo {
 }
 
 /**
+ * The label of a delay in queue names: its largest exact unit (`500ms`,
+ * `5s`, `90s`, `1m`, `2h`).
+ */
+export declare function delayLabel(delay: number | string): string
+
+/**
  * The codes of the errors the native layer raises (`[CODE] message`), each
  * of which the TypeScript layer maps to its error class.
  */
@@ -328,6 +334,37 @@ export interface FailureInfo {
   traceparent?: string
   /** The W3C `tracestate` that goes with it. */
   tracestate?: string
+}
+
+/** The names of the headers the library writes. */
+export declare function headerNames(): HeaderNames
+
+/** The headers the library writes on a message it moves. */
+export interface HeaderNames {
+  /** Failed attempts so far. */
+  attempt: string
+  /** `retry`, `retry-table`, or why it parked. */
+  reason: string
+  /** The latest error's message. */
+  lastError: string
+  /** The latest error's name. */
+  errorName: string
+  /** The latest error's stack. */
+  errorStack: string
+  /** When the latest failure happened. */
+  failedAt: string
+  /** When the first failure happened. */
+  firstFailedAt: string
+  /** The exchange the message was first published to. */
+  originalExchange: string
+  /** The routing key it was first published with. */
+  originalRoutingKey: string
+  /** The work queue that failed it. */
+  queue: string
+  /** The `user-id` property of a message another user published. */
+  originalUserId: string
+  /** The producer's headers dropped to fit the frame. */
+  droppedHeaders: string
 }
 
 /** Message properties as JavaScript reads and writes them. */
@@ -372,13 +409,13 @@ export interface MessageProperties {
 export interface NativeBatch {
   /** The deliveries' metadata, a JSON array with one object per delivery. */
   meta: string
-  /** The small bodies, back to back; each delivery's `o` and `n` locate its own. */
+  /** The small bodies, back to back; each delivery's `offset` and `length` locate its own. */
   bodies: Buffer
-  /** The large bodies; a delivery's `l` indexes its own. */
+  /** The large bodies; a delivery's `large` indexes its own. */
   large: Array<Buffer>
-  /** Short message and correlation ids: where a delivery's `p` has a number for one, it indexes this list. */
+  /** Short message and correlation ids: where a delivery's `properties` has a number for one, it indexes this list. */
   strings: Array<string>
-  /** Events to report: a JSON array of [`WireEvent`]s. */
+  /** Events to report: a JSON array of [`Event`]s. */
   events: string
   /** True when the consumer is closed and drained. */
   closed: boolean
@@ -557,12 +594,28 @@ export interface NativeTableStats {
   schedulerPublishFailed: number
 }
 
+/** The parked queue of `queue`: `<queue>.parked`. */
+export declare function parkedQueueName(queue: string): string
+
 /**
  * Parses and checks a list of delays (`"5s"`, `"1m"`, `"500"` milliseconds);
  * rejects with `INVALID_OPTIONS`, naming `option` (default `onFailure.delays`),
  * when one is malformed, zero, repeated or out of order.
  */
 export declare function parseDelays(delays: Array<string>, option?: string | undefined | null): Array<DelayInfo>
+
+/** What a queue's name says it is. */
+export interface QueueNameRole {
+  /** `retry`, `parked`, or `other` (a work queue's name among others). */
+  role: string
+  /** The work queue a retry or parked queue belongs to; the name itself otherwise. */
+  queue: string
+  /** A retry queue's delay label. */
+  delay?: string
+}
+
+/** Reads a queue's name as the library writes retry and parked queue names. */
+export declare function queueRole(name: string): QueueNameRole
 
 /**
  * `text` without any part of the passwords that `sources` hold (each a URL,
@@ -577,6 +630,9 @@ export declare function redactIn(text: string, sources: Array<string>): string
  * line, event, page and CLI output shows.
  */
 export declare function redactUrl(source: string): string
+
+/** The retry queue of `queue` for `delay`: `<queue>.retry.<label>`. */
+export declare function retryQueueName(queue: string, delay: number | string): string
 
 /** What a row of the retry table gets, worked out by `onFailure.table`. */
 export interface TableInfo {

@@ -6,7 +6,7 @@
  * message, then purges another group after confirming its count.
  *
  * Screenshots go to __test__/output/console/; with RR_DOCS=1 (`npm run
- * docs:console`) the one the README shows is written to docs/console.png too.
+ * docs:console`) the one docs/console.md shows is written to docs/console.png too.
  * Without a Chromium the test is skipped, and says why.
  */
 import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
@@ -105,7 +105,7 @@ const groupRow = (page: Page, errorName: string) => page.locator('tr.group', { h
         if (seen[seen.length - 1] !== n) seen.push(n);
         if (!midShot && n > 0 && n < 10) {
           midShot = true;
-          // The README's picture: the groups, one open and replaying.
+          // The console guide's picture: the groups, one open and replaying.
           docsShot = await shot(page, '3-replaying.png');
         }
         return n === 0;

@@ -3,10 +3,15 @@
  * parked messages, the body as the page shows it, which queues a broker's
  * queue list makes work queues, and where the management API is.
  */
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
 import { fingerprint, normalizeMessage, userFrame } from '../lib/console/fingerprint';
 import { bodyView } from '../lib/console/views';
 import { managementTarget, mergeQueues, workQueuesOf } from '../lib/console/discovery';
-import { isLoopback } from '../lib/console/console';
+import { SCRIPTS } from '../lib/console/assets';
+import { isLoopback } from '../lib/console/auth';
+import { assetAt } from '../lib/console/page';
 
 describe('normalizeMessage', () => {
   test.each([
@@ -127,7 +132,7 @@ describe('bodyView', () => {
 
 describe('discovery', () => {
   test('a work queue is a queue with a parked queue beside it; its retry queues give its delays', () => {
-    const names = ['orders', 'orders.retry.5s', 'orders.retry.1m', 'orders.parked', 'plain', 'audit.parked', 'refunds', 'refunds.parked'];
+    const names = ['orders', 'orders.retry.5s', 'orders.retry.1m', 'orders.retry.later', 'orders.parked', 'plain', 'audit.parked', 'refunds', 'refunds.parked', 'refunds.retry.60s'];
     expect(workQueuesOf(names)).toEqual([
       { queue: 'orders', delays: ['5s', '1m'] },
       { queue: 'refunds', delays: [] },
@@ -163,5 +168,17 @@ describe('discovery', () => {
   test('only loopback addresses count as local', () => {
     expect(['127.0.0.1', '127.1.2.3', 'localhost', '::1', '[::1]'].every(isLoopback)).toBe(true);
     expect(['0.0.0.0', '10.0.0.5', '::', 'example.com'].some(isLoopback)).toBe(false);
+  });
+});
+
+describe("the page's files", () => {
+  test('every script module of the page is served, and nothing else beside it', () => {
+    const scripts = readdirSync(join(__dirname, '..', 'lib', 'console', 'assets')).filter((f) => f.endsWith('.js'));
+    expect([...SCRIPTS].sort()).toEqual(scripts.sort());
+    for (const name of scripts) expect(assetAt(`/${name}`)).toBe(name);
+    expect(assetAt('/console.css')).toBe('console.css');
+    expect(assetAt('/index.html')).toBeUndefined();
+    expect(assetAt('/api.js/x')).toBeUndefined();
+    expect(assetAt('console.js')).toBeUndefined();
   });
 });

@@ -488,8 +488,10 @@ describe('mounted in a service', () => {
     const api = await ConsoleApi.of(`${root}/`);
     expect(api.token).toBeDefined();
     const html = await (await fetch(`${root}/`)).text();
-    expect(html).toContain('<script src="/ops/rabbit-retry/console.js" defer></script>');
+    expect(html).toContain('<script type="module" src="/ops/rabbit-retry/console.js"></script>');
     expect((await fetch(`${root}/console.js`)).status).toBe(200);
+    // The modules it imports, named from beside it.
+    expect((await fetch(`${root}/render.js`)).status).toBe(200);
     const st = await state(api);
     expect(st.queues).toEqual([expect.objectContaining({ queue, sources: ['consumer'], parked: 0, work: { messages: 0, consumers: 1 } })]);
     expect(st.queues[0].retry).toEqual([{ delay: '5s', queue: `${queue}.retry.5s`, messages: 0 }]);

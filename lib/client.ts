@@ -6,14 +6,13 @@ import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
 import { Parked } from './parked';
 import { Replies } from './replies';
 import { RetryTable } from './table';
-import { binding, type NativeClient, type NativeMessageProperties } from './native';
+import { binding, type NativeClient, type NativeMessageProperties, parkedQueueName, retryQueueName } from './native';
 import { consumerMetrics } from './metrics';
 import { drainTracing, tracedPublish } from './tracing';
 import { type CircuitRecord, checkCircuitFits, circuitFor, circuitSettings } from './circuit';
 import { CircuitIo, circuitQueueName, readCircuitState } from './consumer/circuit-io';
 import { reasonOf } from './consumer/error-text';
 import { logTo } from './consumer/log';
-import { parkedQueueName, retryQueueName } from './names';
 import {
   brokerUrls,
   checkCloseOptions,

@@ -417,7 +417,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         for (const d of deliveriesOf(batch)) void this.handle(d, batch).then((r) => this.reportOutcome(circuit, r));
       } else {
         // The circuit opened after these were sent: back in their place, never started.
-        const ids = deliveriesOf(batch).map((d) => d.i);
+        const ids = deliveriesOf(batch).map((d) => d.id);
         if (ids.length > 0) {
           this.counts.released += ids.length;
           try {
@@ -455,22 +455,22 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     try {
       const { msg, messageId } = messageOf(d, batch);
       const span = this.tracing.process(msg.headers, () => ({
-        exchange: d.x,
-        routingKey: d.k,
+        exchange: d.exchange,
+        routingKey: d.routingKey,
         messageId,
         bodySize: msg.body.length,
-        attempt: d.a,
+        attempt: d.attempt,
       }));
       const r: Running = {
         consumer: this,
         startedAt: performance.now(),
         messageId,
-        attempt: d.a,
+        attempt: d.attempt,
         reported: false,
         done: false,
       };
       run = r;
-      this.running.add(d.i, r);
+      this.running.add(d.id, r);
       let threw = false;
       let error: unknown;
       const call = () => handlerScope.run(r, () => this.handler(msg));
@@ -485,19 +485,19 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       // The close gave up on this handler and the channel took its message back.
       if (this.abandoned || this.closed) return 'other';
       if (!threw) {
-        this.succeeded(d.i, r.startedAt);
+        this.succeeded(d.id, r.startedAt);
         return 'success';
       }
-      return this.failedWith(d.i, msg, error, r.startedAt, d.t === 1, span) ? 'failure' : 'other';
+      return this.failedWith(d.id, msg, error, r.startedAt, d.table === true, span) ? 'failure' : 'other';
     } catch (internal) {
       // Nothing above should throw; if it did, the delivery still gets settled.
       if (!this.abandoned && !this.closed) {
-        this.settlements.fail(d.i, { ...UNREADABLE_FAILURE, message: `the message could not be handled: ${reasonOf(internal)}` });
+        this.settlements.fail(d.id, { ...UNREADABLE_FAILURE, message: `the message could not be handled: ${reasonOf(internal)}` });
       }
       return 'other';
     } finally {
       if (run) run.done = true;
-      this.running.delete(d.i);
+      this.running.delete(d.id);
     }
   }
 

@@ -4,6 +4,9 @@
  * with their error when retries run out; every move is a confirmed publish
  * before the ack.
  */
+import * as names from './native';
+import type { Delay } from './options';
+
 export { RabbitRetry, DEFAULT_URL, type Body } from './client';
 export { Consumer } from './consumer';
 export type {
@@ -82,7 +85,18 @@ export {
   type PurgeOptions,
   type PurgeProgress,
 } from './parked';
-export { delayLabel, retryQueueName, parkedQueueName } from './names';
+export { parkedQueueName } from './native';
+
+/** The label of a delay in queue names: its largest exact unit (`500ms`, `5s`, `90s`, `1m`, `2h`). */
+export function delayLabel(delay: Delay): string {
+  return names.delayLabel(delay);
+}
+
+/** The retry queue of `queue` for `delay`: `<queue>.retry.<label>`. */
+export function retryQueueName(queue: string, delay: Delay): string {
+  return names.retryQueueName(queue, delay);
+}
+
 export {
   CIRCUIT_DEFAULTS,
   type CircuitState,

@@ -1,13 +1,16 @@
 /**
- * The generated Node-API binding (`binding.js` at the package root), typed.
- * Nothing outside lib/ uses it.
- * @internal
+ * The generated Node-API binding (`binding.js` at the package root), typed,
+ * and the names it gives queues and headers. Nothing outside lib/ uses the
+ * binding itself; `delayLabel`, `retryQueueName` (typed with `Delay` there)
+ * and `parkedQueueName` are public through the package's index.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 import type * as Native from '../binding';
+import { nativeSync } from './errors';
 
+/** @internal */
 export type {
   NativeClient,
   NativeConsumer,
@@ -41,3 +44,40 @@ function packageRoot(): string {
 /** The loaded binding. @internal */
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 export const binding: typeof Native = require(join(packageRoot(), 'binding.js'));
+
+// The names the library gives queues and headers come from the native side,
+// which declares them for its own use (src/retry/names.rs, src/retry/headers.rs).
+
+/**
+ * The label of a delay (milliseconds, or text such as `90s`) in queue names:
+ * its largest exact unit (`500ms`, `5s`, `90s`, `1m`, `2h`). The package's
+ * index gives it the `Delay` type.
+ */
+export function delayLabel(delay: number | string): string {
+  return nativeSync(() => binding.delayLabel(delay));
+}
+
+/** The retry queue of `queue` for `delay`: `<queue>.retry.<label>`. The package's index gives it the `Delay` type. */
+export function retryQueueName(queue: string, delay: number | string): string {
+  return nativeSync(() => binding.retryQueueName(queue, delay));
+}
+
+/** The parked queue of `queue`: `<queue>.parked`. */
+export function parkedQueueName(queue: string): string {
+  return nativeSync(() => binding.parkedQueueName(queue));
+}
+
+/**
+ * What a queue's name says it is: a retry queue (`<queue>.retry.<delay>`), a
+ * parked queue (`<queue>.parked`), or another queue (`queue` is the name).
+ * @internal
+ */
+export type QueueRole = { role: 'retry'; queue: string; delay: string } | { role: 'parked' | 'other'; queue: string };
+
+/** Reads a queue's name as the library writes retry and parked queue names. @internal */
+export function queueRole(name: string): QueueRole {
+  return binding.queueRole(name) as QueueRole;
+}
+
+/** The names of the headers the library writes on a message it moves. @internal */
+export const HEADERS: Readonly<Native.HeaderNames> = Object.freeze(binding.headerNames());

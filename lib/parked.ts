@@ -1,8 +1,7 @@
 import { InvalidOptionsError, native } from './errors';
 import { Message } from './message';
 import { deliveriesOf, partsOf } from './wire';
-import type { NativeClient, NativeParkedSession } from './native';
-import { parkedQueueName } from './names';
+import { type NativeClient, type NativeParkedSession, HEADERS, parkedQueueName } from './native';
 import { tracedPublish } from './tracing';
 import { checkKeys, checkObject } from './check-options';
 import { BOOLEAN, fenceSync } from './fence';
@@ -168,23 +167,23 @@ export interface Moved {
 export class ParkedMessage extends Message {
   /** `retry-reason`: `exhausted`, `non-retryable`, ... */
   get reason(): string | undefined {
-    return str(this.headers['retry-reason']);
+    return str(this.headers[HEADERS.reason]);
   }
   /** `retry-error-name`. */
   get errorName(): string | undefined {
-    return str(this.headers['retry-error-name']);
+    return str(this.headers[HEADERS.errorName]);
   }
   /** `retry-last-error`. */
   get errorMessage(): string | undefined {
-    return str(this.headers['retry-last-error']);
+    return str(this.headers[HEADERS.lastError]);
   }
   /** `retry-error-stack`. */
   get errorStack(): string | undefined {
-    return str(this.headers['retry-error-stack']);
+    return str(this.headers[HEADERS.errorStack]);
   }
   /** `retry-failed-at`, as a Date. */
   get failedAt(): Date | undefined {
-    const s = str(this.headers['retry-failed-at']);
+    const s = str(this.headers[HEADERS.failedAt]);
     return s === undefined ? undefined : new Date(s);
   }
   /** Every `retry-*` header. */
@@ -287,7 +286,7 @@ async function* taken(s: NativeParkedSession, room: () => number): AsyncGenerato
     if (held.length === 0) return;
     for (const d of held) {
       if (room() <= 0) return;
-      yield { id: d.i, message: new ParkedMessage(partsOf(d, batch)) };
+      yield { id: d.id, message: new ParkedMessage(partsOf(d, batch)) };
     }
   }
 }

@@ -1,8 +1,14 @@
 /**
  * What crosses from the native consumer, read in one place: a batch's events,
- * each one object tagged by `kind` (`WireEvent` in src/binding/wire.rs), and
- * each delivery's metadata and body as a {@link Message}. The parked
- * sessions take their messages in the same form.
+ * each one object tagged by `kind` (`Event` in src/consumer/event.rs,
+ * serialised as it is), and each delivery's metadata (written by
+ * `delivery_meta` in src/binding/wire.rs) and body as a {@link Message}. The
+ * parked sessions take their messages in the same form.
+ *
+ * The types here are held to what the native side writes: `cargo test` keeps
+ * __test__/fixtures/wire-schema.ts equal to an example of every event kind and
+ * every form of metadata, and the type check holds that file to these types
+ * (__test__/wire.test.ts checks that each kind and key is written).
  * @internal
  */
 import { type DeliveryParts, Message } from './message';
@@ -28,27 +34,37 @@ export function parseEvents(json: string): WireEvent[] {
   return json.length > 2 ? (JSON.parse(json) as WireEvent[]) : [];
 }
 
-/** One delivery's entry in a batch's `meta` (see `NativeBatch` in src/binding/wire.rs). */
+/**
+ * Message properties as they cross in a batch: a short `messageId` or
+ * `correlationId` arrives as its index in the batch's `strings`.
+ */
+export type WireMessageProperties = Omit<NativeMessageProperties, 'messageId' | 'correlationId'> & {
+  messageId?: string | number;
+  correlationId?: string | number;
+};
+
+/** One delivery's entry in a batch's `meta` (written by `delivery_meta` in src/binding/wire.rs). */
 export interface DeliveryMeta {
   /** Its id, to settle it with. */
-  i: number;
-  /** Exchange. */
-  x: string;
-  /** Routing key. */
-  k: string;
-  /** Redelivered. */
-  r: boolean;
+  id: number;
+  /** The exchange it was published to. */
+  exchange: string;
+  /** Its routing key. */
+  routingKey: string;
+  /** Whether the broker delivered it before. */
+  redelivered: boolean;
   /** Earlier failed attempts. */
-  a: number;
+  attempt: number;
   /** Properties and headers. */
-  p: NativeMessageProperties;
-  /** Offset and length of the body in the batch's shared buffer. */
-  o?: number;
-  n?: number;
-  /** Or the index of its own buffer in `large`. */
-  l?: number;
-  /** 1 when a retryable failure of this attempt goes to the retry table. */
-  t?: 1;
+  properties: WireMessageProperties;
+  /** Where its body starts in the batch's shared buffer. */
+  offset?: number;
+  /** Its body's length in the batch's shared buffer. */
+  length?: number;
+  /** Or the index of its own buffer in the batch's `large`. */
+  large?: number;
+  /** Present when a retryable failure of this attempt goes to the retry table. */
+  table?: true;
 }
 
 /** The events of a batch, in order. */
@@ -63,21 +79,23 @@ export function deliveriesOf(batch: NativeBatch): DeliveryMeta[] {
 
 /** Where one delivery of `batch` finds its parts: its metadata, and its body in the shared buffer or its own. */
 export function partsOf(d: DeliveryMeta, batch: NativeBatch): DeliveryParts {
-  const p = d.p as NativeMessageProperties & { messageId?: string | number; correlationId?: string | number };
-  // Short ids travel beside the JSON (see `NativeBatch.strings`): put them back.
+  const p = d.properties;
+  // Short ids travel beside the JSON (see `NativeBatch.strings`): put them
+  // back, in place (a delivery's metadata is read once).
   if (typeof p.messageId === 'number') p.messageId = batch.strings[p.messageId];
   if (typeof p.correlationId === 'number') p.correlationId = batch.strings[p.correlationId];
-  const own = d.l === undefined ? undefined : batch.large[d.l];
-  const start = own ? 0 : (d.o ?? 0);
+  const properties = p as NativeMessageProperties;
+  const own = d.large === undefined ? undefined : batch.large[d.large];
+  const start = own ? 0 : (d.offset ?? 0);
   return {
-    exchange: d.x,
-    routingKey: d.k,
-    redelivered: d.r,
-    attempt: d.a,
-    properties: d.p,
+    exchange: d.exchange,
+    routingKey: d.routingKey,
+    redelivered: d.redelivered,
+    attempt: d.attempt,
+    properties,
     bytes: own ?? batch.bodies,
     start,
-    end: own ? own.length : start + (d.n ?? 0),
+    end: own ? own.length : start + (d.length ?? 0),
   };
 }
 

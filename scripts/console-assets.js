@@ -1,4 +1,4 @@
-// Copies the console's page (lib/console/assets/: HTML, CSS, JavaScript) to
+// Copies the console's page (lib/console/assets/: HTML, CSS, JavaScript modules) to
 // dist/console/assets/, beside the compiled module that serves it; `npm run
 // build:ts` runs it after the compiler, so the package ships the page.
 const { cpSync, mkdirSync, readdirSync } = require('node:fs');

@@ -4,7 +4,7 @@
  */
 import { type Command, Option } from 'commander';
 
-import { parkedQueueName, retryQueueName } from '../names';
+import { HEADERS, parkedQueueName, retryQueueName } from '../native';
 import { DEFAULT_DELAYS, type Delay } from '../options';
 import type { ParkedFilter, ParkedMessage } from '../parked';
 import { type Cli, UsageError, abortOnSignals, cut, formatTable, positiveInt, positiveNumber } from './common';
@@ -39,10 +39,10 @@ function describeParked(m: ParkedMessage) {
     attempt: m.attempt,
     errorName: m.errorName ?? null,
     error: m.errorMessage ?? null,
-    failedAt: m.headers['retry-failed-at'] ?? null,
-    firstFailedAt: m.headers['retry-first-failed-at'] ?? null,
-    originalExchange: m.headers['retry-original-exchange'] ?? null,
-    originalRoutingKey: m.headers['retry-original-routing-key'] ?? null,
+    failedAt: m.headers[HEADERS.failedAt] ?? null,
+    firstFailedAt: m.headers[HEADERS.firstFailedAt] ?? null,
+    originalExchange: m.headers[HEADERS.originalExchange] ?? null,
+    originalRoutingKey: m.headers[HEADERS.originalRoutingKey] ?? null,
     headers: m.headers,
     body: m.text(),
   };
@@ -124,7 +124,7 @@ function peekCommand(parked: Command, cli: Cli): void {
             m.reason ?? '-',
             String(m.attempt),
             cut(`${m.errorName ?? 'Error'}: ${m.errorMessage ?? ''}`, 60),
-            String(m.headers['retry-failed-at'] ?? '-'),
+            String(m.headers[HEADERS.failedAt] ?? '-'),
           ]),
         ),
       );

@@ -2,11 +2,11 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
 
 import { DEFAULT_DELAYS, type Delay } from '../options';
-import { CONSOLE_TOKEN_ENV, CONSOLE_TOKEN_HEADER, allowedHostsOf, checkConsoleToken, isLoopback } from '../console/console';
+import { CONSOLE_TOKEN_ENV, CONSOLE_TOKEN_HEADER, allowedHostsOf, checkConsoleToken, isLoopback } from '../console/auth';
 import type { JobView } from '../console/jobs';
 import { DEFAULT_CONSOLE_PORT, startConsole } from '../console/server';
 import { InvalidOptionsError } from '../errors';
-import { delayLabel, parkedQueueName } from '../names';
+import { delayLabel, parkedQueueName } from '../native';
 import { type Cli, UsageError, positiveInt, positiveNumber } from './common';
 
 /** A `--port`: a whole number from 0 to 65535. */

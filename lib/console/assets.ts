@@ -1,13 +1,16 @@
 /**
- * The page's files (`assets/`: HTML, CSS and plain JavaScript, no framework),
+ * The page's files (`assets/`: HTML, CSS and plain JavaScript modules, no framework),
  * read from beside this module: `lib/console/assets/` in the sources, and
  * `dist/console/assets/`, where the build copies them, in the package.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
+/** The page's script modules: `console.js` starts the page and imports the others. */
+export const SCRIPTS = ['console.js', 'actions.js', 'api.js', 'dom.js', 'reading.js', 'render.js', 'render-queue.js', 'store.js'] as const;
+
 /** The page's files. */
-export type AssetName = 'index.html' | 'console.js' | 'console.css';
+export type AssetName = 'index.html' | 'console.css' | (typeof SCRIPTS)[number];
 
 const cache = new Map<AssetName, Buffer>();
 

@@ -4,6 +4,7 @@
  * every queue with a parked queue beside it (AMQP itself cannot list queues).
  */
 import { InvalidOptionsError } from '../errors';
+import { queueRole } from '../native';
 import { redactIn } from '../redact';
 
 /** A work queue with retry topology, and where the console learned of it. */
@@ -130,16 +131,11 @@ export async function managementQueueNames(target: ManagementTarget, timeoutMs =
  */
 export function workQueuesOf(names: readonly string[]): { queue: string; delays: string[] }[] {
   const all = new Set(names);
-  const out: { queue: string; delays: string[] }[] = [];
-  for (const name of names) {
-    if (!name.endsWith('.parked')) continue;
-    const queue = name.slice(0, -'.parked'.length);
-    if (!queue || !all.has(queue)) continue;
-    const prefix = `${queue}.retry.`;
-    const delays = names.filter((n) => n.startsWith(prefix) && !n.slice(prefix.length).includes('.')).map((n) => n.slice(prefix.length));
-    out.push({ queue, delays });
-  }
-  return out.sort((a, b) => a.queue.localeCompare(b.queue));
+  const roles = names.map(queueRole);
+  const byQueue = new Map<string, { queue: string; delays: string[] }>();
+  for (const r of roles) if (r.role === 'parked' && all.has(r.queue)) byQueue.set(r.queue, { queue: r.queue, delays: [] });
+  for (const r of roles) if (r.role === 'retry') byQueue.get(r.queue)?.delays.push(r.delay);
+  return [...byQueue.values()].sort((a, b) => a.queue.localeCompare(b.queue));
 }
 
 /** Merges the queues of every source into one list, each queue once, in the order first given. */

@@ -4,21 +4,13 @@
  * web page served by {@link startConsole} (`rabbit-retry ui`) or mounted in a
  * service with {@link RabbitRetryConsole.handle}.
  */
-export {
-  RabbitRetryConsole,
-  CONSOLE_TOKEN_HEADER,
-  CONSOLE_TOKEN_ENV,
-  CONSOLE_MIN_TOKEN_LENGTH,
-  type ConsoleOptions,
-  type ConsoleHandler,
-  type ConsoleErrorCode,
-  type ConsoleState,
-  type QueueView,
-  type TableView,
-  type DependencyView,
-  type RowView,
-  type GroupsAnswer,
-} from './console';
+export { RabbitRetryConsole } from './console';
+export { CONSOLE_TOKEN_HEADER, CONSOLE_TOKEN_ENV, CONSOLE_MIN_TOKEN_LENGTH } from './auth';
+export type { ConsoleOptions } from './options';
+export type { ConsoleHandler, ConsoleErrorCode } from './http';
+export type { ConsoleState, QueueView } from './state';
+export type { TableView, DependencyView, RowView } from './table-view';
+export type { GroupsAnswer } from './groups';
 export { startConsole, DEFAULT_CONSOLE_PORT, type StartConsoleOptions, type ConsoleServer } from './server';
 export { fingerprint, normalizeMessage, userFrame, type Fingerprint } from './fingerprint';
 export { messageKey, type Grouping, type ParkedGroup, type MessageSummary, type MessageDetail, type BodyView } from './views';

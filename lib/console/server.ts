@@ -7,7 +7,9 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 import { InvalidOptionsError } from '../errors';
-import { CONSOLE_TOKEN_ENV, type ConsoleOptions, RabbitRetryConsole, allowedHostsOf, checkConsoleToken, isLoopback } from './console';
+import { CONSOLE_TOKEN_ENV, allowedHostsOf, checkConsoleToken, isLoopback } from './auth';
+import { RabbitRetryConsole } from './console';
+import type { ConsoleOptions } from './options';
 import type { JobView } from './jobs';
 
 /** The console's default port: beside the management API's 15672. */

@@ -4,6 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 
+import { HEADERS } from '../native';
 import type { Parked, ParkedMessage } from '../parked';
 import { fingerprint } from './fingerprint';
 
@@ -138,7 +139,7 @@ export function summaryOf(m: ParkedMessage): MessageSummary {
     attempt: m.attempt,
     errorName: m.errorName ?? null,
     error: m.errorMessage ?? null,
-    failedAt: text(m.headers['retry-failed-at']),
+    failedAt: text(m.headers[HEADERS.failedAt]),
   };
 }
 
@@ -221,8 +222,8 @@ export async function groupParked(parked: Parked, scanLimit: number, signal?: Ab
   const groups = new Map<string, ParkedGroup>();
   const scanned = await parked.scan(scanLimit, (m) => {
     const f = fingerprint(m);
-    const failedAt = text(m.headers['retry-failed-at']);
-    const firstFailedAt = text(m.headers['retry-first-failed-at']) ?? failedAt;
+    const failedAt = text(m.headers[HEADERS.failedAt]);
+    const firstFailedAt = text(m.headers[HEADERS.firstFailedAt]) ?? failedAt;
     const reason = m.reason ?? 'unknown';
     let g = groups.get(f.key);
     if (!g) {

@@ -3,7 +3,7 @@
  * depth and the retry table's oldest due row, and alerts once per crossing
  * of each threshold.
  */
-import { parkedQueueName } from '../names';
+import { parkedQueueName } from '../native';
 import type { AlertOptions, ParkedAlert, RetryTableAlert } from '../options';
 import { fenceSync } from '../fence';
 import { reasonOf } from './error-text';

@@ -55,7 +55,7 @@ export class CircuitIo {
       try {
         for (;;) {
           const held = await native(() => s.get(Math.max(1, Math.min(100, Math.ceil(rate)))));
-          const ids = deliveriesOf(held.batch).map((d) => d.i);
+          const ids = deliveriesOf(held.batch).map((d) => d.id);
           if (ids.length === 0) break;
           for (const id of ids) {
             if (!go()) return sent;

@@ -4,7 +4,8 @@ import { HttpAdapterHost, ModuleRef } from '@nestjs/core';
 import type { RabbitRetry } from '../client';
 import { checkKeys, checkObject } from '../check-options';
 import { InvalidOptionsError } from '../errors';
-import { RabbitRetryConsole, type ConsoleOptions } from '../console/console';
+import { RabbitRetryConsole } from '../console/console';
+import type { ConsoleOptions } from '../console/options';
 import type { OptionKeys } from '../options';
 import { RABBIT_RETRY } from './constants';
 

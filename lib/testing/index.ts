@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 
 import { RabbitRetry } from '../client';
 import { InvalidOptionsError } from '../errors';
-import { parkedQueueName, retryQueueName } from '../names';
+import { parkedQueueName, retryQueueName } from '../native';
 import { checkKeys, checkObject } from '../check-options';
 import type { Delay, OptionKeys } from '../options';
 

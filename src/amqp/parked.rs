@@ -20,6 +20,7 @@ use super::connection::Broker;
 use super::fields::{now_ms, short_name, with_trace};
 use super::publisher::republish_properties;
 use crate::error::{amqp_reply, Error, ErrorKind, Result};
+use crate::retry::headers::RETRY_ATTEMPT;
 use crate::retry::{is_broker_death_header, time::iso8601_utc};
 
 /// Depth and consumers of a queue.
@@ -246,7 +247,7 @@ impl ParkedSession {
             headers = with_trace(headers, trace);
         }
         if !keep_attempt {
-            headers.insert("retry-attempt".into(), AMQPValue::LongLongInt(0));
+            headers.insert(RETRY_ATTEMPT.into(), AMQPValue::LongLongInt(0));
             headers.insert(
                 "retry-replayed-at".into(),
                 AMQPValue::LongString(LongString::from(iso8601_utc(now_ms()).into_bytes())),

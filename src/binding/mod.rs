@@ -7,6 +7,7 @@
 mod client;
 mod consumer;
 mod convert;
+mod names;
 mod parked;
 mod reply;
 mod spec;

@@ -1,161 +1,27 @@
 //! What crosses between the consumer and JavaScript, in one place: a batch of
 //! deliveries (metadata as JSON, bodies in buffers) and events, each event one
 //! JSON object tagged by `kind`, the shape `lib/wire.ts` reads.
+//!
+//! `lib/wire.ts` types both by hand; the tests here keep it honest: they
+//! write an example of every event kind and every form of delivery metadata
+//! to `__test__/fixtures/wire-schema.ts`, which the TypeScript check holds
+//! against those types, and fail when that file differs from what this
+//! code writes.
 
 use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
-use serde::Serialize;
 
 use super::convert::{json_str, write_properties_json};
 use crate::consumer::{DeliveryView, Event};
-use crate::retry::Route;
 
-/// An event as JavaScript receives it: `kind` says which, and each kind has
-/// exactly its own fields (`lib/wire.ts` has the same union).
-#[derive(Debug, Serialize)]
-#[serde(
-    tag = "kind",
-    rename_all = "kebab-case",
-    rename_all_fields = "camelCase"
-)]
-pub(crate) enum WireEvent<'a> {
-    /// Sent to a retry queue and acked; `reason` is the copy's `retry-reason`.
-    Retry {
-        id: u64,
-        message_id: Option<&'a str>,
-        target: &'a str,
-        reason: &'static str,
-        attempt: u32,
-        delay: &'a str,
-        error: &'a str,
-    },
-    /// Sent to the parked queue and acked.
-    Parked {
-        id: u64,
-        message_id: Option<&'a str>,
-        target: &'a str,
-        reason: &'a str,
-        attempt: u32,
-        error: &'a str,
-    },
-    /// Stored in the retry table and acked; `reason` is the row's `retry-reason`.
-    Stored {
-        id: u64,
-        message_id: Option<&'a str>,
-        reason: &'static str,
-        row_id: i64,
-        attempt: u32,
-        dependency: Option<&'a str>,
-        error: &'a str,
-    },
-    /// The republish failed; the delivery stays unacked. `error` is `[CODE] message`.
-    PublishFailed {
-        id: u64,
-        message_id: Option<&'a str>,
-        target: &'a str,
-        error: String,
-    },
-    /// The channel or connection was lost; `error` is `[CODE] message`.
-    Disconnected { error: String, url: &'a str },
-    /// Consuming again after `attempts` tries, `after_ms` after the loss.
-    Recovered {
-        attempts: u32,
-        after_ms: u64,
-        url: &'a str,
-    },
-    /// The consumer itself failed; `error` is `[CODE] message`.
-    Error { error: String },
-}
-
-impl<'a> From<&'a Event> for WireEvent<'a> {
-    fn from(e: &'a Event) -> Self {
-        match e {
-            Event::Retried {
-                id,
-                message_id,
-                target,
-                attempt,
-                delay,
-                error,
-            } => WireEvent::Retry {
-                id: *id,
-                message_id: message_id.as_deref(),
-                target,
-                reason: Route::RETRY_REASON,
-                attempt: *attempt,
-                delay,
-                error,
-            },
-            Event::Parked {
-                id,
-                message_id,
-                target,
-                reason,
-                attempt,
-                error,
-            } => WireEvent::Parked {
-                id: *id,
-                message_id: message_id.as_deref(),
-                target,
-                reason,
-                attempt: *attempt,
-                error,
-            },
-            Event::Stored {
-                id,
-                message_id,
-                row_id,
-                attempt,
-                dependency,
-                error,
-            } => WireEvent::Stored {
-                id: *id,
-                message_id: message_id.as_deref(),
-                reason: Route::TABLE_REASON,
-                row_id: *row_id,
-                attempt: *attempt,
-                dependency: dependency.as_deref(),
-                error,
-            },
-            Event::PublishFailed {
-                id,
-                message_id,
-                target,
-                error,
-            } => WireEvent::PublishFailed {
-                id: *id,
-                message_id: message_id.as_deref(),
-                target,
-                error: error.coded_message(),
-            },
-            Event::Disconnected { error, url } => WireEvent::Disconnected {
-                error: error.coded_message(),
-                url,
-            },
-            Event::Recovered {
-                attempts,
-                after_ms,
-                url,
-            } => WireEvent::Recovered {
-                attempts: *attempts,
-                after_ms: *after_ms,
-                url,
-            },
-            Event::ConsumerError { error } => WireEvent::Error {
-                error: error.coded_message(),
-            },
-        }
-    }
-}
-
-/// `events` as a JSON array of [`WireEvent`]s.
+/// `events` as a JSON array, each [`Event`] serialised as it is (its serde
+/// attributes give the shape `lib/wire.ts` types).
 pub(crate) fn events_json(events: &[Event]) -> String {
     if events.is_empty() {
         return "[]".into();
     }
-    let wire: Vec<WireEvent<'_>> = events.iter().map(WireEvent::from).collect();
     // Serialising plain strings and numbers cannot fail.
-    serde_json::to_string(&wire).unwrap_or_else(|_| "[]".into())
+    serde_json::to_string(events).unwrap_or_else(|_| "[]".into())
 }
 
 /// One pull: deliveries to handle, events to report, and whether the consumer
@@ -169,13 +35,13 @@ pub(crate) fn events_json(events: &[Event]) -> String {
 pub struct NativeBatch {
     /// The deliveries' metadata, a JSON array with one object per delivery.
     pub meta: String,
-    /// The small bodies, back to back; each delivery's `o` and `n` locate its own.
+    /// The small bodies, back to back; each delivery's `offset` and `length` locate its own.
     pub bodies: Buffer,
-    /// The large bodies; a delivery's `l` indexes its own.
+    /// The large bodies; a delivery's `large` indexes its own.
     pub large: Vec<Buffer>,
-    /// Short message and correlation ids: where a delivery's `p` has a number for one, it indexes this list.
+    /// Short message and correlation ids: where a delivery's `properties` has a number for one, it indexes this list.
     pub strings: Vec<String>,
-    /// Events to report: a JSON array of [`WireEvent`]s.
+    /// Events to report: a JSON array of [`Event`]s.
     pub events: String,
     /// True when the consumer is closed and drained.
     pub closed: bool,
@@ -185,33 +51,34 @@ pub struct NativeBatch {
 /// (no copy, and a kept message does not hold other messages' bodies).
 const SHARED_BODY_MAX: usize = 16 * 1024;
 
-/// One delivery's metadata, appended to `out` as a JSON object:
-/// `i` id, `x` exchange, `k` routing key, `r` redelivered, `a` attempt,
-/// `p` properties (as [`MessageProperties`](super::convert::MessageProperties) names them, headers included),
-/// either `o`/`n` (offset and length in the shared buffer) or `l` (index
-/// of its own buffer), and `t: 1` when a retryable failure of this attempt
-/// goes to the retry table.
+/// One delivery's metadata, appended to `out` as a JSON object (`DeliveryMeta`
+/// in `lib/wire.ts`): `id`, `exchange`, `routingKey`, `redelivered`,
+/// `attempt`, `table: true` when a retryable failure of this attempt goes to
+/// the retry table, either `offset` and `length` (its body in the shared
+/// buffer) or `large` (the index of its own buffer), and `properties` (as
+/// [`MessageProperties`](super::convert::MessageProperties) names them,
+/// headers included).
 fn delivery_meta(out: &mut Vec<u8>, d: &DeliveryView<'_>, body: BodyAt, strings: &mut Vec<String>) {
     use std::io::Write;
     // Written by hand: the keys are fixed, and a map per delivery would cost
     // an allocation per key. Strings go through serde_json for escaping.
-    let _ = write!(out, "{{\"i\":{},\"x\":", d.id);
+    let _ = write!(out, "{{\"id\":{},\"exchange\":", d.id);
     json_str(out, d.delivery.exchange.as_str());
-    out.extend_from_slice(b",\"k\":");
+    out.extend_from_slice(b",\"routingKey\":");
     json_str(out, d.delivery.routing_key.as_str());
     let _ = write!(
         out,
-        ",\"r\":{},\"a\":{},",
+        ",\"redelivered\":{},\"attempt\":{},",
         d.delivery.redelivered, d.attempt
     );
     if d.table_bound {
-        out.extend_from_slice(b"\"t\":1,");
+        out.extend_from_slice(b"\"table\":true,");
     }
     let _ = match body {
-        BodyAt::Shared { offset, len } => write!(out, "\"o\":{offset},\"n\":{len}"),
-        BodyAt::Own(index) => write!(out, "\"l\":{index}"),
+        BodyAt::Shared { offset, len } => write!(out, "\"offset\":{offset},\"length\":{len}"),
+        BodyAt::Own(index) => write!(out, "\"large\":{index}"),
     };
-    out.extend_from_slice(b",\"p\":");
+    out.extend_from_slice(b",\"properties\":");
     write_properties_json(out, &d.delivery.properties, strings);
     out.push(b'}');
 }
@@ -234,7 +101,7 @@ pub(super) fn to_batch(
         .map(|d| d.delivery.data.len())
         .filter(|n| *n <= SHARED_BODY_MAX)
         .sum();
-    let mut meta = Vec::with_capacity(deliveries.len() * 256 + 2);
+    let mut meta = Vec::with_capacity(deliveries.len() * 320 + 2);
     let mut bodies = Vec::with_capacity(shared_len);
     let mut large = Vec::new();
     let mut strings = Vec::new();
@@ -271,6 +138,8 @@ pub(super) fn to_batch(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use lapin::message::Delivery;
     use lapin::BasicProperties;
     use serde_json::{json, Value};
@@ -286,7 +155,9 @@ mod tests {
             id == 2,
             body,
         );
-        d.properties = BasicProperties::default().with_message_id("order-48213".into());
+        // A short id crosses beside the JSON (as an index), a long one in it.
+        let message_id = if id == 1 { "48213" } else { "order-48213" };
+        d.properties = BasicProperties::default().with_message_id(message_id.into());
         d
     }
 
@@ -299,9 +170,33 @@ mod tests {
         }
     }
 
-    #[test]
-    fn every_event_crosses_tagged_with_only_its_fields() {
-        let events = vec![
+    /// One delivery with its body in the shared buffer, one with a buffer of
+    /// its own, and one whose failure goes to the retry table.
+    fn deliveries() -> [Delivery; 3] {
+        [
+            delivery(1, b"{\"orderId\":48213}".to_vec()),
+            delivery(2, vec![b'x'; SHARED_BODY_MAX + 1]),
+            delivery(3, b"second".to_vec()),
+        ]
+    }
+
+    /// Each event kind's place in [`every_event`]. A new kind does not
+    /// compile until it has an arm here; give it an example there too.
+    fn kind_index(e: &Event) -> usize {
+        match e {
+            Event::Retried { .. } => 0,
+            Event::Parked { .. } => 1,
+            Event::Stored { .. } => 2,
+            Event::PublishFailed { .. } => 3,
+            Event::Disconnected { .. } => 4,
+            Event::Recovered { .. } => 5,
+            Event::ConsumerError { .. } => 6,
+        }
+    }
+
+    /// An example of every kind of event, in [`kind_index`] order.
+    fn every_event() -> Vec<Event> {
+        vec![
             Event::Retried {
                 id: 1,
                 message_id: Some("m1".into()),
@@ -309,6 +204,14 @@ mod tests {
                 attempt: 1,
                 delay: "5s".into(),
                 error: "503".into(),
+            },
+            Event::Parked {
+                id: 4,
+                message_id: Some("m4".into()),
+                target: "q.parked".into(),
+                reason: "exhausted".into(),
+                attempt: 3,
+                error: "still 503".into(),
             },
             Event::Stored {
                 id: 2,
@@ -324,20 +227,35 @@ mod tests {
                 target: "q.parked".into(),
                 error: Error::new(ErrorKind::Unroutable, "gone"),
             },
+            Event::Disconnected {
+                error: Error::new(ErrorKind::Connection, "lost"),
+                url: "amqp://app:***@node1:5672".into(),
+            },
             Event::Recovered {
                 attempts: 2,
                 after_ms: 350,
                 url: "amqp://node2".into(),
             },
-        ];
+            Event::ConsumerError {
+                error: Error::new(ErrorKind::Connection, "ack failed"),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_event_crosses_tagged_with_only_its_fields() {
+        let events = every_event();
         let wire: Value = serde_json::from_str(&events_json(&events)).unwrap();
         assert_eq!(
             wire,
             json!([
                 {"kind": "retry", "id": 1, "messageId": "m1", "target": "q.retry.5s", "reason": "retry", "attempt": 1, "delay": "5s", "error": "503"},
+                {"kind": "parked", "id": 4, "messageId": "m4", "target": "q.parked", "reason": "exhausted", "attempt": 3, "error": "still 503"},
                 {"kind": "stored", "id": 2, "messageId": null, "reason": "retry-table", "rowId": 7, "attempt": 4, "dependency": "carrier", "error": "down"},
                 {"kind": "publish-failed", "id": 3, "messageId": null, "target": "q.parked", "error": "[UNROUTABLE] gone"},
+                {"kind": "disconnected", "error": "[CONNECTION] lost", "url": "amqp://app:***@node1:5672"},
                 {"kind": "recovered", "attempts": 2, "afterMs": 350, "url": "amqp://node2"},
+                {"kind": "error", "error": "[CONNECTION] ack failed"},
             ])
         );
         assert_eq!(events_json(&[]), "[]");
@@ -345,12 +263,7 @@ mod tests {
 
     #[test]
     fn a_batch_locates_every_body_and_keeps_the_events_in_order() {
-        let large = vec![b'x'; SHARED_BODY_MAX + 1];
-        let deliveries = [
-            delivery(1, b"{\"orderId\":48213}".to_vec()),
-            delivery(2, large.clone()),
-            delivery(3, b"second".to_vec()),
-        ];
+        let deliveries = deliveries();
         let views: Vec<DeliveryView<'_>> = deliveries.iter().map(view).collect();
         let events = [Event::Disconnected {
             error: Error::new(ErrorKind::Connection, "lost"),
@@ -361,31 +274,81 @@ mod tests {
         let meta: Vec<Value> = serde_json::from_str(&batch.meta).unwrap();
         assert_eq!(meta.len(), 3);
         let body = |m: &Value| -> Vec<u8> {
-            match m.get("l") {
+            match m.get("large") {
                 Some(l) => batch.large[l.as_u64().unwrap() as usize].to_vec(),
                 None => {
                     let (o, n) = (
-                        m["o"].as_u64().unwrap() as usize,
-                        m["n"].as_u64().unwrap() as usize,
+                        m["offset"].as_u64().unwrap() as usize,
+                        m["length"].as_u64().unwrap() as usize,
                     );
                     batch.bodies[o..o + n].to_vec()
                 }
             }
         };
-        assert_eq!(body(&meta[0]), b"{\"orderId\":48213}");
-        assert_eq!(body(&meta[1]), large);
-        assert_eq!(body(&meta[2]), b"second");
-        assert_eq!(meta[1]["i"], 2);
-        assert_eq!(meta[1]["r"], true);
-        assert_eq!(meta[0]["x"], "shipments");
-        assert_eq!(meta[0]["k"], "shipment.requested");
-        assert_eq!(meta[2]["t"], 1);
-        assert!(meta[0].get("t").is_none());
+        for (m, d) in meta.iter().zip(&deliveries) {
+            assert_eq!(body(m), d.data);
+        }
+        assert_eq!(meta[1]["id"], 2);
+        assert_eq!(meta[1]["redelivered"], true);
+        assert_eq!(meta[0]["exchange"], "shipments");
+        assert_eq!(meta[0]["routingKey"], "shipment.requested");
+        assert_eq!(meta[0]["attempt"], 1);
+        assert_eq!(meta[2]["table"], true);
+        assert!(meta[0].get("table").is_none());
+        assert_eq!(meta[0]["properties"]["messageId"], 0);
+        assert_eq!(batch.strings, ["48213"]);
+        assert_eq!(meta[1]["properties"]["messageId"], "order-48213");
         let events: Value = serde_json::from_str(&batch.events).unwrap();
         assert_eq!(
             events,
             json!([{"kind": "disconnected", "error": "[CONNECTION] lost", "url": "amqp://app:***@node1:5672"}])
         );
         assert!(to_batch(&[], &[], true).closed);
+    }
+
+    /// Where the examples of what crosses are kept for the TypeScript check.
+    const FIXTURE: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/__test__/fixtures/wire-schema.ts"
+    );
+
+    /// The fixture as this code writes it: every event kind and every form of
+    /// delivery metadata, each held by the TypeScript check against the type
+    /// `lib/wire.ts` declares for it.
+    fn fixture() -> String {
+        let events = every_event();
+        let kinds: BTreeSet<usize> = events.iter().map(kind_index).collect();
+        assert_eq!(kinds.len(), 7, "an example of every event kind");
+        let deliveries = deliveries();
+        let views: Vec<DeliveryView<'_>> = deliveries.iter().map(view).collect();
+        let meta: Value = serde_json::from_str(&to_batch(&views, &[], false).meta).unwrap();
+        let events: Value = serde_json::from_str(&events_json(&events)).unwrap();
+        let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap();
+        format!(
+            "// Written by `cargo test` (src/binding/wire.rs) from what the native side sends: do not edit.\n\
+             // After a change to what crosses, `RABBIT_RETRY_WRITE_FIXTURES=1 cargo test` writes it again,\n\
+             // and `npm run typecheck` holds it against lib/wire.ts.\n\
+             import type {{ DeliveryMeta, WireEvent }} from '../../lib/wire';\n\n\
+             /** One event of every kind, as the consumer serialises it. */\n\
+             export const EVENTS = {} satisfies WireEvent[];\n\n\
+             /** Delivery metadata: a body in the shared buffer (a short message id beside the JSON), a body in its own buffer, a failure bound for the retry table. */\n\
+             export const DELIVERIES = {} satisfies DeliveryMeta[];\n",
+            pretty(&events),
+            pretty(&meta)
+        )
+    }
+
+    #[test]
+    fn the_typescript_fixture_is_what_crosses() {
+        let want = fixture();
+        if std::env::var_os("RABBIT_RETRY_WRITE_FIXTURES").is_some() {
+            std::fs::write(FIXTURE, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(FIXTURE).unwrap_or_default();
+        assert!(
+            have == want,
+            "{FIXTURE} differs from what crosses: run `RABBIT_RETRY_WRITE_FIXTURES=1 cargo test`, \
+             then `npm run typecheck` to hold lib/wire.ts to it"
+        );
     }
 }

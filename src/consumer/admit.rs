@@ -3,7 +3,7 @@
 
 use lapin::message::Delivery;
 
-use super::Failure;
+use super::settlement::Failure;
 use crate::amqp::fields::{header, to_field_value, undecodable_field};
 use crate::retry::{exceeds_delivery_limit, ParkReason};
 

@@ -6,8 +6,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use lapin::types::{short_string_wire_bytes, AMQPValue, FieldTable, LongString, ShortString};
 use lapin::BasicProperties;
 
+use super::config::ConsumerConfig;
+use super::event::Event;
+use super::limits::BROKER_HEADROOM;
+use super::pending::Pending;
+use super::settlement::Failure;
 use super::steps::declare;
-use super::*;
 use crate::amqp::connection::Broker;
 use crate::amqp::fields::{
     encoded_size, header_str, now_ms, properties_size, table_size, with_trace,

@@ -4,9 +4,14 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::command::{Command, ProbeOutcome};
+use super::config::ConsumerConfig;
+use super::event::Event;
 use super::link::{BrokerLink, Link};
+use super::settlement::Failure;
+use super::sink::Sink;
+use super::state::{lock, ConsumerState};
 use super::task::ConsumerTask;
-use super::*;
 use crate::amqp::connection::Broker;
 use crate::error::{Error, ErrorKind, Result};
 

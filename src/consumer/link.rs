@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use futures_util::stream::{BoxStream, StreamExt};
@@ -14,9 +15,12 @@ use lapin::options::{
 use lapin::types::FieldTable;
 use lapin::Channel;
 
+use super::config::ConsumerConfig;
+use super::event::Event;
 use super::failure::handle_failure;
+use super::pending::Pending;
+use super::settlement::Failure;
 use super::steps::{close_channel, subscribe};
-use super::*;
 use crate::amqp::connection::Broker;
 use crate::error::{Error, ErrorKind, Result};
 use crate::retry::Route;

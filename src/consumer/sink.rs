@@ -5,7 +5,8 @@ use std::collections::HashMap;
 
 use lapin::message::Delivery;
 
-use super::{Event, Pending};
+use super::event::Event;
+use super::pending::Pending;
 
 /// A delivery as JavaScript receives it, borrowed from the task: the body is
 /// copied once, into what crosses to JavaScript.

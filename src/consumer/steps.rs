@@ -7,7 +7,7 @@ use lapin::options::{BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
 use lapin::Channel;
 
-use super::*;
+use super::config::ConsumerConfig;
 use crate::amqp::connection::Broker;
 use crate::amqp::topology::Topology;
 use crate::error::{Error, ErrorKind, Result};

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::delay::Delay;
+use super::delay::{parse_delay, Delay};
 
 /// AMQP short strings, which hold queue and exchange names, are at most 255 bytes.
 pub(crate) const MAX_NAME_BYTES: usize = 255;
@@ -15,6 +15,47 @@ pub(crate) fn retry_queue_name(queue: &str, delay: Delay) -> String {
 /// The queue where messages go when they will not be retried: `"{queue}.parked"`.
 pub(crate) fn parked_queue_name(queue: &str) -> String {
     format!("{queue}.parked")
+}
+
+/// What a queue's name says it is, by the names this library gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QueueRole<'a> {
+    /// `{queue}.retry.{label}`: a retry queue of work queue `queue`.
+    Retry {
+        /// The work queue.
+        queue: &'a str,
+        /// The delay's label, as [`Delay::label`] writes it.
+        label: &'a str,
+    },
+    /// `{queue}.parked`: the parked queue of work queue `queue`.
+    Parked {
+        /// The work queue.
+        queue: &'a str,
+    },
+    /// Any other name, a work queue's among them.
+    Other,
+}
+
+/// Reads `name` as [`retry_queue_name`] and [`parked_queue_name`] write them:
+/// a retry queue's label is a delay's own label (`1m`, not `60s`), so
+/// `a.retry.b.retry.5s` is a retry queue of `a.retry.b`.
+pub(crate) fn queue_role(name: &str) -> QueueRole<'_> {
+    if let Some(queue) = name.strip_suffix(".parked").filter(|q| !q.is_empty()) {
+        return QueueRole::Parked { queue };
+    }
+    const RETRY: &str = ".retry.";
+    match name.rfind(RETRY) {
+        Some(at) if at > 0 && is_label(&name[at + RETRY.len()..]) => QueueRole::Retry {
+            queue: &name[..at],
+            label: &name[at + RETRY.len()..],
+        },
+        _ => QueueRole::Other,
+    }
+}
+
+/// Whether `s` is a delay's label as [`Delay::label`] writes it.
+fn is_label(s: &str) -> bool {
+    parse_delay(s).is_ok_and(|d| d.label() == s)
 }
 
 /// Why a name cannot be used.
@@ -93,6 +134,43 @@ mod tests {
         assert_eq!(retry_queue_name("orders", d(1_500)), "orders.retry.1500ms");
         assert_eq!(retry_queue_name("orders", d(7_200_000)), "orders.retry.2h");
         assert_eq!(parked_queue_name("orders"), "orders.parked");
+    }
+
+    #[test]
+    fn roles() {
+        let retry = |queue, label| QueueRole::Retry { queue, label };
+        let cases = [
+            ("orders.retry.5s", retry("orders", "5s")),
+            ("a.retry.b.retry.1500ms", retry("a.retry.b", "1500ms")),
+            (
+                "shipment.requested.retry.2h",
+                retry("shipment.requested", "2h"),
+            ),
+            ("orders.parked", QueueRole::Parked { queue: "orders" }),
+            (
+                "a.retry.5s.parked",
+                QueueRole::Parked {
+                    queue: "a.retry.5s",
+                },
+            ),
+            ("orders", QueueRole::Other),
+            (".parked", QueueRole::Other),
+            (".retry.5s", QueueRole::Other),
+            ("orders.retry.5s.x", QueueRole::Other),
+            ("orders.retry.", QueueRole::Other),
+            ("orders.retry.later", QueueRole::Other),
+            ("orders.retry.60s", QueueRole::Other),
+            ("orders.retry. 5s", QueueRole::Other),
+        ];
+        for (name, want) in cases {
+            assert_eq!(queue_role(name), want, "{name}");
+        }
+        let q = "orders";
+        assert_eq!(queue_role(&retry_queue_name(q, d(60_000))), retry(q, "1m"));
+        assert_eq!(
+            queue_role(&parked_queue_name(q)),
+            QueueRole::Parked { queue: q }
+        );
     }
 
     #[test]

@@ -11,8 +11,12 @@ use futures_util::stream::{self, StreamExt};
 use lapin::message::Delivery;
 use tokio::sync::{mpsc, Semaphore};
 
+use super::super::config::ConsumerConfig;
+use super::super::event::Event;
 use super::super::link::{Deliveries, Link, LinkChannel, Subscription};
-use super::super::*;
+use super::super::pending::Pending;
+use super::super::settlement::Failure;
+use super::super::sink::{DeliveryView, Sink};
 use crate::error::{Error, ErrorKind, Result};
 use crate::retry::Route;
 

@@ -6,7 +6,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::super::*;
+use super::super::command::ProbeOutcome;
+use super::super::config::{ConsumerConfig, Recovery};
+use super::super::handle::ConsumerHandle;
+use super::super::settlement::Failure;
+use super::super::state::ConsumerState;
 use super::fake::{ack, kind, FakeSink, Op, Script};
 use crate::amqp::topology::{ExtraArguments, QueueType, Topology};
 use crate::error::{Error, ErrorKind};

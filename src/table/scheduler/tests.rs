@@ -8,7 +8,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{publish_all, within_grace, Outcome, STOP_CONFIRM_WAIT};
+use super::publish::{publish_all, Outcome};
+use super::stop::{within_grace, STOP_CONFIRM_WAIT};
 use crate::error::{Error, ErrorKind, Result};
 
 /// How a scripted publish ends.

@@ -1,0 +1,129 @@
+// @ts-check
+// The console's API, with the token every request carries; a refused token
+// shows the login.
+
+import { $, input } from './dom.js';
+import { S } from './store.js';
+
+/** @typedef {import('./store.js').ConsoleState} ConsoleState */
+/** @typedef {import('./store.js').GroupsAnswer} GroupsAnswer */
+/** @typedef {import('./store.js').JobView} JobView */
+/** @typedef {import('./store.js').MessageDetail} MessageDetail */
+
+var TOKEN_HEADER = 'x-rabbit-retry-token';
+/** Where the tab keeps the token the operator gave. */
+export var TOKEN_KEY = 'rabbit-retry-console-token';
+var base = location.pathname.replace(/index\.html$/, '');
+if (base.slice(-1) !== '/') base += '/';
+
+/** The token: the page's own, one given in the URL's fragment (kept for the tab), or the tab's. */
+export function readToken() {
+  var meta = document.querySelector('meta[name="rabbit-retry-token"]');
+  if (meta && meta.getAttribute('content')) return meta.getAttribute('content');
+  var m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+  if (m) {
+    var t = decodeURIComponent(m[1]);
+    sessionStorage.setItem(TOKEN_KEY, t);
+    history.replaceState(null, '', location.pathname + location.search);
+    return t;
+  }
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+/**
+ * Asks the operator for the token.
+ * @param {string} message why
+ */
+export function showLogin(message) {
+  $('login').hidden = false;
+  $('login-error').textContent = message || '';
+  input('login-token').focus();
+}
+
+/** An error the API answered. */
+export class ApiError {
+  /**
+   * @param {number} status
+   * @param {string} code
+   * @param {string} message
+   */
+  constructor(status, code, message) {
+    this.status = status;
+    this.code = code;
+    this.message = message;
+  }
+}
+
+/**
+ * Reads (GET) or, with a body, does (POST) `api/<path>`; rejects with an {@link ApiError}.
+ * @param {string} path
+ * @param {object} [body]
+ * @returns {Promise<unknown>}
+ */
+function api(path, body) {
+  /** @type {Record<string, string>} */
+  var headers = {};
+  headers[TOKEN_HEADER] = S.token || '';
+  /** @type {RequestInit} */
+  var init = { method: body ? 'POST' : 'GET', headers: headers, cache: 'no-store' };
+  if (body) {
+    headers['content-type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  return fetch(base + 'api/' + path, init).then(function (res) {
+    return res.json().catch(function () { return {}; }).then(function (data) {
+      if (res.ok) return data;
+      var e = (data && data.error) || {};
+      if (res.status === 401) showLogin(S.token ? 'That token was refused.' : '');
+      throw new ApiError(res.status, e.code || 'HTTP_' + res.status, e.message || res.statusText);
+    });
+  });
+}
+
+/** @param {string} name */
+function q(name) { return encodeURIComponent(name); }
+
+/** @returns {Promise<ConsoleState>} */
+export function getState() { return /** @type {Promise<ConsoleState>} */ (api('state')); }
+
+/**
+ * @param {string} queue
+ * @param {boolean} refresh read the parked messages again
+ * @returns {Promise<GroupsAnswer>}
+ */
+export function getGroups(queue, refresh) {
+  return /** @type {Promise<GroupsAnswer>} */ (api('queues/' + q(queue) + '/groups' + (refresh ? '?refresh=1' : '')));
+}
+
+/**
+ * @param {string} queue
+ * @param {string} key the group's
+ * @returns {Promise<{ messages: MessageDetail[], scanned: number, truncated: boolean }>}
+ */
+export function getMessages(queue, key) {
+  return /** @type {Promise<{ messages: MessageDetail[], scanned: number, truncated: boolean }>} */ (api('queues/' + q(queue) + '/groups/' + key + '/messages?limit=20'));
+}
+
+/**
+ * Starts a replay or purge of what `body` selects.
+ * @param {'replay' | 'purge'} kind
+ * @param {string} queue
+ * @param {{ scope: 'queue' | 'group' | 'message', key?: string, count: number, ratePerSec?: number }} body
+ * @returns {Promise<{ job: JobView }>}
+ */
+export function startJob(kind, queue, body) {
+  return /** @type {Promise<{ job: JobView }>} */ (api('queues/' + q(queue) + '/' + kind, body));
+}
+
+/**
+ * @param {number} id
+ * @returns {Promise<{ stopped: boolean }>}
+ */
+export function stopJob(id) { return /** @type {Promise<{ stopped: boolean }>} */ (api('jobs/' + id + '/stop', {})); }
+
+/**
+ * @param {'pause' | 'resume' | 'retry-now'} action
+ * @param {{ dependency?: string, id?: number }} body
+ * @returns {Promise<{ rows: number }>}
+ */
+export function tableAction(action, body) { return /** @type {Promise<{ rows: number }>} */ (api('table/' + action, body)); }

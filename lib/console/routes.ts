@@ -1,0 +1,75 @@
+/**
+ * The console's JSON API: which request reads or does what, by method and
+ * path (`state`, `queues/<queue>/groups[/<key>/messages]`,
+ * `queues/<queue>/replay|purge`, `jobs/<id>/stop`, `table/pause|resume|retry-now`).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+import type { Actions } from './actions';
+import type { Groupings } from './groups';
+import { HttpError, readJson, sendJson } from './http';
+import type { Jobs } from './jobs';
+import type { KnownQueues } from './known-queues';
+import type { ConsoleStateCache } from './state';
+
+/** What the API needs of its console. */
+export interface ApiHost {
+  readonly state: Pick<ConsoleStateCache, 'state'>;
+  readonly queues: Pick<KnownQueues, 'known'>;
+  readonly groupings: Pick<Groupings, 'read' | 'messages'>;
+  readonly actions: Pick<Actions, 'replay' | 'purge' | 'table'>;
+  readonly jobs: Pick<Jobs, 'stop'>;
+}
+
+/** The most messages of a group one request reads. */
+const MAX_MESSAGES = 100;
+
+/**
+ * Answers the API request `parts` (the path under `api/`, decoded), or
+ * throws the {@link HttpError} to answer.
+ */
+export async function serveApi(
+  host: ApiHost,
+  req: IncomingMessage,
+  res: ServerResponse,
+  method: string,
+  parts: string[],
+  query: URLSearchParams,
+): Promise<void> {
+  const [first, second, third, fourth, fifth] = parts;
+  const get = method === 'GET';
+  const post = method === 'POST';
+  if (parts.length === 1 && first === 'state') {
+    if (!get) throw new HttpError(405, 'METHOD_NOT_ALLOWED', 'read the state with GET');
+    return sendJson(res, 200, await host.state.state());
+  }
+  if (first === 'queues' && second !== undefined) {
+    const queue = await host.queues.known(second);
+    if (parts.length === 3 && third === 'groups') {
+      if (!get) throw new HttpError(405, 'METHOD_NOT_ALLOWED', 'read the groups with GET');
+      return sendJson(res, 200, await host.groupings.read(queue, query.get('refresh') === '1'));
+    }
+    if (parts.length === 5 && third === 'groups' && fifth === 'messages') {
+      if (!get) throw new HttpError(405, 'METHOD_NOT_ALLOWED', 'read the messages with GET');
+      const limit = Math.min(MAX_MESSAGES, Math.max(1, Number(query.get('limit') ?? 20) || 20));
+      return sendJson(res, 200, await host.groupings.messages(queue, fourth, limit));
+    }
+    if (parts.length === 3 && (third === 'replay' || third === 'purge')) {
+      if (!post) throw new HttpError(405, 'METHOD_NOT_ALLOWED', `${third} with POST`);
+      const body = await readJson(req);
+      const job = third === 'replay' ? host.actions.replay(queue, body) : host.actions.purge(queue, body);
+      return sendJson(res, 202, { job });
+    }
+  }
+  if (first === 'jobs' && parts.length === 3 && third === 'stop') {
+    if (!post) throw new HttpError(405, 'METHOD_NOT_ALLOWED', 'stop a job with POST');
+    await readJson(req);
+    return sendJson(res, 200, { stopped: host.jobs.stop(Number(second)) });
+  }
+  if (first === 'table' && parts.length === 2 && (second === 'pause' || second === 'resume' || second === 'retry-now')) {
+    if (!post) throw new HttpError(405, 'METHOD_NOT_ALLOWED', `${second} with POST`);
+    const body = await readJson(req);
+    return sendJson(res, 200, { rows: await host.actions.table(second, body) });
+  }
+  throw new HttpError(404, 'NOT_FOUND', `no API at ${parts.join('/')}`);
+}

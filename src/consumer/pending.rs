@@ -1,0 +1,13 @@
+//! A delivery the task holds until JavaScript settles it.
+
+use lapin::message::Delivery;
+
+/// A delivery taken and not yet settled.
+pub(super) struct Pending {
+    /// The delivery as the broker sent it.
+    pub(super) delivery: Delivery,
+    /// Earlier failed attempts.
+    pub(super) attempt: u32,
+    /// Whether a retryable failure of this attempt goes to the retry table.
+    pub(super) table_bound: bool,
+}
