@@ -12,7 +12,8 @@ export default defineConfig(
     files: ['lib/**/*.ts', 'lib/console/assets/*.js', '__test__/**/*.ts', 'bench/**/*.ts'],
     extends: [eslint.configs.recommended, tseslint.configs.strictTypeChecked, tseslint.configs.stylisticTypeChecked],
     languageOptions: {
-      parserOptions: { project: './tsconfig.eslint.json', tsconfigRootDir: import.meta.dirname },
+      // tsconfig.json's program: the library, the console's page (JavaScript with JSDoc types), tests and benchmarks.
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
     },
     rules: {
       // A leading underscore marks a parameter a signature needs and the body does not (amqplib's nack, Nest's hooks).
@@ -68,7 +69,8 @@ export default defineConfig(
   },
   {
     files: ['lib/console/assets/*.js'],
-    languageOptions: { sourceType: 'script', globals: globals.browser },
+    // The console's page: browser modules.
+    languageOptions: { sourceType: 'module', globals: globals.browser },
   },
   {
     // Node's own scripts: the test fixtures run as plain JavaScript, the build and check scripts, the tools' configs.
