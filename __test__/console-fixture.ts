@@ -45,7 +45,7 @@ export async function parkThreeKinds(rr: RabbitRetry, queue: string, perKind: nu
     if (kind === 'address') throw new NonRetryableError(`order ${order} has no address`);
     const quote: { tax?: { rate: number } } = {};
     // The handler's own bug: a TypeError, reading the rate of a quote without tax.
-    const { rate } = quote.tax as { rate: number };
+    const rate = (quote.tax as { rate: number }).rate;
     throw new Error(`not reached: the rate was ${rate}`);
   });
   const ids: ThreeKinds['ids'] = { carrier: [], address: [], tax: [] };
