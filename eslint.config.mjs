@@ -1,5 +1,5 @@
 // ESLint: typescript-eslint's strict, type-aware rules over the library, its tests, the benchmarks and the
-// console's browser script; eslint-config-prettier last, so that layout is Prettier's alone.
+// console's page; eslint-config-prettier last, so that layout is Prettier's alone.
 import eslint from '@eslint/js';
 import prettier from 'eslint-config-prettier';
 import { defineConfig, globalIgnores } from 'eslint/config';
