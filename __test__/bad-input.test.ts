@@ -295,7 +295,7 @@ describe('a malformed x-death header', () => {
 
     expect(Object.fromEntries(attempts)).toEqual(Object.fromEntries([...cases.map(([label]) => [label, 0]), ['ok', 0]]));
     const retried: Record<string, unknown> = {};
-    for (let i = 0; i < cases.length; i++) {
+    for (const _case of cases) {
       const m = await getOne(retryQueueName(queue, '1m'));
       retried[m?.properties.messageId ?? '?'] = m?.headers['retry-attempt'];
     }

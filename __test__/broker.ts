@@ -68,7 +68,8 @@ export function amqpConnection(): Promise<ChannelModel> {
 /** The broker's version as it tells it at connection start, e.g. [4, 3, 6]. */
 export async function brokerVersion(): Promise<[number, number, number]> {
   const c = (await amqpConnection()) as unknown as { connection: { serverProperties?: { version?: unknown } } };
-  const v = String(c.connection.serverProperties?.version ?? '0.0.0');
+  const version = c.connection.serverProperties?.version;
+  const v = typeof version === 'string' || Buffer.isBuffer(version) ? version.toString() : '0.0.0';
   const [major = 0, minor = 0, patch = 0] = v.split('.').map((p) => Number.parseInt(p, 10) || 0);
   return [major, minor, patch];
 }

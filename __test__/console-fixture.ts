@@ -44,7 +44,9 @@ export async function parkThreeKinds(rr: RabbitRetry, queue: string, perKind: nu
     if (kind === 'carrier') throw new Error(`carrier timeout after 3000 ms for order ${order}`);
     if (kind === 'address') throw new NonRetryableError(`order ${order} has no address`);
     const quote: { tax?: { rate: number } } = {};
-    void (quote.tax as { rate: number }).rate;
+    // The handler's own bug: a TypeError, reading the rate of a quote without tax.
+    const rate = (quote.tax as { rate: number }).rate;
+    throw new Error(`not reached: the rate was ${rate}`);
   });
   const ids: ThreeKinds['ids'] = { carrier: [], address: [], tax: [] };
   for (let i = 0; i < perKind * KINDS.length; i++) {

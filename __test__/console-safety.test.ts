@@ -348,7 +348,7 @@ describe('stopping a slow replay', () => {
     const queue = testQueue();
     await seedParked(queue, numbered(10));
     const ui = startScript('lib/cli/index.ts', ['ui', queue, '--port', '0', '--no-management']);
-    let t0 = 0;
+    let t0: number;
     try {
       await waitFor(() => /rabbit-retry console on (http:\S+)/.test(ui.stdout()) && ui.stdout().includes('Ctrl-C stops it'), 30_000, `the console's URL (stderr: ${ui.stderr()})`);
       const url = /rabbit-retry console on (http:\S+)/.exec(ui.stdout())?.[1] as string;

@@ -8,7 +8,6 @@ import 'reflect-metadata';
 
 import { type IncomingMessage, type Server, type ServerResponse, createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
 
 import { Injectable } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';

@@ -18,7 +18,7 @@ export const spelledOut: Delay = '5 seconds';
 // @ts-expect-error an abbreviation that is not a unit
 export const sec: Delay = '5sec';
 
-// @ts-expect-error words
+// @ts-expect-error words, not a number and a unit
 export const words: Delay = 'five';
 
 // @ts-expect-error days are not a unit: RabbitMQ's TTL stops at about 49 days, write '24h'

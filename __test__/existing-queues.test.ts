@@ -258,7 +258,7 @@ describe('queue arguments that are refused before anything is declared', () => {
     ['quorum deliveryLimit', { queueType: 'quorum', queueArguments: { 'x-dead-letter-exchange': 'dlx' } }, 'deliveryLimit'],
   ])('%s: %j', async (_name, extra, message) => {
     const queue = testQueue(delays);
-    const err = await consumeError({ queue, onFailure: { delays }, ...(extra as object) } as never);
+    const err = await consumeError({ queue, onFailure: { delays }, ...(extra as object) });
     expect(err).toBeInstanceOf(InvalidOptionsError);
     expect(err.message).toContain(message);
     for (const name of [queue, ...companions(queue)]) expect(await queueExists(name)).toBe(false);

@@ -28,7 +28,6 @@ import { FailureReporter } from '../lib/consumer/failure';
 import { logTo } from '../lib/log';
 import { BOOLEAN, fence, fenceSync } from '../lib/fence';
 import { RabbitRetryClient, RabbitRetryServer } from '../lib/microservices';
-import type { NativeMessageProperties } from '../lib/native';
 import { selects } from '../lib/parked';
 import { subscribePlan } from '../lib/nestjs/subscribe';
 import { BAD_CALLBACKS, type BadCallback, switchable } from './fixtures/bad-callbacks';
@@ -73,7 +72,7 @@ function message(body = '{"id":1}'): Message {
     routingKey: 'orders',
     redelivered: false,
     attempt: 0,
-    properties: { messageId: 'm-1', headers: {} } as unknown as NativeMessageProperties,
+    properties: { messageId: 'm-1', headers: {} },
     bytes,
     start: 0,
     end: bytes.length,
@@ -290,7 +289,7 @@ describe('retryTable.pauseWhen', () => {
     const watch = rr.retryTable.pauseWhen(dependency, () => healthy, {
       every: `${EVERY_MS}ms`,
       failuresBeforePause: 1,
-      onChange: onChange.call as (e: { paused: boolean }) => void,
+      onChange: onChange.call,
     });
     try {
       await waitFor(async () => await rr.retryTable.isPaused({ dependency }), 10_000, 'the pause');
@@ -318,7 +317,7 @@ describe('alert.onAlert and alert.onTableAlert', () => {
     const onAlert = switchable<(a: ParkedAlert) => unknown>(bad.make(0));
     const onTableAlert = switchable<(a: RetryTableAlert) => unknown>(bad.make(0));
     const watch = new AlertWatch(
-      { parkedAbove: 1, oldestDueAboveMs: 1_000, everyMs: 30, onAlert: onAlert.call as (a: ParkedAlert) => void, onTableAlert: onTableAlert.call as (a: RetryTableAlert) => void },
+      { parkedAbove: 1, oldestDueAboveMs: 1_000, everyMs: 30, onAlert: onAlert.call, onTableAlert: onTableAlert.call },
       { queue: 'orders', parkedDepth: async () => depth, oldestDueAge: async () => age, emit: (event) => emitted.push(event), log: logTo(logger) },
     );
     try {
@@ -350,7 +349,7 @@ describe('the logger', () => {
     const lines: string[] = [];
     const warn = switchable<(m: string) => unknown>(bad.make(0));
     const error = switchable<(m: string) => unknown>(bad.make(0));
-    const log = logTo({ warn: warn.call as (m: string) => void, error: error.call as (m: string) => void });
+    const log = logTo({ warn: warn.call, error: error.call });
     expect(() => log('warn', 'first')).not.toThrow();
     expect(() => log('error', 'first')).not.toThrow();
     warn.set((m) => lines.push(`warn ${m}`));
@@ -363,7 +362,7 @@ describe('the logger', () => {
   it.each(ROWS)('%s through a consumer: its messages are settled all the same', async (_label, bad) => {
     const queue = testQueue([]);
     const misbehave = bad.make(0);
-    const rr = await connectClient({ logger: { warn: misbehave as (m: string) => void, error: misbehave as (m: string) => void } });
+    const rr = await connectClient({ logger: { warn: misbehave, error: misbehave } });
     // `retryable` answering a string makes the consumer warn for each message.
     const consumer = track(
       await rr.consume({ queue, prefetch: 1, onFailure: { delays: [], retryable: () => 'no' as unknown as boolean } }, async () => {
@@ -388,13 +387,13 @@ describe("a consumer's event listeners", () => {
     );
     const misbehave = bad.make(0);
     const listener = (e: RetryEvent) => misbehave(e);
-    consumer.on('retry', listener as (e: RetryEvent) => void);
+    consumer.on('retry', listener);
     await rr.publish('', queue, { n: 1 }, { messageId: 'first' });
     await waitFor(() => consumer.stats().retried === 1, 10_000, 'the first retry');
     if (bad.kind === 'throws' || bad.kind === 'rejects') {
       await waitFor(() => /a 'retry' listener of the consumer of '[^']+' (threw|rejected)/.test(logger.errors.join('\n')), 5_000, 'the listener logged');
     }
-    consumer.off('retry', listener as (e: RetryEvent) => void);
+    consumer.off('retry', listener);
     const heard: string[] = [];
     consumer.on('retry', (e) => heard.push(e.messageId ?? '?'));
     await rr.publish('', queue, { n: 2 }, { messageId: 'second' });
@@ -446,7 +445,7 @@ describe("a parked filter's where, and onProgress", () => {
     await seedParked(queue, [{ messageId: 'p1' }, { messageId: 'p2' }]);
     const rr = await connectClient();
     const parked = rr.parked(queue);
-    const first = await parked.replay({ limit: 1, onProgress: bad.make(0) as () => void }).then(
+    const first = await parked.replay({ limit: 1, onProgress: bad.make(0) }).then(
       (r) => ({ replayed: r.replayed }),
       () => 'rejected',
     );
@@ -502,7 +501,7 @@ describe('the serializers and deserializers of rabbit-retry/microservices', () =
       },
       true,
     );
-    await new Promise<void>((resolve, reject) => void s.listen((err?: unknown) => (err ? reject(err as Error) : resolve())));
+    await new Promise<void>((resolve, reject) => void s.listen((err?: unknown) => (err ? reject(err) : resolve())));
     return { events };
   }
 

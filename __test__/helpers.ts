@@ -53,7 +53,7 @@ function got(m: { content: Buffer; properties: AmqpProperties; fields: { exchang
   return {
     content: m.content,
     properties: m.properties,
-    headers: (m.properties.headers ?? {}) as Record<string, unknown>,
+    headers: (m.properties.headers ?? {}),
     exchange: m.fields.exchange,
     routingKey: m.fields.routingKey,
   };
@@ -240,7 +240,7 @@ export function brokerQueues(names: readonly string[]): Promise<Record<string, B
       [...RABBITMQCTL.slice(1), 'list_queues', '-q', '--formatter', 'json', 'name', 'type', 'arguments', 'policy'],
       { maxBuffer: 64 * 1024 * 1024 },
       (err, stdout) => {
-        if (err) return reject(err);
+        if (err) { reject(err); return; }
         const rows = JSON.parse(stdout.slice(stdout.indexOf('['))) as {
           name: string;
           type: string;

@@ -131,14 +131,14 @@ describe('publish headers and bodies that would reach the broker changed are ref
   const cyclic: Record<string, unknown> = { a: 1 };
   cyclic.self = cyclic;
   const cases: [string, unknown, PublishOptions, string][] = [
-    ['a Date header value', 'x', { headers: { sent: new Date(0) } as never }, 'headers["sent"] must be a plain object'],
-    ['a Map header value', 'x', { headers: { m: new Map([['k', 1]]) } as never }, 'headers["m"] must be a plain object'],
-    ['a RegExp nested in a table', 'x', { headers: { t: { r: /secret10/ } } as never }, 'headers["t"]["r"] must be a plain object'],
-    ['a Uint8Array in an array', 'x', { headers: { list: [1, new Uint8Array([1, 2])] } as never }, 'headers["list"][1] must be a plain object'],
+    ['a Date header value', 'x', { headers: { sent: new Date(0) } }, 'headers["sent"] must be a plain object'],
+    ['a Map header value', 'x', { headers: { m: new Map([['k', 1]]) } }, 'headers["m"] must be a plain object'],
+    ['a RegExp nested in a table', 'x', { headers: { t: { r: /secret10/ } } }, 'headers["t"]["r"] must be a plain object'],
+    ['a Uint8Array in an array', 'x', { headers: { list: [1, new Uint8Array([1, 2])] } }, 'headers["list"][1] must be a plain object'],
     ['NaN', 'x', { headers: { n: Number.NaN } }, 'headers["n"] must be a finite number'],
     ['Infinity', 'x', { headers: { n: Number.POSITIVE_INFINITY } }, 'headers["n"] must be a finite number'],
-    ['a function', 'x', { headers: { f: (() => 'secret11') as never } }, 'headers["f"] must be a string, a number'],
-    ['a cycle', 'x', { headers: { c: cyclic } as never }, 'headers["c"]["self"] refers to itself'],
+    ['a function', 'x', { headers: { f: (() => 'secret11') } }, 'headers["f"] must be a string, a number'],
+    ['a cycle', 'x', { headers: { c: cyclic } }, 'headers["c"]["self"] refers to itself'],
     ['a name with a lone surrogate', 'x', { headers: { '\udc00': 1 } }, 'headers has a name that is not well-formed UTF-16'],
     ['a value with a lone surrogate', 'x', { headers: { s: 'a\ud800b' } }, 'headers["s"] is not well-formed UTF-16'],
     ['a cyclic body', cyclic, {}, 'the body cannot be sent as JSON: '],
@@ -152,7 +152,7 @@ describe('publish headers and bodies that would reach the broker changed are ref
     await rr.consume({ queue }, () => undefined).then((c) => c.close());
     const err = await caught(rr.publish('', queue, body as never, options));
     expect(err).toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringContaining(message) });
-    expect(String((err as Error).message)).not.toMatch(/secret1[01]/);
+    expect((err as Error).message).not.toMatch(/secret1[01]/);
     expect(await queueDepth(queue)).toBe(0);
     // The client stays usable.
     await rr.publish('', queue, { ok: true }, { headers: { nested: { list: [1, 'two', null, true] } } });

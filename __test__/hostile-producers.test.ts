@@ -45,6 +45,7 @@ import { AmqpError, type FieldValue, type GetResult, LongStr, type Properties, R
 
 // amqplib's own decoder of basic properties (flags and property list), for what the raw client reads;
 // loaded by file path, beside amqplib's entry point, as its exports map names only the entry points.
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- a file of amqplib's that its exports map does not name
 const defs = require(path.join(path.dirname(require.resolve('amqplib')), 'lib', 'defs.js')) as {
   decode: (id: number, buf: Buffer) => AmqpProperties;
 };
@@ -69,7 +70,7 @@ const latin1 = (s: string): Buffer => Buffer.from(s, 'latin1');
 /** The properties (and headers) of a message the raw client got, as amqplib decodes them. */
 function propertiesOf(g: GetResult): AmqpProperties & { headers: Record<string, unknown> } {
   const p = defs.decode(60, g.properties);
-  return { ...p, headers: (p.headers ?? {}) as Record<string, unknown> };
+  return { ...p, headers: (p.headers ?? {}) };
 }
 
 /** Waits for a message in `queue` and takes it with the raw client (basic.get, ack). */
@@ -219,7 +220,7 @@ describe('A. a short string that is not UTF-8 parks the message undecoded, and n
       throw new Error(
         `${(err as Error).message}; handled ${JSON.stringify(handled)}, other ${JSON.stringify(handledOther)}, ` +
           `events ${JSON.stringify([...described(w), ...described(wOther)])}, depths Q=${await queueDepth(queue)} ` +
-          `parked=${await queueDepth(parkedQueue)} unacked=${await queueUnacked(queue)}`,
+          `parked=${await queueDepth(parkedQueue)} unacked=${await queueUnacked(queue)}`, { cause: err },
       );
     }
     await sleep(300); // room for a wrong extra delivery to show
@@ -297,7 +298,7 @@ describe('B. headers that would outgrow a frame: the message still moves on at o
     try {
       copy = await rawGetOne(raw, retryQueue);
     } catch (err) {
-      throw new Error(`${(err as Error).message}; handler calls ${calls()}, events ${JSON.stringify(described(w))}, parked ${await queueDepth(parkedQueueName(queue))}`);
+      throw new Error(`${(err as Error).message}; handler calls ${calls()}, events ${JSON.stringify(described(w))}, parked ${await queueDepth(parkedQueueName(queue))}`, { cause: err });
     }
     await sleep(500); // a loop would call the handler again by now
     const p = propertiesOf(copy);
@@ -346,7 +347,7 @@ describe('B. headers that would outgrow a frame: the message still moves on at o
     } catch (err) {
       throw new Error(
         `${(err as Error).message}; handler calls ${calls()}, events ${JSON.stringify(described(w))}, ` +
-          `retry queue ${await queueDepth(retryQueueName(queue, '1m'))}, Q ${await queueDepth(queue)}, unacked ${await queueUnacked(queue)}`,
+          `retry queue ${await queueDepth(retryQueueName(queue, '1m'))}, Q ${await queueDepth(queue)}, unacked ${await queueUnacked(queue)}`, { cause: err },
       );
     }
     await sleep(500);
@@ -408,7 +409,7 @@ describe('B. headers that would outgrow a frame: the message still moves on at o
     } catch (err) {
       throw new Error(
         `${(err as Error).message}; handled ${JSON.stringify(tally(handled))}, other ${JSON.stringify(handledOther)}, ` +
-          `events ${JSON.stringify([...described(w), ...described(wOther)])}, Q ${await queueDepth(queue)}, unacked ${await queueUnacked(queue)}`,
+          `events ${JSON.stringify([...described(w), ...described(wOther)])}, Q ${await queueDepth(queue)}, unacked ${await queueUnacked(queue)}`, { cause: err },
       );
     }
     await sleep(300);
@@ -458,7 +459,7 @@ describe("C. another user's user-id: the retry copy drops the property and keeps
     try {
       await waitFor(async () => (await queueDepth(retryQueue)) === 2, 15_000, `both messages in '${retryQueue}'`);
     } catch (err) {
-      throw new Error(`${(err as Error).message}; handler saw ${JSON.stringify(seen)}, events ${JSON.stringify(described(w))}`);
+      throw new Error(`${(err as Error).message}; handler saw ${JSON.stringify(seen)}, events ${JSON.stringify(described(w))}`, { cause: err });
     }
     await sleep(300);
     const copies = new Map<string, { userId?: string; headers: Record<string, unknown> }>();

@@ -112,10 +112,9 @@ describe('close from inside a handler', () => {
     const queue = testQueue(['1m']);
     const logger = recordingLogger();
     const rr = await connectClient({ logger });
-    let consumer!: Consumer;
     let calls = 0;
     let closed: CloseResult | undefined;
-    consumer = track(
+    const consumer: Consumer = track(
       await rr.consume({ queue, prefetch: 1, onFailure: { delays: ['1m'] } }, async () => {
         calls++;
         closed = await within(consumer.close(), 8000, 'close() inside the handler');
@@ -139,8 +138,7 @@ describe('close from inside a handler', () => {
   it('a handler that closes and then throws still has its message retried', async () => {
     const queue = testQueue(['1m']);
     const rr = await connectClient({ logger: recordingLogger() });
-    let consumer!: Consumer;
-    consumer = track(
+    const consumer: Consumer = track(
       await rr.consume({ queue, prefetch: 1, onFailure: { delays: ['1m'] } }, async () => {
         await within(consumer.close(), 3000, 'close() inside the handler');
         throw new Error('failed after closing');
@@ -291,8 +289,7 @@ describe('handlers unaffected by the context of a close', () => {
     const hang = gate();
     let later: Promise<CloseResult> | undefined;
     let laterResult: CloseResult | undefined;
-    let consumer!: Consumer;
-    consumer = track(
+    const consumer: Consumer = track(
       await rr.consume({ queue, prefetch: 2, onFailure: { delays: ['1m'] } }, async (msg: Message) => {
         if (msg.properties.messageId === 'waits') return hang.wait;
         // Runs after this handler returned, in the context it started in.

@@ -382,7 +382,7 @@ describe('replay()', () => {
 
     expect(err).toBeInstanceOf(UnroutableError);
     expect(err).toMatchObject({ code: 'UNROUTABLE' });
-    const message = String((err as Error).message);
+    const message = (err as Error).message;
     // Names the work queue itself, not only '<queue>.parked'.
     expect(message).toMatch(new RegExp(`${escapeRe(queue)}(?!\\.parked)`));
     expect(message).toContain(`after ${replayed} message`);
@@ -410,7 +410,7 @@ describe('replay()', () => {
       (e: unknown) => e,
     );
     expect(err).toMatchObject({ code: 'UNROUTABLE' });
-    expect(String((err as Error).message)).toContain(missing);
+    expect((err as Error).message).toContain(missing);
     await waitFor(async () => (await rr.parked(queue).count()) === 5, 5000, 'all 5 back in the parked queue');
     expect(await rr.parked(queue).replay({ ratePerSec: 1000 })).toMatchObject({ replayed: 5 });
     expect(gotIds(await drain(queue))).toEqual(['m0', 'm1', 'm2', 'm3', 'm4']);

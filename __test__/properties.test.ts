@@ -93,6 +93,7 @@ function inWords(v: unknown): string {
 }
 
 // amqplib's field-table codec: what a header table reads as after a trip through the broker.
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- a file of amqplib's that its exports map does not name
 const codec = require(path.join(path.dirname(require.resolve('amqplib')), 'lib', 'codec.js')) as {
   encodeTable: (buffer: Buffer, value: unknown, offset: number) => number;
   decodeFields: (slice: Buffer) => Record<string, unknown>;
@@ -459,7 +460,7 @@ async function settle(run: Run, n: number): Promise<{ parked: GotMessage[]; stat
     throw new Error(
       `${(err as Error).message}: stats ${JSON.stringify({ acked: s.acked, parked: s.parked, retried: s.retried, failed: s.failed, inFlight: s.inFlight, publishFailed: s.publishFailed })}, ` +
         `calls ${JSON.stringify(Object.fromEntries(run.seen))}, alarms ${JSON.stringify(run.alarms)}, depths Q=${await queueDepth(queue)} ` +
-        `retry=${await queueDepth(retry)} parked=${await queueDepth(parkedQueueName(queue))}`,
+        `retry=${await queueDepth(retry)} parked=${await queueDepth(parkedQueueName(queue))}`, { cause: err },
     );
   }
   const stats = consumer.stats();
@@ -968,7 +969,7 @@ describe('properties of the failure path', () => {
         const before = got.length;
         let result: { sent: true } | { sent: false; error: unknown };
         try {
-          await rr.publish('', queue, b.body as Parameters<RabbitRetry['publish']>[2], options as Parameters<RabbitRetry['publish']>[3]);
+          await rr.publish('', queue, b.body as Parameters<RabbitRetry['publish']>[2], options);
           result = { sent: true };
         } catch (error) {
           result = { sent: false, error };
@@ -998,7 +999,7 @@ describe('properties of the failure path', () => {
           expect(p.contentType).toBe(options.contentType ?? b.contentType);
           const ts = options.timestamp;
           expect(p.timestamp).toBe(ts instanceof Date ? Math.floor(ts.getTime() / 1000) : ts);
-          expect(p.expiration).toBe(options.expiration === undefined ? undefined : String(options.expiration));
+          expect(p.expiration).toBe(options.expiration === undefined ? undefined : String(options.expiration as number | string));
           expect(p.deliveryMode).toBe(options.persistent === false ? 1 : 2);
           const headers = options.headers === undefined ? {} : (JSON.parse(JSON.stringify(options.headers)) as Record<string, unknown>);
           expect(m.headers).toEqual(headers);

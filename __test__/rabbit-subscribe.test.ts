@@ -459,7 +459,7 @@ describe('@RabbitSubscribe: queues golevelup declared, and options', () => {
     for (const [options, option, advice] of cases) {
       let err: unknown;
       try {
-        RabbitRetryModule.forRoot(options as never);
+        RabbitRetryModule.forRoot(options);
       } catch (e) {
         err = e;
       }

@@ -368,7 +368,7 @@ export class RawAmqp {
   /** The next frame of `channel` (of `type`); a broker's Close becomes an {@link AmqpError}. */
   private async next(channel: number, type = METHOD): Promise<Frame> {
     const f = this.inbox.shift() ?? (await new Promise<Frame>((resolve, reject) => {
-      if (this.failure) return reject(this.failure);
+      if (this.failure) { reject(this.failure); return; }
       this.waiter = { resolve, reject };
     }));
     if (f.type === METHOD) {
@@ -391,7 +391,7 @@ export class RawAmqp {
     while (this.buffered.length >= 7) {
       const size = this.buffered.readUInt32BE(3);
       if (this.buffered.length < size + 8) return;
-      if (this.buffered[size + 7] !== 0xce) return this.fail(new Error('a frame without its end octet'));
+      if (this.buffered[size + 7] !== 0xce) { this.fail(new Error('a frame without its end octet')); return; }
       const f = { type: this.buffered[0], channel: this.buffered.readUInt16BE(1), payload: this.buffered.subarray(7, 7 + size) };
       this.buffered = this.buffered.subarray(size + 8);
       const w = this.waiter;

@@ -811,7 +811,6 @@ describe('the scheduler', () => {
     const counts = countIds(got.map((m) => m.properties.messageId as string | undefined));
     expect([...counts.keys()].sort()).toEqual([...ids].sort());
     const duplicates = [...counts.values()].reduce((n, c) => n + (c - 1), 0);
-    // eslint-disable-next-line no-console
     console.log(
       `killed scheduler: ${publishedBeforeKill}+ rows published before SIGKILL, ${got.length} messages for ${ids.length} rows, ${duplicates} duplicate(s)`,
     );

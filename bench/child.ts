@@ -90,7 +90,7 @@ export interface ChildResult {
   /** Soak: RSS and heap used after a full GC at the end (the child runs with --expose-gc): what is retained, not garbage. */
   afterGc?: { rssMb: number; heapUsedMb: number };
   /** Soak: [messages done, RSS MB, heap used MB]. */
-  samples?: Array<[number, number, number]>;
+  samples?: [number, number, number][];
 }
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as ChildConfig;
@@ -153,7 +153,7 @@ let t0 = 0;
 let cpu0: NodeJS.CpuUsage;
 let elu0: ReturnType<typeof performance.eventLoopUtilization>;
 let rssAtStart = 0;
-const samples: Array<[number, number, number]> = [];
+const samples: [number, number, number][] = [];
 let finished = false;
 let resolveDone!: () => void;
 const allDone = new Promise<void>((resolve) => (resolveDone = resolve));
@@ -170,9 +170,9 @@ function startProfiler(): void {
 
 function stopProfiler(dir: string): Promise<string | undefined> {
   return new Promise((resolve) => {
-    if (!profiler) return resolve(undefined);
+    if (!profiler) { resolve(undefined); return; }
     profiler.post('Profiler.stop', (err, res) => {
-      if (err || !res) return resolve(undefined);
+      if (err || !res) { resolve(undefined); return; }
       const file = path.join(dir, `${cfg.lib}-${cfg.scenario}-${cfg.mode}-${process.pid}.cpuprofile`);
       writeFileSync(file, JSON.stringify(res.profile));
       resolve(file);
@@ -234,7 +234,7 @@ async function startAmqplib(): Promise<Running> {
   const handle = async (msg: ConsumeMessage): Promise<void> => {
     onFirstDelivery();
     const headers = msg.properties.headers ?? {};
-    const attempt = typeof headers['retry-attempt'] === 'number' ? (headers['retry-attempt'] as number) : 0;
+    const attempt = typeof headers['retry-attempt'] === 'number' ? (headers['retry-attempt']) : 0;
     try {
       await work(Number(msg.properties.messageId), attempt);
       if (cfg.mode === 'latency') send('h');
@@ -261,7 +261,7 @@ async function startAmqplib(): Promise<Running> {
             'retry-reason': 'retry',
             'retry-last-error': err.message,
             'retry-error-name': err.name,
-            'retry-error-stack': String(err.stack ?? '').slice(0, 100_000),
+            'retry-error-stack': (err.stack ?? '').slice(0, 100_000),
             'retry-failed-at': now,
             'retry-first-failed-at': headers['retry-first-failed-at'] ?? now,
             'retry-original-exchange': headers['retry-original-exchange'] ?? msg.fields.exchange,
@@ -381,7 +381,7 @@ async function main(): Promise<void> {
   process.stdout.write(`${RESULT_MARK}${JSON.stringify(result)}\n`, () => process.exit(0));
 }
 
-main().catch((err) => {
+main().catch((err: unknown) => {
   process.stderr.write(`child: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exit(1);
 });

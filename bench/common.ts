@@ -343,7 +343,7 @@ export function brokerCpuS(): number | null {
  */
 export function runBenchmark(main: () => Promise<void>): void {
   main()
-    .catch((err) => {
+    .catch((err: unknown) => {
       console.error(err instanceof Error ? (err.stack ?? err.message) : err);
       process.exitCode = 1;
     })

@@ -88,7 +88,7 @@ async function main(): Promise<void> {
       const res = await fetch(`${server.url}api/queues/${encodeURIComponent(queue)}/groups?refresh=1`, { headers: { 'x-rabbit-retry-token': token } });
       const answer = (await res.json()) as GroupsAnswer;
       const ms = Date.now() - t;
-      if (!answer.grouping || answer.grouping.scanned !== MESSAGES || (await depth(parked)) !== MESSAGES) throw new Error('the HTTP reading did not read every message, or lost one');
+      if (answer.grouping?.scanned !== MESSAGES || (await depth(parked)) !== MESSAGES) throw new Error('the HTTP reading did not read every message, or lost one');
       rows.push(['http', 'GET …/groups', fmt(ms, 0), String(answer.grouping.scanned), String(answer.grouping.groups.length), answer.grouping.groups.map((x) => x.count).join('/')]);
     } finally {
       await server.close();
@@ -102,7 +102,7 @@ async function main(): Promise<void> {
   console.log(`grouping ${MESSAGES} parked messages: median ${fmt(median(times), 0)} ms over ${ROUNDS} rounds (${fmt(MESSAGES / (median(times) / 1000), 0)} messages/s); every message still parked after each`);
 }
 
-main().catch((err) => {
+main().catch((err: unknown) => {
   console.error(err);
   process.exitCode = 1;
 });

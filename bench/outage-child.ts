@@ -241,7 +241,7 @@ async function main(): Promise<void> {
   process.stdout.write(`${RESULT_MARK}${JSON.stringify(result)}\n`, () => process.exit(0));
 }
 
-main().catch((err) => {
+main().catch((err: unknown) => {
   process.stderr.write(`outage child: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exit(1);
 });

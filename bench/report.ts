@@ -47,7 +47,7 @@ export interface LatencyResult {
 
 export interface SoakResult {
   n: number;
-  samples: Array<[number, number, number]>;
+  samples: [number, number, number][];
   firstMb: number;
   lastMb: number;
   maxMb: number;
@@ -69,7 +69,7 @@ interface Summary {
 }
 
 /** One scenario's medians by client; `baseline` only with BENCH_BASELINE. */
-type BySide<T> = { amqplib: T; 'rabbit-retry': T; baseline?: T };
+interface BySide<T> { amqplib: T; 'rabbit-retry': T; baseline?: T }
 
 interface Latency {
   meanUs: number;

@@ -200,7 +200,7 @@ async function measureLatency(lib: Lib, n: number, round: number): Promise<Laten
 }
 
 /** Least-squares slope of y over x. */
-function slope(points: Array<[number, number]>): number {
+function slope(points: [number, number][]): number {
   const n = points.length;
   if (n < 2) return NaN;
   const mx = points.reduce((a, p) => a + p[0], 0) / n;
@@ -311,7 +311,7 @@ function checkBaseline(dir: string): string {
   } catch (err) {
     const why = String((err as { stderr?: Buffer }).stderr ?? '').split('\n').find((l) => /^\w*Error\b.*:/.test(l)) ?? (err as Error).message;
     throw new Error(
-      `BENCH_BASELINE=${dir}: its lib does not load (${why.trim()}). The checkout needs its packages (npm ci there, or ln -s ${path.join(ROOT, 'node_modules')} ${path.join(dir, 'node_modules')}) and its built addon (binding.js and the .node file at its root).`,
+      `BENCH_BASELINE=${dir}: its lib does not load (${why.trim()}). The checkout needs its packages (npm ci there, or ln -s ${path.join(ROOT, 'node_modules')} ${path.join(dir, 'node_modules')}) and its built addon (binding.js and the .node file at its root).`, { cause: err },
     );
   }
   return gitCommit(dir) ?? dir;

@@ -436,8 +436,9 @@ export function parseDelay(delay: Delay, option: string): { ms: number; label: s
 /** Checks that `d` is a delay the library takes, of at least 1 ms. */
 function checkDelay(path: string, d: unknown): void {
   if (d === undefined) throw new InvalidOptionsError(`${path} is required: a delay such as '5s'`);
-  const parsed = parseDelay(d as Delay, path);
-  if (parsed.ms < 1) throw new InvalidOptionsError(`${path} must be at least 1ms, got ${String(d)}`);
+  const delay = d as Delay;
+  const parsed = parseDelay(delay, path);
+  if (parsed.ms < 1) throw new InvalidOptionsError(`${path} must be at least 1ms, got ${String(delay)}`);
 }
 
 /**

@@ -119,9 +119,18 @@ export interface CircuitMember {
 
 /** The defaults of {@link CircuitOptions}. */
 export const CIRCUIT_DEFAULTS = {
-  openAfter: { failures: 5, within: '10s' },
+  /** 5 retryable failures within 10 seconds open it. */
+  openAfter: {
+    /** Retryable failures. */
+    failures: 5,
+    /** The window they fall in. */
+    within: '10s',
+  },
+  /** A probe every 5 seconds while open. */
   probeEvery: '5s',
+  /** One probe that succeeds closes it. */
   closeAfter: 1,
+  /** Held messages sent back a second once it closes. */
   returnRate: 50,
 } as const;
 

@@ -100,10 +100,9 @@ export class Message {
   get properties(): MessageProperties {
     // Built on first use: most handlers read the body only.
     if (!this.#properties) {
-      const { headers: _headers, ...props } = this.#native;
       const properties: MessageProperties = {};
-      for (const [k, v] of Object.entries(props)) {
-        if (v !== undefined && v !== null) (properties as Record<string, unknown>)[k] = v;
+      for (const [k, v] of Object.entries(this.#native)) {
+        if (k !== 'headers' && v !== undefined && v !== null) (properties as Record<string, unknown>)[k] = v;
       }
       this.#properties = properties;
     }

@@ -209,7 +209,12 @@ export interface CircuitOptions {
    * not count: it says the message is bad, not the dependency.
    * @default { failures: 5, within: '10s' }
    */
-  openAfter?: { failures: number; within: Delay };
+  openAfter?: {
+    /** Retryable failures that open it. */
+    failures: number;
+    /** The window they fall in. */
+    within: Delay;
+  };
   /** While open, a probe this often. @default '5s' */
   probeEvery?: Delay;
   /** Probes that must succeed in a row to close it. @default 1 */

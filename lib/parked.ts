@@ -208,6 +208,7 @@ export function selects(filter: ParkedFilter | undefined, m: ParkedMessage): boo
   if (filter.headers) {
     for (const [k, v] of Object.entries(filter.headers)) {
       const actual = m.headers[k];
+      // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a header of any type matches by its text
       if (actual === undefined || actual === null || String(actual) !== String(v)) return false;
     }
   }
@@ -428,7 +429,7 @@ export class Parked {
     const done: Moved = { moved: 0, skipped: 0 };
     if (o.depth <= 0 || o.limit <= 0 || o.signal?.aborted) return done;
     const interval = o.ratePerSec === null ? 0 : 1000 / o.ratePerSec;
-    const to = o.to ?? { exchange: '', routingKey: this.queue };
+    const { exchange, routingKey } = o.to ?? { exchange: '', routingKey: this.queue };
     await this.withSession(async (s) => {
       const started = Date.now();
       // Look at no more than the depth at the start: a replayed message that
@@ -447,8 +448,8 @@ export class Parked {
         if (o.signal?.aborted) break;
         try {
           if (o.kind === 'replay') {
-            const replayed = { exchange: to.exchange, routingKey: to.routingKey, messageId: message.properties.messageId, bodySize: message.body.length, replayOf: message.headers };
-            await tracedPublish(replayed, (trace) => native(() => s.replay(id, to.exchange, to.routingKey, trace?.traceparent, trace?.tracestate)));
+            const replayed = { exchange, routingKey, messageId: message.properties.messageId, bodySize: message.body.length, replayOf: message.headers };
+            await tracedPublish(replayed, (trace) => native(() => s.replay(id, exchange, routingKey, trace?.traceparent, trace?.tracestate)));
           } else {
             await native(() => s.discard(id));
           }
@@ -472,6 +473,7 @@ export class Parked {
    * {@link peek} does); resolves to how many it looked at.
    * @internal
    */
+  // eslint-disable-next-line @typescript-eslint/no-invalid-void-type -- a visitor that returns nothing goes on
   async scan(scanLimit: number, visit: (m: ParkedMessage, position: number) => boolean | void): Promise<number> {
     positiveInt('scanLimit', scanLimit);
     if ((await this.count()) === 0) return 0;

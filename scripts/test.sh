@@ -16,6 +16,8 @@ if stage lint; then
   cargo fmt --check
   cargo clippy --all-targets -- -D warnings
   bash scripts/lint-workflows.sh
+  # ESLint, Prettier, import layers and circles, file lengths, Rust module order, doc comments (scripts/check-ts.sh).
+  npm run --silent lint:ts
 fi
 
 if stage cargo; then

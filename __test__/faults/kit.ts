@@ -90,7 +90,7 @@ export async function startConsumer(run: Run, delays: readonly Delay[], env: Rec
 
 export async function stopConsumer(run: Run, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
   const child = run.child;
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  if (child?.exitCode !== null || child.signalCode !== null) return;
   let timer: NodeJS.Timeout | undefined;
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   child.kill(signal);

@@ -138,13 +138,14 @@ export class RabbitRetryClient extends ClientProxy {
   /** Publishes a request over direct reply-to; each reply goes to `callback`. */
   protected publish(packet: ReadPacket, callback: (packet: WritePacket) => void): () => void {
     const correlationId = randomUUID();
-    let stop = () => {};
+    // Nothing to stop until the reply is waited for.
+    let stop: (() => void) | undefined;
     let done = false;
     const finish = (p: WritePacket) => {
       if (done) return;
       if (p.isDisposed || p.err) {
         done = true;
-        stop();
+        stop?.();
       }
       callback(p);
     };
@@ -159,7 +160,7 @@ export class RabbitRetryClient extends ClientProxy {
         });
         // Unsubscribed while connecting: nobody waits for the reply any more.
         if (done) {
-          stop();
+          stop?.();
           return;
         }
         const { body, options } = await this.serialized({ ...packet, id: correlationId });
@@ -173,7 +174,7 @@ export class RabbitRetryClient extends ClientProxy {
     })();
     return () => {
       done = true;
-      stop();
+      stop?.();
     };
   }
 
@@ -199,7 +200,8 @@ export class RabbitRetryClient extends ClientProxy {
       return;
     }
     try {
-      const { err, response, isDisposed } = r.value;
+      const reply: { err?: unknown; response?: unknown; isDisposed?: boolean } = r.value;
+      const { err, response, isDisposed } = reply;
       callback(isDisposed || err ? { err, response, isDisposed: true } : { err, response });
     } catch (err) {
       callback({ err, isDisposed: true });
@@ -215,7 +217,8 @@ export class RabbitRetryClient extends ClientProxy {
       if (!r.ok) throw failureOf(r);
       out = r.value;
     } else if (packet.data instanceof RmqRecord) {
-      out = { ...packet, data: packet.data.data, options: packet.data.options };
+      const record = packet.data as RmqRecord<unknown>;
+      out = { ...packet, data: record.data, options: record.options };
     } else {
       out = packet;
     }

@@ -3,7 +3,17 @@ import { RmqContext } from '@nestjs/microservices';
 import type { Message } from '../message';
 
 /** What a handler asked of its message through the channel of its context. */
-export type ChannelVerdict = { kind: 'ack' } | { kind: 'reject'; requeue: boolean };
+export type ChannelVerdict =
+  | {
+      /** `ack`: the message is done. */
+      kind: 'ack';
+    }
+  | {
+      /** `nack` or `reject`: it failed. */
+      kind: 'reject';
+      /** Whether it goes to the next retry queue (`true`) or is parked (`false`). */
+      requeue: boolean;
+    };
 
 /**
  * The channel `RabbitRetryContext.getChannelRef()` gives, so that handlers
@@ -26,12 +36,12 @@ export class RabbitRetryChannelRef {
    * Fails the message once its handler has finished: `requeue` (the
    * default) sends it to the next retry queue, `false` parks it.
    */
-  nack(_message?: unknown, _allUpTo?: boolean, requeue = true): void {
+  nack(_message?: unknown, _allUpTo?: boolean, requeue?: boolean): void {
     this.#verdict = { kind: 'reject', requeue: requeue !== false };
   }
 
   /** As {@link RabbitRetryChannelRef.nack}. */
-  reject(_message?: unknown, requeue = true): void {
+  reject(_message?: unknown, requeue?: boolean): void {
     this.#verdict = { kind: 'reject', requeue: requeue !== false };
   }
 

@@ -42,7 +42,7 @@ export class RabbitRetryExceptionFilter implements ExceptionFilter {
    * error to Nest's default RPC filter, and an HTTP error to Nest's default
    * HTTP filter.
    */
-  catch(exception: unknown, host: ArgumentsHost): Observable<never> | void {
+  catch(exception: unknown, host: ArgumentsHost): Observable<never> | undefined {
     const type = host.getType();
     if (type === 'rpc') {
       if (host.switchToRpc().getContext() instanceof RabbitRetryContext) return throwError(() => exception);

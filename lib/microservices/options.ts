@@ -164,7 +164,7 @@ export function connectOptionsOf(options: ConnectOptions): ConnectOptions {
     const v = (options as Record<string, unknown>)[key];
     if (v !== undefined) out[key] = v;
   }
-  return out as ConnectOptions;
+  return out;
 }
 
 /** The consume options among `options`. @internal */
@@ -213,5 +213,5 @@ export function publishOptionsOf(options: Readonly<Record<string, unknown>> | un
       throw new UnsupportedOptionError(`${where}.${key}`, `\`${key}\` of ${where} has no meaning in rabbit-retry: publish to each destination instead`);
     }
   }
-  return out as PublishOptions;
+  return out;
 }

@@ -78,6 +78,7 @@ function parsedBody(msg: Message): { value: unknown; json: boolean; error?: stri
  * ```
  */
 export class RabbitRetryServer extends Server implements CustomTransportStrategy {
+  /** Nest's logger, under the name RabbitRetryServer. */
   protected override readonly logger = new Logger('RabbitRetryServer');
   readonly #options: RabbitRetryServerOptions;
   // A listener's returned Promise that rejects is logged, never unhandled.

@@ -207,7 +207,7 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
   /** Whether the provider's module can inject this module's client. */
   private sees(wrapper: InstanceWrapper, mine: NestModule): boolean {
     const host = wrapper.host;
-    return mine.isGlobal || host === mine || (host !== undefined && host.imports.has(mine));
+    return mine.isGlobal || host === mine || host?.imports.has(mine) === true;
   }
 
   /**
@@ -255,7 +255,7 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
       onFailure: mergeOnFailure(this.options.defaultOnFailure, ref.onFailure),
     };
     const invoke = this.contextCreator.create(
-      ref.instance as Record<string, (...args: unknown[]) => unknown>,
+      ref.instance,
       (ref.instance as Record<string, (...args: unknown[]) => unknown>)[ref.method],
       ref.method,
       ARGS_METADATA,

@@ -50,7 +50,7 @@ function connect(options: RabbitRetryModuleOptions): Promise<RabbitRetry> {
  */
 export class RabbitRetryModule extends ConfigurableModuleClass {
   /**
-   * The module with these options. Throws an {@link InvalidOptionsError}
+   * The module with these options. Throws an {@link index!InvalidOptionsError}
    * naming an option that is not one of the module's.
    */
   static override forRoot(options: RabbitRetryModuleRootOptions): DynamicModule {
@@ -60,7 +60,7 @@ export class RabbitRetryModule extends ConfigurableModuleClass {
 
   /**
    * The module with options built by a factory, a class or an existing
-   * provider. Throws an {@link InvalidOptionsError} naming an option that is
+   * provider. Throws an {@link index!InvalidOptionsError} naming an option that is
    * not one of `forRootAsync`'s; the options the factory returns are checked
    * when the module starts.
    */

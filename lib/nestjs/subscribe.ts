@@ -221,6 +221,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 /** Refuses a queue option whose value asks for what the work queue cannot be. */
 function requireValue(option: string, value: unknown, allowed: boolean, why: string): void {
   if (value !== undefined && value !== allowed) {
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the caller's value as written, whatever its type
     throw new UnsupportedOptionError(`queueOptions.${option}`, `\`queueOptions.${option}: ${String(value)}\` is not supported: ${why}`);
   }
 }

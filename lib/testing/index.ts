@@ -29,9 +29,8 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 export async function waitForQueueDepth(rr: RabbitRetry, queue: string, n: number, timeoutMs = 10_000): Promise<number> {
   if (!Number.isInteger(n) || n < 0) throw new InvalidOptionsError(`n must be a whole number of messages, got ${String(n)}`);
   const deadline = Date.now() + timeoutMs;
-  let last = 0;
   for (;;) {
-    last = (await rr.queueInfo(queue))?.messages ?? 0;
+    const last = (await rr.queueInfo(queue))?.messages ?? 0;
     if (last === n) return n;
     if (Date.now() >= deadline) {
       throw new Error(`'${queue}' held ${last} message(s), not ${n}, after waiting ${timeoutMs} ms`);

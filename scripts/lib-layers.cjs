@@ -1,0 +1,36 @@
+/**
+ * The layers of lib/, from the ground up, for .dependency-cruiser.cjs and scripts/check-structure.mjs. A module
+ * may import modules of its own layer and of lower ones:
+ *
+ *   base      native, errors, error-text, otel, redact: no library module below them
+ *   model     options, message, wire, metrics: what the options and a message are
+ *   tools     names, check-options, fence, log, tracing, publish, replies
+ *   circuit   circuit: one dependency's breaker, which consumers share
+ *   parts     table, parked, consumer/: each stands alone, none imports another
+ *   client    client: the RabbitRetry connection that puts the parts together
+ *   surfaces  console/, testing/: built on the client
+ *   entries   index (the package's main export) and cli/: what a user reaches first
+ *   nestjs    nestjs/: the NestJS module, over the main export
+ *   micro     microservices/: the NestJS transport, over the NestJS module
+ *
+ * A module is named by its file (`lib/fence.ts`) or its folder (`lib/consumer/`, which also takes a
+ * `lib/consumer.ts` beside it). scripts/check-structure.mjs refuses a lib/ file that no layer names, so a new
+ * module is placed on purpose.
+ */
+const LAYERS = [
+  ['base', ['native', 'errors', 'error-text', 'otel', 'redact']],
+  ['model', ['options', 'message', 'wire', 'metrics']],
+  ['tools', ['names', 'check-options', 'fence', 'log', 'tracing', 'publish', 'replies']],
+  ['circuit', ['circuit']],
+  ['parts', ['table', 'parked', 'consumer']],
+  ['client', ['client']],
+  ['surfaces', ['console', 'testing']],
+  ['entries', ['index', 'cli']],
+  ['nestjs', ['nestjs']],
+  ['micro', ['microservices']],
+];
+
+/** A path pattern for these modules: each as a file of lib/ or as a folder. */
+const pathOf = (names) => `^lib/(${names.join('|')})(\\.ts$|/)`;
+
+module.exports = { LAYERS, pathOf };
