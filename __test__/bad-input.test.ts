@@ -139,33 +139,37 @@ describe('bodies go through a retry and a park byte for byte', () => {
     expect(Buffer.from(notUtf8.toString('utf8'), 'utf8').equals(notUtf8)).toBe(false);
   });
 
-  it.each(cases)('%s', async (_label, make) => {
-    const body = make();
-    const delays: Delay[] = ['200ms'];
-    const queue = testQueue(delays);
-    const rr = await connectClient();
-    const seen: { attempt: number; body: Buffer }[] = [];
-    track(
-      await rr.consume({ queue, onFailure: { delays } }, async (msg) => {
-        seen.push({ attempt: msg.attempt, body: Buffer.from(msg.body) });
-        throw new Error('not this time');
-      }),
-    );
-    await rr.publish('', queue, body, { messageId: 'body-1' });
-    const parked = await waitForOne(parkedQueueName(queue), 30_000);
+  it.each(cases)(
+    '%s',
+    async (_label, make) => {
+      const body = make();
+      const delays: Delay[] = ['200ms'];
+      const queue = testQueue(delays);
+      const rr = await connectClient();
+      const seen: { attempt: number; body: Buffer }[] = [];
+      track(
+        await rr.consume({ queue, onFailure: { delays } }, async (msg) => {
+          seen.push({ attempt: msg.attempt, body: Buffer.from(msg.body) });
+          throw new Error('not this time');
+        }),
+      );
+      await rr.publish('', queue, body, { messageId: 'body-1' });
+      const parked = await waitForOne(parkedQueueName(queue), 30_000);
 
-    expect(seen.map((s) => s.attempt)).toEqual([0, 1]);
-    for (const s of seen) {
-      expect(s.body.length).toBe(body.length);
-      expect(s.body.equals(body)).toBe(true);
-    }
-    expect(parked.content.length).toBe(body.length);
-    expect(parked.content.equals(body)).toBe(true);
-    expect(parked.properties.messageId).toBe('body-1');
-    expect(parked.headers['retry-reason']).toBe('exhausted');
-    expect(await queueDepth(queue)).toBe(0);
-    expect(await queueDepth(retryQueueName(queue, '200ms'))).toBe(0);
-  }, 60_000);
+      expect(seen.map((s) => s.attempt)).toEqual([0, 1]);
+      for (const s of seen) {
+        expect(s.body.length).toBe(body.length);
+        expect(s.body.equals(body)).toBe(true);
+      }
+      expect(parked.content.length).toBe(body.length);
+      expect(parked.content.equals(body)).toBe(true);
+      expect(parked.properties.messageId).toBe('body-1');
+      expect(parked.headers['retry-reason']).toBe('exhausted');
+      expect(await queueDepth(queue)).toBe(0);
+      expect(await queueDepth(retryQueueName(queue, '200ms'))).toBe(0);
+    },
+    60_000,
+  );
 });
 
 describe('headers of every AMQP type survive retries', () => {
@@ -231,7 +235,11 @@ describe('headers of every AMQP type survive retries', () => {
     const keys = Object.keys(headers);
 
     // Every header of ours is there, and no other but the retry-* headers.
-    expect(Object.keys(got.headers).filter((k) => !k.startsWith('retry-')).sort()).toEqual(Object.keys(expected.headers).sort());
+    expect(
+      Object.keys(got.headers)
+        .filter((k) => !k.startsWith('retry-'))
+        .sort(),
+    ).toEqual(Object.keys(expected.headers).sort());
     expect(got.headers['retry-attempt']).toBe(2);
     // The same decoded values as the original, read by amqplib...
     expect(pick(got.headers, keys)).toEqual(expected.headers);
@@ -330,57 +338,61 @@ describe('a 1 MB error message or stack', () => {
     ],
   ];
 
-  it.each(cases)('%s: the message retries and parks, its headers cut to fit a frame', async (_label, makeError) => {
-    const delays: Delay[] = ['200ms'];
-    const queue = testQueue(delays);
-    const rr = await connectClient();
-    const retries: RetryEvent[] = [];
-    const parkedEvents: ParkedEvent[] = [];
-    let calls = 0;
-    const error = makeError();
-    const consumer = track(
-      await rr.consume({ queue, onFailure: { delays } }, async () => {
-        calls++;
-        throw error;
-      }),
-    );
-    consumer.on('retry', (e) => retries.push(e));
-    consumer.on('parked', (e) => parkedEvents.push(e));
-    await rr.publish('', queue, { id: 1 }, { messageId: 'big-error', headers: { tenant: 'acme' } });
+  it.each(cases)(
+    '%s: the message retries and parks, its headers cut to fit a frame',
+    async (_label, makeError) => {
+      const delays: Delay[] = ['200ms'];
+      const queue = testQueue(delays);
+      const rr = await connectClient();
+      const retries: RetryEvent[] = [];
+      const parkedEvents: ParkedEvent[] = [];
+      let calls = 0;
+      const error = makeError();
+      const consumer = track(
+        await rr.consume({ queue, onFailure: { delays } }, async () => {
+          calls++;
+          throw error;
+        }),
+      );
+      consumer.on('retry', (e) => retries.push(e));
+      consumer.on('parked', (e) => parkedEvents.push(e));
+      await rr.publish('', queue, { id: 1 }, { messageId: 'big-error', headers: { tenant: 'acme' } });
 
-    const m = await waitForOne(parkedQueueName(queue), 20_000);
-    expect(calls).toBe(2);
-    expect(retries).toHaveLength(1);
-    await waitFor(() => parkedEvents.length === 1, 5000, 'the parked event');
-    expect(JSON.parse(m.content.toString('utf8'))).toEqual({ id: 1 });
-    expect(m.headers).toMatchObject({ tenant: 'acme', 'retry-reason': 'exhausted', 'retry-attempt': 1 });
+      const m = await waitForOne(parkedQueueName(queue), 20_000);
+      expect(calls).toBe(2);
+      expect(retries).toHaveLength(1);
+      await waitFor(() => parkedEvents.length === 1, 5000, 'the parked event');
+      expect(JSON.parse(m.content.toString('utf8'))).toEqual({ id: 1 });
+      expect(m.headers).toMatchObject({ tenant: 'acme', 'retry-reason': 'exhausted', 'retry-attempt': 1 });
 
-    const lastError = m.headers['retry-last-error'];
-    const stack = m.headers['retry-error-stack'];
-    const name = m.headers['retry-error-name'];
-    if (typeof lastError !== 'string' || typeof stack !== 'string' || typeof name !== 'string') {
-      throw new Error(`retry-* headers are not strings: ${typeof lastError}, ${typeof stack}, ${typeof name}`);
-    }
-    expect(Buffer.byteLength(lastError)).toBeLessThanOrEqual(8 * 1024);
-    expect(Buffer.byteLength(name)).toBeLessThanOrEqual(200);
-    expect(Buffer.byteLength(stack)).toBeLessThan(FRAME_MAX);
-    for (const [header, full] of [
-      [lastError, error.message],
-      [stack, error.stack ?? ''],
-      [name, error.name],
-    ]) {
-      // Either whole, or a UTF-8-clean prefix with a marker saying how much was cut.
-      expect(header).not.toContain('\uFFFD');
-      if (header !== full) {
-        expect(header).toMatch(/\n…\[cut \d+ bytes\]$/);
-        expect(full.startsWith(header.slice(0, header.lastIndexOf('\n…[cut')))).toBe(true);
+      const lastError = m.headers['retry-last-error'];
+      const stack = m.headers['retry-error-stack'];
+      const name = m.headers['retry-error-name'];
+      if (typeof lastError !== 'string' || typeof stack !== 'string' || typeof name !== 'string') {
+        throw new Error(`retry-* headers are not strings: ${typeof lastError}, ${typeof stack}, ${typeof name}`);
       }
-    }
-    expect(lastError.length).toBeGreaterThan(0);
-    // The whole headers table, as sent on the wire, leaves room in a frame for the other properties.
-    expect(headersWireBytes(m.properties)).toBeLessThan(FRAME_MAX - 10_000);
-    expect(await queueDepth(queue)).toBe(0);
-  }, 30_000);
+      expect(Buffer.byteLength(lastError)).toBeLessThanOrEqual(8 * 1024);
+      expect(Buffer.byteLength(name)).toBeLessThanOrEqual(200);
+      expect(Buffer.byteLength(stack)).toBeLessThan(FRAME_MAX);
+      for (const [header, full] of [
+        [lastError, error.message],
+        [stack, error.stack ?? ''],
+        [name, error.name],
+      ]) {
+        // Either whole, or a UTF-8-clean prefix with a marker saying how much was cut.
+        expect(header).not.toContain('\uFFFD');
+        if (header !== full) {
+          expect(header).toMatch(/\n…\[cut \d+ bytes\]$/);
+          expect(full.startsWith(header.slice(0, header.lastIndexOf('\n…[cut')))).toBe(true);
+        }
+      }
+      expect(lastError.length).toBeGreaterThan(0);
+      // The whole headers table, as sent on the wire, leaves room in a frame for the other properties.
+      expect(headersWireBytes(m.properties)).toBeLessThan(FRAME_MAX - 10_000);
+      expect(await queueDepth(queue)).toBe(0);
+    },
+    30_000,
+  );
 });
 
 describe('handlers that do not throw an Error', () => {

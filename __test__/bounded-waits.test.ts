@@ -6,17 +6,7 @@
  */
 import { RabbitRetry } from '../lib';
 import { freezeProxy, type FreezeProxy } from './fixtures/freeze-proxy';
-import {
-  cleanup,
-  closeAmqp,
-  deleteQueue,
-  queueDepth,
-  sleep,
-  testQueue,
-  track,
-  waitFor,
-  withChannel,
-} from './helpers';
+import { cleanup, closeAmqp, deleteQueue, queueDepth, sleep, testQueue, track, waitFor, withChannel } from './helpers';
 
 const proxies: FreezeProxy[] = [];
 const clients: RabbitRetry[] = [];

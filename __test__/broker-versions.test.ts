@@ -25,7 +25,7 @@ afterEach(cleanup);
 afterAll(closeAmqp);
 
 describe('the quorum consumer timeout (RabbitMQ 4.3 evaluates it per queue)', () => {
-  it('takes no delivery back from a handler that runs past the queue\'s own x-consumer-timeout', async () => {
+  it("takes no delivery back from a handler that runs past the queue's own x-consumer-timeout", async () => {
     const on43 = await brokerAtLeast(4, 3);
     const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);
@@ -88,7 +88,7 @@ describe('the quorum consumer timeout (RabbitMQ 4.3 evaluates it per queue)', ()
 });
 
 describe('delivery counters', () => {
-  it("a message the broker returned once reaches the handler with its counters, and its retry copy carries none of them", async () => {
+  it('a message the broker returned once reaches the handler with its counters, and its retry copy carries none of them', async () => {
     const [major, minor] = await brokerVersion();
     const delays: Delay[] = ['1m'];
     const queue = testQueue(delays);

@@ -125,7 +125,10 @@ describe('a circuit on one consumer', () => {
       return !c.down;
     };
     const consumer = track(
-      await rr.consume({ queue, prefetch: 1, onFailure: { delays: [...DELAYS], circuit: { openAfter: { failures: 2, within: '10s' }, probeEvery: '200ms', check } } }, handler),
+      await rr.consume(
+        { queue, prefetch: 1, onFailure: { delays: [...DELAYS], circuit: { openAfter: { failures: 2, within: '10s' }, probeEvery: '200ms', check } } },
+        handler,
+      ),
     );
     const ev = record(consumer);
     await publishOrders(rr, queue, 10);
@@ -144,7 +147,10 @@ describe('a circuit on one consumer', () => {
     const queue = testQueue(DELAYS);
     const rr = await connectClient();
     const { handler } = carrier();
-    const consumer = await rr.consume({ queue, prefetch: 1, onFailure: { delays: [...DELAYS], circuit: { openAfter: { failures: 1, within: '10s' }, probeEvery: '1h' } } }, handler);
+    const consumer = await rr.consume(
+      { queue, prefetch: 1, onFailure: { delays: [...DELAYS], circuit: { openAfter: { failures: 1, within: '10s' }, probeEvery: '1h' } } },
+      handler,
+    );
     const ev = record(consumer);
     await publishOrders(rr, queue, 5);
     await waitFor(() => ev.open.length === 1, 10_000, 'the circuit to open');
@@ -155,7 +161,7 @@ describe('a circuit on one consumer', () => {
     expect(await queueDepth(`${queue}.retry.10s`)).toBe(1);
   });
 
-  it('a close during a probe waits for the probe\'s handler, settles its message, and resolves', async () => {
+  it("a close during a probe waits for the probe's handler, settles its message, and resolves", async () => {
     const queue = testQueue(DELAYS);
     const rr = await connectClient();
     let calls = 0;
@@ -190,7 +196,12 @@ describe('a circuit on one consumer', () => {
     const hung = new Promise<void>((resolve) => (release = resolve));
     const consumer = track(
       await rr.consume(
-        { queue, prefetch: 1, stuckAfterMs: 300, onFailure: { delays: [...DELAYS], circuit: { openAfter: { failures: 1, within: '10s' }, probeEvery: '100ms' } } },
+        {
+          queue,
+          prefetch: 1,
+          stuckAfterMs: 300,
+          onFailure: { delays: [...DELAYS], circuit: { openAfter: { failures: 1, within: '10s' }, probeEvery: '100ms' } },
+        },
         async () => {
           calls++;
           if (calls === 1) throw new Error('carrier down');
@@ -217,7 +228,10 @@ describe('a circuit on one consumer', () => {
     const rr = await connectClient();
     const { c, handler } = carrier();
     const consumer = track(
-      await rr.consume({ queue, prefetch: 1, onFailure: { delays: [...DELAYS], circuit: { openAfter: { failures: 2, within: '10s' }, probeEvery: '200ms' } } }, handler),
+      await rr.consume(
+        { queue, prefetch: 1, onFailure: { delays: [...DELAYS], circuit: { openAfter: { failures: 2, within: '10s' }, probeEvery: '200ms' } } },
+        handler,
+      ),
     );
     const ev = record(consumer);
     await publishOrders(rr, queue, 2);
@@ -301,7 +315,11 @@ describe('sending the retry queue back', () => {
     const { c, handler } = carrier();
     const consumer = track(
       await rr.consume(
-        { queue, prefetch: 1, onFailure: { delays: [...delays], circuit: { openAfter: { failures: 20, within: '1m' }, probeEvery: '200ms', returnRate: 2 } } },
+        {
+          queue,
+          prefetch: 1,
+          onFailure: { delays: [...delays], circuit: { openAfter: { failures: 20, within: '1m' }, probeEvery: '200ms', returnRate: 2 } },
+        },
         handler,
       ),
     );
@@ -342,7 +360,10 @@ describe('a process that ends during a probe', () => {
 
     // The probed message went back to the queue with the crash; the state queue says a probe was running.
     const consumer = track(
-      await rr.consume({ queue, prefetch: 1, onFailure: { delays: [...DELAYS], circuit: { openAfter: { failures: 1, within: '10s' }, probeEvery: '300ms' } } }, async () => undefined),
+      await rr.consume(
+        { queue, prefetch: 1, onFailure: { delays: [...DELAYS], circuit: { openAfter: { failures: 1, within: '10s' }, probeEvery: '300ms' } } },
+        async () => undefined,
+      ),
     );
     const ev = record(consumer);
     expect(consumer.health().circuit?.state).toBe('open');
@@ -358,9 +379,12 @@ describe('the CLI', () => {
     const queue = testQueue(DELAYS);
     const rr = await connectClient();
     const consumer = track(
-      await rr.consume({ queue, prefetch: 1, onFailure: { delays: [...DELAYS], circuit: { openAfter: { failures: 1, within: '10s' }, probeEvery: '1h' } } }, async () => {
-        throw new Error('down');
-      }),
+      await rr.consume(
+        { queue, prefetch: 1, onFailure: { delays: [...DELAYS], circuit: { openAfter: { failures: 1, within: '10s' }, probeEvery: '1h' } } },
+        async () => {
+          throw new Error('down');
+        },
+      ),
     );
     const ev = record(consumer);
     await rr.publish('', queue, { id: 1 });

@@ -3,18 +3,7 @@ import path from 'node:path';
 
 import { type CliIo, run } from '../lib/cli';
 import { parkedQueueName, retryQueueName, type Delay } from '../lib';
-import {
-  AMQP_URL,
-  cleanup,
-  closeAmqp,
-  connectClient,
-  drain,
-  queueDepth,
-  seedParked,
-  testQueue,
-  track,
-  waitFor,
-} from './helpers';
+import { AMQP_URL, cleanup, closeAmqp, connectClient, drain, queueDepth, seedParked, testQueue, track, waitFor } from './helpers';
 
 afterEach(cleanup);
 afterAll(closeAmqp);

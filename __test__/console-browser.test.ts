@@ -121,7 +121,11 @@ const groupRow = (page: Page, errorName: string) => page.locator('tr.group', { h
     // The handler completed each replayed message.
     await waitFor(() => succeeded.length === 10, 15_000, 'the replayed messages to succeed');
     expect([...succeeded].sort()).toEqual([...ids.tax].sort());
-    await waitFor(async () => (await page.locator('tr.group.settled .settled-note').allTextContents()).some((t) => t.startsWith('replayed 10')), 10_000, 'the replayed group to settle');
+    await waitFor(
+      async () => (await page.locator('tr.group.settled .settled-note').allTextContents()).some((t) => t.startsWith('replayed 10')),
+      10_000,
+      'the replayed group to settle',
+    );
     expect(await queueDepth(parkedQueueName(queue))).toBe(20);
     await shot(page, '4-replayed.png');
 
@@ -135,7 +139,11 @@ const groupRow = (page: Page, errorName: string) => page.locator('tr.group', { h
     await page.locator('#modal-ok').click();
     await waitFor(async () => (await address.locator('td.count').textContent()) === '0', 15_000, "the purged group's count to be 0");
     await waitFor(async () => (await queueDepth(parkedQueueName(queue))) === 10, 10_000, 'the parked depth to be 10');
-    await waitFor(async () => (await page.locator('.queue-item').first().textContent())?.includes('10 parked') === true, 10_000, 'the queue list to show 10 parked');
+    await waitFor(
+      async () => (await page.locator('.queue-item').first().textContent())?.includes('10 parked') === true,
+      10_000,
+      'the queue list to show 10 parked',
+    );
     expect(await groupRow(page, 'Error').locator('td.count').textContent()).toBe('10');
     await shot(page, '6-purged.png');
 

@@ -53,7 +53,12 @@ export async function parkThreeKinds(rr: RabbitRetry, queue: string, perKind: nu
     const kind = KINDS[i % KINDS.length];
     const order = 48_000 + i;
     ids[kind].push(`order-${order}`);
-    await rr.publish('', queue, { kind, order, items: [{ sku: `SKU-${i % 7}`, qty: 1 + (i % 3) }] }, { messageId: `order-${order}`, correlationId: `checkout-${order}` });
+    await rr.publish(
+      '',
+      queue,
+      { kind, order, items: [{ sku: `SKU-${i % 7}`, qty: 1 + (i % 3) }] },
+      { messageId: `order-${order}`, correlationId: `checkout-${order}` },
+    );
   }
   const total = perKind * KINDS.length;
   await waitFor(() => consumer.stats().parked === total, 15_000, `${total} parked messages`);

@@ -116,8 +116,16 @@ async function slowReplay(api: ConsoleApi, queue: string, count: number, ratePer
 async function everyMessageOnce(queue: string, n: number): Promise<{ work: string[]; parked: string[] }> {
   const work = ids(await drain(queue)) as string[];
   const parked = ids(await drain(parkedQueueName(queue))) as string[];
-  expect([...work, ...parked].sort()).toEqual(numbered(n).map((s) => s.messageId).sort());
-  expect(parked).toEqual(numbered(n).map((s) => s.messageId).filter((m) => !work.includes(m)));
+  expect([...work, ...parked].sort()).toEqual(
+    numbered(n)
+      .map((s) => s.messageId)
+      .sort(),
+  );
+  expect(parked).toEqual(
+    numbered(n)
+      .map((s) => s.messageId)
+      .filter((m) => !work.includes(m)),
+  );
   return { work, parked };
 }
 
@@ -149,7 +157,9 @@ describe('which requests the console answers', () => {
     expect(await status('console.example.net:8080')).toBe(403);
     expect(await status('sub.ops.example.com')).toBe(403);
     expect(await status('evil.example')).toBe(403);
-    expect(() => new RabbitRetryConsole({ client: rr, allowedHosts: ['https://ops.example.com/'], token: TOKEN })).toThrow(/allowedHosts: "https:\/\/ops.example.com\/" is not a host name/);
+    expect(() => new RabbitRetryConsole({ client: rr, allowedHosts: ['https://ops.example.com/'], token: TOKEN })).toThrow(
+      /allowedHosts: "https:\/\/ops.example.com\/" is not a host name/,
+    );
   });
 
   test('the CLI’s console has the same rules: it answers the loopback and its allowedHosts, nothing else, on every address it listens on', async () => {
@@ -159,7 +169,10 @@ describe('which requests the console answers', () => {
     const port = new URL(server.url).port;
     expect((await send(`${server.url}api/state`, { token: TOKEN })).status).toBe(200);
     expect((await send(`${server.url}api/state`, { host: `ops.example.com:${port}`, token: TOKEN })).status).toBe(200);
-    expect(await send(`${server.url}api/state`, { host: `attacker.example:${port}`, token: TOKEN })).toMatchObject({ status: 403, body: { error: { code: 'FORBIDDEN_HOST' } } });
+    expect(await send(`${server.url}api/state`, { host: `attacker.example:${port}`, token: TOKEN })).toMatchObject({
+      status: 403,
+      body: { error: { code: 'FORBIDDEN_HOST' } },
+    });
 
     // On every address, it answers the names it was given, not every name.
     const open = await startConsole({ client: rr, host: '0.0.0.0', port: 0, management: false, allowedHosts: ['10.1.2.3'], token: TOKEN });
@@ -185,16 +198,27 @@ describe('which requests the console answers', () => {
     // On the CLI's own server too.
     const server = await startConsole({ client: rr, port: 0, management: false, queues: [queue], token: TOKEN });
     servers.push(server);
-    const other = await send(`${server.url}api/queues/${encodeURIComponent(queue)}/replay`, { method: 'POST', origin: 'https://attacker.example', token: TOKEN, body });
+    const other = await send(`${server.url}api/queues/${encodeURIComponent(queue)}/replay`, {
+      method: 'POST',
+      origin: 'https://attacker.example',
+      token: TOKEN,
+      body,
+    });
     expect(other).toMatchObject({ status: 403, body: { error: { code: 'FORBIDDEN_ORIGIN' } } });
-    expect((await rr.parked(queue).count())).toBe(2);
+    expect(await rr.parked(queue).count()).toBe(2);
     expect(await jobOf(new ConsoleApi(url, TOKEN), 1)).toBeUndefined();
 
     // Reading is not refused by its Origin (the browser keeps the answer from another site's page).
     expect((await send(`${url}api/state`, { origin: 'https://attacker.example', token: TOKEN })).status).toBe(200);
     // The page's own origin, and an allowed host's, act.
-    expect(await send(`${url}api/jobs/99/stop`, { method: 'POST', origin: `http://127.0.0.1:${port}`, token: TOKEN, body: {} })).toMatchObject({ status: 200, body: { stopped: false } });
-    expect(await send(`${url}api/jobs/99/stop`, { method: 'POST', origin: 'https://ops.example.com', token: TOKEN, body: {} })).toMatchObject({ status: 200, body: { stopped: false } });
+    expect(await send(`${url}api/jobs/99/stop`, { method: 'POST', origin: `http://127.0.0.1:${port}`, token: TOKEN, body: {} })).toMatchObject({
+      status: 200,
+      body: { stopped: false },
+    });
+    expect(await send(`${url}api/jobs/99/stop`, { method: 'POST', origin: 'https://ops.example.com', token: TOKEN, body: {} })).toMatchObject({
+      status: 200,
+      body: { stopped: false },
+    });
     expect((await send(replay, { method: 'POST', origin: `http://localhost:${port}`, token: TOKEN, body })).status).toBe(202);
     await waitFor(async () => (await queueDepth(queue)) === 2, 10_000, 'both replayed');
     expect(await queueDepth(parkedQueueName(queue))).toBe(0);
@@ -220,7 +244,9 @@ describe('which tokens the console takes', () => {
     const saved = process.env.RABBIT_RETRY_UI_TOKEN;
     process.env.RABBIT_RETRY_UI_TOKEN = 'short-env';
     try {
-      await expect(startConsole({ client: rr, host: '0.0.0.0', port: 0, management: false })).rejects.toThrow(/the one given \(RABBIT_RETRY_UI_TOKEN\) has 9/);
+      await expect(startConsole({ client: rr, host: '0.0.0.0', port: 0, management: false })).rejects.toThrow(
+        /the one given \(RABBIT_RETRY_UI_TOKEN\) has 9/,
+      );
     } finally {
       if (saved === undefined) delete process.env.RABBIT_RETRY_UI_TOKEN;
       else process.env.RABBIT_RETRY_UI_TOKEN = saved;
@@ -246,7 +272,9 @@ describe('which tokens the console takes', () => {
       expect(err).toBeInstanceOf(InvalidOptionsError);
       expect((err as InvalidOptionsError).code).toBe('INVALID_OPTIONS');
     }
-    expect(make('tok-0a9b', ['ops.example.com'])).toThrow('answering ops.example.com (allowedHosts beyond the loopback) needs a token of at least 16 characters');
+    expect(make('tok-0a9b', ['ops.example.com'])).toThrow(
+      'answering ops.example.com (allowedHosts beyond the loopback) needs a token of at least 16 characters',
+    );
     expect(make('   ', [])).toThrow(/blank/);
     expect(make('tok-0a9b', ['localhost:8080', '127.0.0.1'])).not.toThrow();
     expect(make(TOKEN, ['ops.example.com'])).not.toThrow();
@@ -350,7 +378,11 @@ describe('stopping a slow replay', () => {
     const ui = startScript('lib/cli/index.ts', ['ui', queue, '--port', '0', '--no-management']);
     let t0: number;
     try {
-      await waitFor(() => /rabbit-retry console on (http:\S+)/.test(ui.stdout()) && ui.stdout().includes('Ctrl-C stops it'), 30_000, `the console's URL (stderr: ${ui.stderr()})`);
+      await waitFor(
+        () => /rabbit-retry console on (http:\S+)/.test(ui.stdout()) && ui.stdout().includes('Ctrl-C stops it'),
+        30_000,
+        `the console's URL (stderr: ${ui.stderr()})`,
+      );
       const url = /rabbit-retry console on (http:\S+)/.exec(ui.stdout())?.[1] as string;
       await slowReplay(await ConsoleApi.of(url), queue, 10, 0.2);
       t0 = Date.now();

@@ -53,7 +53,7 @@ describe('userFrame', () => {
     expect(userFrame(stack)).toBe('ShipmentConsumer.rateShipment (dist/shipping/shipment.consumer.js)');
   });
 
-  test("a handler function the consumer calls is named as the application wrote it", () => {
+  test('a handler function the consumer calls is named as the application wrote it', () => {
     expect(userFrame('Error: x\n    at Consumer.rateShipment [as handler] (/srv/app/src/ship.ts:3:9)')).toBe('rateShipment (app/src/ship.ts)');
     expect(userFrame('Error: x\n    at Router.route [as handle] (/srv/app/src/router.ts:3:9)')).toBe('Router.route (app/src/router.ts)');
   });
@@ -71,7 +71,8 @@ describe('userFrame', () => {
 });
 
 describe('fingerprint', () => {
-  const at = (line: number) => `Error\n    at rateShipment (/srv/app/src/shipping/rate.ts:${line}:7)\n    at Consumer.run (/srv/app/node_modules/rabbit-retry/dist/consumer.js:1:1)`;
+  const at = (line: number) =>
+    `Error\n    at rateShipment (/srv/app/src/shipping/rate.ts:${line}:7)\n    at Consumer.run (/srv/app/node_modules/rabbit-retry/dist/consumer.js:1:1)`;
 
   test('messages that differ only by numbers, ids and line numbers share a key', () => {
     const a = fingerprint({ errorName: 'Error', errorMessage: 'carrier timeout for order 48213', errorStack: at(40) });
@@ -132,7 +133,18 @@ describe('bodyView', () => {
 
 describe('discovery', () => {
   test('a work queue is a queue with a parked queue beside it; its retry queues give its delays', () => {
-    const names = ['orders', 'orders.retry.5s', 'orders.retry.1m', 'orders.retry.later', 'orders.parked', 'plain', 'audit.parked', 'refunds', 'refunds.parked', 'refunds.retry.60s'];
+    const names = [
+      'orders',
+      'orders.retry.5s',
+      'orders.retry.1m',
+      'orders.retry.later',
+      'orders.parked',
+      'plain',
+      'audit.parked',
+      'refunds',
+      'refunds.parked',
+      'refunds.retry.60s',
+    ];
     expect(workQueuesOf(names)).toEqual([
       { queue: 'orders', delays: ['5s', '1m'] },
       { queue: 'refunds', delays: [] },
@@ -143,7 +155,13 @@ describe('discovery', () => {
     expect(
       mergeQueues([
         { source: 'consumer', queues: [{ queue: 'a', delays: ['5s'] }] },
-        { source: 'named', queues: [{ queue: 'b', delays: ['1m'] }, { queue: 'a', delays: ['1m'] }] },
+        {
+          source: 'named',
+          queues: [
+            { queue: 'b', delays: ['1m'] },
+            { queue: 'a', delays: ['1m'] },
+          ],
+        },
         { source: 'management', queues: [{ queue: 'a', delays: ['5s'] }] },
       ]),
     ).toEqual([
@@ -160,7 +178,12 @@ describe('discovery', () => {
       password: 'p@ss',
     });
     expect(managementTarget('amqps://rabbit.internal')).toEqual({ base: 'https://rabbit.internal:15671', vhost: '/', user: 'guest', password: 'guest' });
-    expect(managementTarget('amqp://ops:secret@h/', 'http://mgmt:8080/')).toEqual({ base: 'http://mgmt:8080', vhost: '/', user: 'ops', password: 'secret' });
+    expect(managementTarget('amqp://ops:secret@h/', 'http://mgmt:8080/')).toEqual({
+      base: 'http://mgmt:8080',
+      vhost: '/',
+      user: 'ops',
+      password: 'secret',
+    });
     expect(managementTarget('amqp://ops:secret@h/', 'http://admin:other@mgmt:8080')).toMatchObject({ user: 'admin', password: 'other' });
     expect(() => managementTarget('amqp://h', 'ftp://x')).toThrow(/http or https/);
   });

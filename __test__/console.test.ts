@@ -14,7 +14,15 @@ import { HttpAdapterHost } from '@nestjs/core';
 import { Test, type TestingModule } from '@nestjs/testing';
 
 import { InvalidOptionsError, type Message, type RabbitRetry, parkedQueueName } from '../lib';
-import { type ConsoleHandler, type ConsoleServer, type ConsoleState, type GroupsAnswer, type JobView, type MessageDetail, startConsole } from '../lib/console';
+import {
+  type ConsoleHandler,
+  type ConsoleServer,
+  type ConsoleState,
+  type GroupsAnswer,
+  type JobView,
+  type MessageDetail,
+  startConsole,
+} from '../lib/console';
 import { type CliIo, run } from '../lib/cli';
 import { Consume, OnFailure, RabbitRetryConsoleModule, RabbitRetryModule } from '../lib/nestjs';
 import { ConsoleApi, KIND_ERRORS, KINDS, parkThreeKinds } from './console-fixture';
@@ -121,7 +129,16 @@ describe('what the console shows', () => {
     expect(st.broker).toBe(rr.url);
     expect(st.management).toEqual({ state: 'off', detail: 'not asked' });
     expect(st.queues).toEqual([
-      { queue, sources: ['consumer'], work: { messages: 0, consumers: 1 }, retry: [], parkedQueue: parkedQueueName(queue), parked: 30, tableRows: null, busy: false },
+      {
+        queue,
+        sources: ['consumer'],
+        work: { messages: 0, consumers: 1 },
+        retry: [],
+        parkedQueue: parkedQueueName(queue),
+        parked: 30,
+        tableRows: null,
+        busy: false,
+      },
     ]);
     expect(st.table).toBeNull();
 
@@ -176,7 +193,11 @@ describe('what the console shows', () => {
     const positions = messages.map((m) => m.position);
     expect([...positions].sort((a, b) => a - b)).toEqual(positions);
     for (const m of messages) {
-      expect(m).toMatchObject({ reason: 'non-retryable', errorName: 'NonRetryableError', correlationId: `checkout-${m.messageId?.slice('order-'.length)}` });
+      expect(m).toMatchObject({
+        reason: 'non-retryable',
+        errorName: 'NonRetryableError',
+        correlationId: `checkout-${m.messageId?.slice('order-'.length)}`,
+      });
       expect(m.body.kind).toBe('json');
       expect(JSON.parse(m.body.text)).toMatchObject({ kind: 'address' });
       expect(m.body.text).toContain('\n  "kind": "address"');
@@ -193,7 +214,9 @@ describe('what the console does', () => {
     const rr = await connectClient();
     const queue = testQueue();
     const seeds = numbered(12, (i) =>
-      i % 2 === 0 ? { errorMessage: `carrier timeout for order ${i}` } : { errorName: 'NonRetryableError', reason: 'non-retryable', errorMessage: `order ${i} has no address` },
+      i % 2 === 0
+        ? { errorMessage: `carrier timeout for order ${i}` }
+        : { errorName: 'NonRetryableError', reason: 'non-retryable', errorMessage: `order ${i} has no address` },
     );
     await seedParked(queue, seeds);
     const { api } = await serve(rr, { queues: [queue] });
@@ -219,7 +242,12 @@ describe('what the console does', () => {
     const { body } = await api.get<{ messages: MessageDetail[] }>(`api/queues/${encodeURIComponent(queue)}/groups/${g?.key}/messages`);
     const m2 = body.messages.find((m) => m.messageId === 'm2');
 
-    const started = await api.post<{ job: JobView }>(`api/queues/${encodeURIComponent(queue)}/replay`, { scope: 'message', key: m2?.key, count: 1, ratePerSec: 50 });
+    const started = await api.post<{ job: JobView }>(`api/queues/${encodeURIComponent(queue)}/replay`, {
+      scope: 'message',
+      key: m2?.key,
+      count: 1,
+      ratePerSec: 50,
+    });
     expect(started.status).toBe(202);
     expect((await waitJob(api, started.body.job.id)).job).toMatchObject({ state: 'done', done: 1 });
 
@@ -240,7 +268,12 @@ describe('what the console does', () => {
     const tax = (await groups(api, queue)).grouping?.groups.find((g) => g.errorName === 'TypeError');
 
     const t0 = Date.now();
-    const started = await api.post<{ job: JobView }>(`api/queues/${encodeURIComponent(queue)}/replay`, { scope: 'group', key: tax?.key, count: 10, ratePerSec: 10 });
+    const started = await api.post<{ job: JobView }>(`api/queues/${encodeURIComponent(queue)}/replay`, {
+      scope: 'group',
+      key: tax?.key,
+      count: 10,
+      ratePerSec: 10,
+    });
     expect(started.status).toBe(202);
     const { job, seen } = await waitJob(api, started.body.job.id);
     expect(job).toMatchObject({ state: 'done', done: 10, total: 10, ratePerSec: 10, byGroup: { [tax?.key as string]: 10 } });
@@ -288,7 +321,10 @@ describe('what the console does', () => {
     expect(await api.post(`api/queues/${q}/purge`, { scope: 'group', key })).toMatchObject({ status: 400, body: { error: { code: 'BAD_REQUEST' } } });
     expect(await api.post(`api/queues/${q}/purge`, { scope: 'queue', count: 2 })).toMatchObject({ status: 400, body: { error: { code: 'BAD_REQUEST' } } });
     expect(await api.post(`api/queues/${q}/replay`, { scope: 'group', key, count: 2, ratePerSec: 0 })).toMatchObject({ status: 400 });
-    expect(await api.post(`api/queues/not-a-queue-of-ours/replay`, { scope: 'queue', count: 1 })).toMatchObject({ status: 404, body: { error: { code: 'NOT_FOUND' } } });
+    expect(await api.post(`api/queues/not-a-queue-of-ours/replay`, { scope: 'queue', count: 1 })).toMatchObject({
+      status: 404,
+      body: { error: { code: 'NOT_FOUND' } },
+    });
     expect(await api.post(`api/table/pause`, { dependency: 'carrier' })).toMatchObject({ status: 404, body: { error: { code: 'NO_RETRY_TABLE' } } });
     expect(await queueDepth(parkedQueueName(queue))).toBe(2);
   });
@@ -463,7 +499,9 @@ describe('mounted in a service', () => {
     apps.push(moduleRef);
     const mounted: { path: string; handler: ConsoleHandler }[] = [];
     const adapterHost = moduleRef.get(HttpAdapterHost);
-    adapterHost.httpAdapter = { use: (p: string, h: ConsoleHandler) => mounted.push({ path: p, handler: h }) } as unknown as typeof adapterHost.httpAdapter;
+    adapterHost.httpAdapter = {
+      use: (p: string, h: ConsoleHandler) => mounted.push({ path: p, handler: h }),
+    } as unknown as typeof adapterHost.httpAdapter;
     await moduleRef.init();
     expect(mounted.map((m) => m.path)).toEqual(['/ops/rabbit-retry']);
 
@@ -521,7 +559,11 @@ describe('rabbit-retry ui', () => {
     const ui = startScript('lib/cli/index.ts', ['ui', queue, '--port', '0', '--no-management']);
     try {
       // Two lines: the URL, then the broker and the queues (each its own write).
-      await waitFor(() => /rabbit-retry console on (http:\S+)/.test(ui.stdout()) && ui.stdout().includes('; queues '), 20_000, `the console's URL (stderr: ${ui.stderr()})`);
+      await waitFor(
+        () => /rabbit-retry console on (http:\S+)/.test(ui.stdout()) && ui.stdout().includes('; queues '),
+        20_000,
+        `the console's URL (stderr: ${ui.stderr()})`,
+      );
       const url = /rabbit-retry console on (http:\S+)/.exec(ui.stdout())?.[1] as string;
       expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
       expect(ui.stdout()).toContain(`broker amqp://guest:***@${BROKER.hostPort}; queues ${queue}`);

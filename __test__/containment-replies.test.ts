@@ -106,7 +106,9 @@ describe('RabbitRetryServer: a reply the broker refuses costs only its request',
     }
 
     const logger = new CaptureLogger();
-    const moduleRef = await Test.createTestingModule({ controllers: [OrdersController] }).setLogger(logger).compile();
+    const moduleRef = await Test.createTestingModule({ controllers: [OrdersController] })
+      .setLogger(logger)
+      .compile();
     const server = new RabbitRetryServer({ queue, prefetch: 30, onFailure: { delays: ['100ms'] } });
     const disconnected: unknown[] = [];
     server.on('disconnected', (e) => disconnected.push(e));
@@ -137,8 +139,10 @@ describe('RabbitRetryServer: a reply the broker refuses costs only its request',
     for (let i = 0; i < 20; i++) {
       const key = `ok-${i}`;
       good.push(key);
-      if (i === 5) send({ pattern: { cmd: 'price' }, data: { key: bad[0].key, amount: 1 }, id: bad[0].key }, { replyTo: bad[0].replyTo, correlationId: bad[0].key });
-      if (i === 10) send({ pattern: { cmd: 'price' }, data: { key: bad[1].key, amount: 1 }, id: bad[1].key }, { replyTo: bad[1].replyTo, correlationId: bad[1].key });
+      if (i === 5)
+        send({ pattern: { cmd: 'price' }, data: { key: bad[0].key, amount: 1 }, id: bad[0].key }, { replyTo: bad[0].replyTo, correlationId: bad[0].key });
+      if (i === 10)
+        send({ pattern: { cmd: 'price' }, data: { key: bad[1].key, amount: 1 }, id: bad[1].key }, { replyTo: bad[1].replyTo, correlationId: bad[1].key });
       if (i % 2 === 0) send({ pattern: 'order_placed', data: { key } });
       else send({ pattern: { cmd: 'price' }, data: { key, amount: i }, id: key }, { replyTo: 'amq.rabbitmq.reply-to', correlationId: key });
     }
@@ -164,7 +168,8 @@ describe('RabbitRetryServer: a reply the broker refuses costs only its request',
     }
     expect(String(byKey['bad-form']['retry-last-error'])).toMatch(/not a direct reply-to address/);
     if (refusing) expect(String(byKey['bad-node']['retry-last-error'])).toMatch(/closed the connection of replies \(541 INTERNAL_ERROR\)/);
-    for (let i = 1; i < 20; i += 2) expect(replies.get(`ok-${i}`)).toMatchObject({ id: `ok-${i}`, response: { key: `ok-${i}`, total: i * 2 }, isDisposed: true });
+    for (let i = 1; i < 20; i += 2)
+      expect(replies.get(`ok-${i}`)).toMatchObject({ id: `ok-${i}`, response: { key: `ok-${i}`, total: i * 2 }, isDisposed: true });
     expect(disconnected).toEqual([]);
     expect(server.consumer?.state).toBe('connected');
     expect(await queueDepth(`${queue}.retry.100ms`)).toBe(0);

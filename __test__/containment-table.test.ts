@@ -60,7 +60,8 @@ interface Sent {
 async function publishAll(queue: string, messages: readonly Sent[]): Promise<void> {
   const ch = await (await amqpConnection()).createConfirmChannel();
   try {
-    for (const m of messages) ch.sendToQueue(queue, Buffer.from(JSON.stringify({ key: m.key, dependency: m.dependency })), { messageId: m.messageId, appId: m.appId });
+    for (const m of messages)
+      ch.sendToQueue(queue, Buffer.from(JSON.stringify({ key: m.key, dependency: m.dependency })), { messageId: m.messageId, appId: m.appId });
     await ch.waitForConfirms();
   } finally {
     await ch.close();
@@ -102,7 +103,9 @@ async function consumeIntoTable(database: string, queue: string) {
 
 /** The keys stored as rows in `database`. */
 function storedKeys(database: string, queue: string): string[] {
-  return psqlRows<{ message_id: string }>(`SELECT message_id FROM message_retries WHERE queue = '${queue}' ORDER BY message_id`, database).map((r) => r.message_id);
+  return psqlRows<{ message_id: string }>(`SELECT message_id FROM message_retries WHERE queue = '${queue}' ORDER BY message_id`, database).map(
+    (r) => r.message_id,
+  );
 }
 
 describe('the retry table: a row PostgreSQL refuses costs only its message', () => {
@@ -111,9 +114,20 @@ describe('the retry table: a row PostgreSQL refuses costs only its message', () 
     const good: Sent[] = Array.from({ length: 37 }, (_, i) => ({ key: `ok-${i}`, dependency: 'carrier', messageId: `ok-${i}` }));
     const poison: (Sent & { why: RegExp })[] = [
       { key: 'nul-dependency', dependency: 'carrier\u0000eu', messageId: 'nul-dependency', why: /column dependency holds a NUL character/ },
-      { key: 'long-dependency', dependency: 'd'.repeat(3000), messageId: 'long-dependency', why: /column dependency is 3000 bytes, over the 2600 bytes of an indexed value/ },
+      {
+        key: 'long-dependency',
+        dependency: 'd'.repeat(3000),
+        messageId: 'long-dependency',
+        why: /column dependency is 3000 bytes, over the 2600 bytes of an indexed value/,
+      },
       { key: 'nul-message-id', dependency: 'carrier', messageId: 'nul\u0000message-id', why: /column message_id holds a NUL character/ },
-      { key: 'nul-app-id', dependency: 'carrier', messageId: 'nul-app-id', appId: 'shop\u0000', why: /column properties \(jsonb\): the property app_id holds a NUL character/ },
+      {
+        key: 'nul-app-id',
+        dependency: 'carrier',
+        messageId: 'nul-app-id',
+        appId: 'shop\u0000',
+        why: /column properties \(jsonb\): the property app_id holds a NUL character/,
+      },
     ];
     const all = [...good.slice(0, 10), poison[0], ...good.slice(10, 20), poison[1], poison[3], ...good.slice(20, 30), poison[2], ...good.slice(30)];
     const { consumer, calls, parked, stored, failed } = await consumeIntoTable(db, queue);
@@ -158,9 +172,9 @@ describe('the retry table: a row PostgreSQL refuses costs only its message', () 
     ];
     for (const [call, why] of refused) await expect(call()).rejects.toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringMatching(why) });
     await expect(rr.retryTable.list({ dependency: long })).resolves.toEqual([]);
-    await expect(
-      connectClient({ retryTable: { url: pgUrl(db), scheduler: false, dependencyRates: { 'carrier\u0000': 5 } } }),
-    ).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
+    await expect(connectClient({ retryTable: { url: pgUrl(db), scheduler: false, dependencyRates: { 'carrier\u0000': 5 } } })).rejects.toMatchObject({
+      code: 'INVALID_OPTIONS',
+    });
   });
 
   test('a row the database itself refuses (a character its LATIN1 encoding lacks) parks alone with its message; the rest of its batch is stored', async () => {

@@ -59,4 +59,3 @@ export const pauseWhen: PauseWhenOptions = {
   // @ts-expect-error an abbreviation, in pauseWhen's every
   every: '10secs',
 };
-

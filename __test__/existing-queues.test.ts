@@ -50,13 +50,15 @@ async function operatorQueue(queue: string, options: { durable?: boolean; argume
 
 async function consumeError(options: Parameters<Awaited<ReturnType<typeof connectClient>>['consume']>[0]): Promise<Error> {
   const rr = await connectClient();
-  return rr.consume(options, async () => undefined).then(
-    (c) => {
-      track(c);
-      return new Error('consume resolved');
-    },
-    (e: unknown) => e as Error,
-  );
+  return rr
+    .consume(options, async () => undefined)
+    .then(
+      (c) => {
+        track(c);
+        return new Error('consume resolved');
+      },
+      (e: unknown) => e as Error,
+    );
 }
 
 /** Fails on the first failure, then parks: one retry through the 200ms queue. */

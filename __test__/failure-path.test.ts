@@ -41,10 +41,7 @@ afterAll(closeAmqp);
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 
 /** Connects, consumes `queue` with `options`, and registers both for cleanup. */
-async function start(
-  options: ConsumeOptions,
-  handler: Handler,
-): Promise<{ rr: RabbitRetry; consumer: ReturnType<typeof track> }> {
+async function start(options: ConsumeOptions, handler: Handler): Promise<{ rr: RabbitRetry; consumer: ReturnType<typeof track> }> {
   const rr = await connectClient();
   const consumer = track(await rr.consume(options, handler));
   return { rr, consumer };
@@ -166,13 +163,18 @@ describe('the failure path', () => {
     const { rr, consumer } = await start({ queue, exchange, routingKey, onFailure: { delays } }, rateShipmentHandler);
     consumer.on('retry', (e) => retries.push(e));
     const timestamp = new Date('2024-05-01T12:00:00Z');
-    await rr.publish(exchange, routingKey, { orderId: 48213 }, {
-      messageId: 'order-48213',
-      correlationId: 'corr-7',
-      timestamp,
-      expiration: 600_000,
-      headers: { tenant: 'acme', 'x-trace-id': 'trace-1', priorityClass: 3 },
-    });
+    await rr.publish(
+      exchange,
+      routingKey,
+      { orderId: 48213 },
+      {
+        messageId: 'order-48213',
+        correlationId: 'corr-7',
+        timestamp,
+        expiration: 600_000,
+        headers: { tenant: 'acme', 'x-trace-id': 'trace-1', priorityClass: 3 },
+      },
+    );
 
     const target = retryQueueName(queue, '1m');
     const m = await waitForOne(target);
@@ -463,10 +465,12 @@ describe('topology', () => {
       });
     });
     const rr = await connectClient();
-    const err = await rr.consume({ queue, onFailure: { delays } }, async () => undefined).then(
-      () => new Error('consume resolved'),
-      (e: unknown) => e,
-    );
+    const err = await rr
+      .consume({ queue, onFailure: { delays } }, async () => undefined)
+      .then(
+        () => new Error('consume resolved'),
+        (e: unknown) => e,
+      );
     return { rr, retryQueue, err };
   }
 

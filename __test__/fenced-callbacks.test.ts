@@ -101,7 +101,9 @@ describe('the fence itself', () => {
     const async = await fence('cb', bad.make(100), { expect: BOOLEAN, timeoutMs: 100 });
     expect(async.ok).toBe(false);
     if (!async.ok) {
-      const expected = { throws: ['threw'], rejects: ['rejected'], hangs: ['timedOut'], late: ['timedOut'], returns: ['unexpected', 'rejected'] }[bad.kind];
+      const expected = { throws: ['threw'], rejects: ['rejected'], hangs: ['timedOut'], late: ['timedOut'], returns: ['unexpected', 'rejected'] }[
+        bad.kind
+      ];
       expect(expected).toContain(async.failure);
       expect(typeof async.problem).toBe('string');
     }
@@ -167,7 +169,11 @@ describe('onFailure.table callbacks', () => {
     dependency.set(() => 'carrier');
     tenant.set(() => 'acme');
     nextAttemptAt.set(() => due);
-    expect(route.failureOf(new Error('carrier down'), message(), true).table).toEqual({ dependency: 'carrier', tenant: 'acme', nextAttemptAtMs: due.getTime() });
+    expect(route.failureOf(new Error('carrier down'), message(), true).table).toEqual({
+      dependency: 'carrier',
+      tenant: 'acme',
+      nextAttemptAtMs: due.getTime(),
+    });
   });
 });
 
@@ -190,7 +196,10 @@ describe('onFailure.circuit.check', () => {
         {
           queue,
           prefetch: 1,
-          onFailure: { delays: ['10s'], circuit: { openAfter: { failures: 1, within: '10s' }, probeEvery: `${PROBE_MS}ms`, check: check.call as () => boolean } },
+          onFailure: {
+            delays: ['10s'],
+            circuit: { openAfter: { failures: 1, within: '10s' }, probeEvery: `${PROBE_MS}ms`, check: check.call as () => boolean },
+          },
         },
         async () => {
           if (down) throw new Error('carrier down');
@@ -211,7 +220,9 @@ describe('onFailure.circuit.check', () => {
     for (const gap of gaps) expect(gap).toBeLessThan(2 * PROBE_MS + 600);
     expect(closed).toBe(0);
     expect(consumer.health().circuit?.state).not.toBe('closed');
-    expect(logger.warnings.join('\n')).toMatch(/onFailure\.circuit\.check\) of the circuit of '[^']+' (threw|rejected|returned|did not answer).*; it counts as failed/);
+    expect(logger.warnings.join('\n')).toMatch(
+      /onFailure\.circuit\.check\) of the circuit of '[^']+' (threw|rejected|returned|did not answer).*; it counts as failed/,
+    );
 
     down = false;
     check.set(() => true);
@@ -256,7 +267,9 @@ describe('retryTable.pauseWhen', () => {
       await waitFor(() => calls.length >= 3, 10_000, 'three checks');
       const gaps = calls.slice(1).map((t, i) => t - calls[i]);
       for (const gap of gaps) expect(gap).toBeLessThan(EVERY_MS + 800);
-      expect(logger.warnings.join('\n')).toMatch(/the check of retryTable\.pauseWhen\('[^']+'\) (threw|rejected|returned|did not answer).*; it counts as a failed check/);
+      expect(logger.warnings.join('\n')).toMatch(
+        /the check of retryTable\.pauseWhen\('[^']+'\) (threw|rejected|returned|did not answer).*; it counts as a failed check/,
+      );
 
       check.set(() => true);
       await waitFor(() => changes.length === 2, 10_000, 'the resume');
@@ -295,7 +308,11 @@ describe('retryTable.pauseWhen', () => {
       await waitFor(async () => await rr.retryTable.isPaused({ dependency }), 10_000, 'the pause');
       await waitFor(() => watch.paused, 5_000, 'the watch to say paused');
       if (bad.kind === 'throws' || bad.kind === 'rejects') {
-        await waitFor(() => /the onChange of retryTable\.pauseWhen\('[^']+'\) (threw|returned a Promise that rejected)/.test(logger.warnings.join('\n')), 5_000, 'the warning');
+        await waitFor(
+          () => /the onChange of retryTable\.pauseWhen\('[^']+'\) (threw|returned a Promise that rejected)/.test(logger.warnings.join('\n')),
+          5_000,
+          'the warning',
+        );
       }
       onChange.set((e) => seen.push(e.paused));
       healthy = true;
@@ -325,7 +342,11 @@ describe('alert.onAlert and alert.onTableAlert', () => {
       if (bad.kind === 'throws' || bad.kind === 'rejects') {
         const warned = () => logger.warnings.join('\n');
         await waitFor(() => /alert\.onAlert of queue 'orders' (threw|returned a Promise that rejected)/.test(warned()), 5_000, 'the onAlert warning');
-        await waitFor(() => /alert\.onTableAlert of queue 'orders' (threw|returned a Promise that rejected)/.test(warned()), 5_000, 'the onTableAlert warning');
+        await waitFor(
+          () => /alert\.onTableAlert of queue 'orders' (threw|returned a Promise that rejected)/.test(warned()),
+          5_000,
+          'the onTableAlert warning',
+        );
       }
       const got: string[] = [];
       onAlert.set((a) => got.push(`alert ${a.depth}`));
@@ -526,7 +547,13 @@ describe('the serializers and deserializers of rabbit-retry/microservices', () =
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<string>((resolve) => (timer = setTimeout(() => resolve('no reply'), ms)));
     try {
-      return await Promise.race([firstValueFrom(c.send(pattern, data)).then((v: unknown) => ({ reply: v }), (e: unknown) => ({ error: e })), timeout]);
+      return await Promise.race([
+        firstValueFrom(c.send(pattern, data)).then(
+          (v: unknown) => ({ reply: v }),
+          (e: unknown) => ({ error: e }),
+        ),
+        timeout,
+      ]);
     } finally {
       clearTimeout(timer);
     }
@@ -534,7 +561,9 @@ describe('the serializers and deserializers of rabbit-retry/microservices', () =
 
   it.each(ROWS)("%s as the server's deserializer: the message parks, and a later deserializer's message is handled", async (_label, bad) => {
     const queue = testQueue(['1m']);
-    const deserializer = switchable<(value: unknown, options?: Record<string, unknown>) => unknown>(bad.make(BOUND_MS, { pattern: 'order', data: 'late' }));
+    const deserializer = switchable<(value: unknown, options?: Record<string, unknown>) => unknown>(
+      bad.make(BOUND_MS, { pattern: 'order', data: 'late' }),
+    );
     const { events } = await server(queue, { deserializer: { deserialize: deserializer.call as ConsumerDeserializer['deserialize'] } });
     await publishRaw(queue, { pattern: 'order', data: 'first' });
     const parked = await waitForOne(parkedQueueName(queue), BOUND_MS + 5_000);
@@ -556,7 +585,9 @@ describe('the serializers and deserializers of rabbit-retry/microservices', () =
     const first = await firstReply(c, 'sum', [1, 2], fails ? BOUND_MS + 1_500 : 3_000);
     if (fails) {
       expect(first).toBe('no reply');
-      expect(nest.lines.join('\n')).toMatch(/could not be serialized, so the caller gets none: the serializer of RabbitRetryServer (threw|rejected|did not answer)/);
+      expect(nest.lines.join('\n')).toMatch(
+        /could not be serialized, so the caller gets none: the serializer of RabbitRetryServer (threw|rejected|did not answer)/,
+      );
     }
     serializer.set((packet) => packet);
     expect(await firstReply(c, 'sum', [1, 2, 3], 10_000)).toEqual({ reply: 6 });
@@ -581,19 +612,24 @@ describe('the serializers and deserializers of rabbit-retry/microservices', () =
     await waitFor(() => events.includes('second'), 10_000, 'the second event handled');
   });
 
-  it.each(ROWS)("%s as the client's deserializer: the request ends (with an error, or what it made), and a later deserializer's reply arrives", async (_label, bad) => {
-    const queue = testQueue(['1m']);
-    await server(queue);
-    const deserializer = switchable<(value: unknown) => unknown>(bad.make(BOUND_MS, { response: 3, isDisposed: true }));
-    const c = client({ queue, deserializer: { deserialize: deserializer.call as ProducerDeserializer['deserialize'] } });
-    const first = await firstReply(c, 'sum', [1, 2], BOUND_MS + 3_000);
-    expect(first).not.toBe('no reply');
-    if (bad.kind === 'hangs' || bad.kind === 'late') {
-      expect(first).toEqual({ error: expect.objectContaining({ message: `the deserializer of RabbitRetryClient did not answer within ${BOUND_MS} ms` }) });
-    } else if (bad.kind !== 'returns') {
-      expect(first).toHaveProperty('error');
-    }
-    deserializer.set((value) => value);
-    expect(await firstReply(c, 'sum', [1, 2, 3], 10_000)).toEqual({ reply: 6 });
-  });
+  it.each(ROWS)(
+    "%s as the client's deserializer: the request ends (with an error, or what it made), and a later deserializer's reply arrives",
+    async (_label, bad) => {
+      const queue = testQueue(['1m']);
+      await server(queue);
+      const deserializer = switchable<(value: unknown) => unknown>(bad.make(BOUND_MS, { response: 3, isDisposed: true }));
+      const c = client({ queue, deserializer: { deserialize: deserializer.call as ProducerDeserializer['deserialize'] } });
+      const first = await firstReply(c, 'sum', [1, 2], BOUND_MS + 3_000);
+      expect(first).not.toBe('no reply');
+      if (bad.kind === 'hangs' || bad.kind === 'late') {
+        expect(first).toEqual({
+          error: expect.objectContaining({ message: `the deserializer of RabbitRetryClient did not answer within ${BOUND_MS} ms` }),
+        });
+      } else if (bad.kind !== 'returns') {
+        expect(first).toHaveProperty('error');
+      }
+      deserializer.set((value) => value);
+      expect(await firstReply(c, 'sum', [1, 2, 3], 10_000)).toEqual({ reply: 6 });
+    },
+  );
 });

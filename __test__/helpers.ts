@@ -26,12 +26,7 @@ export {
 } from './broker';
 
 /** Polls `predicate` until it holds; rejects with `what` when `timeoutMs` passes first. */
-export async function waitFor(
-  predicate: () => boolean | Promise<boolean>,
-  timeoutMs = 10_000,
-  what = 'condition',
-  intervalMs = 50,
-): Promise<void> {
+export async function waitFor(predicate: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition', intervalMs = 50): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await predicate()) return;
@@ -53,7 +48,7 @@ function got(m: { content: Buffer; properties: AmqpProperties; fields: { exchang
   return {
     content: m.content,
     properties: m.properties,
-    headers: (m.properties.headers ?? {}),
+    headers: m.properties.headers ?? {},
     exchange: m.fields.exchange,
     routingKey: m.fields.routingKey,
   };
@@ -83,10 +78,7 @@ export async function deleteQueues(base: string, delays: readonly Delay[] = []):
 }
 
 /** Depths of Q, each retry queue, and Q.parked. */
-export async function topologyDepths(
-  base: string,
-  delays: readonly Delay[],
-): Promise<{ work: number; retry: Record<string, number>; parked: number }> {
+export async function topologyDepths(base: string, delays: readonly Delay[]): Promise<{ work: number; retry: Record<string, number>; parked: number }> {
   const retry: Record<string, number> = {};
   for (const d of delays) {
     const name = retryQueueName(base, d);
@@ -240,7 +232,10 @@ export function brokerQueues(names: readonly string[]): Promise<Record<string, B
       [...RABBITMQCTL.slice(1), 'list_queues', '-q', '--formatter', 'json', 'name', 'type', 'arguments', 'policy'],
       { maxBuffer: 64 * 1024 * 1024 },
       (err, stdout) => {
-        if (err) { reject(err); return; }
+        if (err) {
+          reject(err);
+          return;
+        }
         const rows = JSON.parse(stdout.slice(stdout.indexOf('['))) as {
           name: string;
           type: string;
@@ -253,9 +248,7 @@ export function brokerQueues(names: readonly string[]): Promise<Record<string, B
           out[row.name] = {
             name: row.name,
             type: row.type,
-            arguments: Object.fromEntries(
-              row.arguments.filter(([k, , v]) => !(k === 'x-queue-type' && v === 'classic')).map(([k, , v]) => [k, v]),
-            ),
+            arguments: Object.fromEntries(row.arguments.filter(([k, , v]) => !(k === 'x-queue-type' && v === 'classic')).map(([k, , v]) => [k, v])),
             argumentTypes: Object.fromEntries(row.arguments.map(([k, t]) => [k, t])),
             policy: typeof row.policy === 'string' ? row.policy : '',
           };

@@ -38,12 +38,7 @@ interface Run {
  * publishes `ids` in order; the handler calls `fail` for the message `bad` and
  * resolves for every other.
  */
-async function run(
-  queue: string,
-  ids: string[],
-  fail: () => unknown,
-  options: Partial<ConsumeOptions> = {},
-): Promise<Run> {
+async function run(queue: string, ids: string[], fail: () => unknown, options: Partial<ConsumeOptions> = {}): Promise<Run> {
   const logger = recordingLogger();
   const rr = await connectClient({ logger });
   const calls = new Map<string, number>();
@@ -64,7 +59,7 @@ async function run(
  */
 async function expectSettled(queue: string, target: string, r: Run): Promise<GotMessage> {
   const moved = await waitForOne(target, 10_000);
-  await waitFor(() => r.calls.get('after') === 1, 10_000, "the message after the bad one to be handled");
+  await waitFor(() => r.calls.get('after') === 1, 10_000, 'the message after the bad one to be handled');
   await waitFor(async () => (await queueUnacked(queue)) === 0, 10_000, `nothing unacked in '${queue}'`);
   // Time for a wrongly settled message to come back.
   await sleep(300);
@@ -95,11 +90,7 @@ describe('an Error with fields of the wrong type is retried with a readable retr
       { lastError: /"code":"E_CARRIER".*503/ },
     ],
     ['name a number', () => Object.assign(new Error('carrier down'), { name: 7 }), { lastError: /^carrier down$/, name: /^7$/ }],
-    [
-      'stack an object',
-      () => Object.assign(new Error('carrier down'), { stack: { frames: 3 } }),
-      { lastError: /^carrier down$/, stack: /"frames":3/ },
-    ],
+    ['stack an object', () => Object.assign(new Error('carrier down'), { stack: { frames: 3 } }), { lastError: /^carrier down$/, stack: /"frames":3/ }],
   ];
 
   it.each(cases)('%s', async (_label, make, expected) => {
@@ -154,9 +145,17 @@ describe('an error that throws when it is read costs only its own message', () =
   const cases: [string, () => unknown, Record<string, RegExp>][] = [
     ['a message getter that throws', () => throwingGetter('message'), { 'retry-last-error': /message could not be read: the message getter exploded/ }],
     ['a name getter that throws', () => throwingGetter('name'), { 'retry-last-error': /^never seen$/, 'retry-error-name': /^Error$/ }],
-    ['a stack getter that throws', () => throwingGetter('stack'), { 'retry-last-error': /^never seen$/, 'retry-error-stack': /stack could not be read: the stack getter exploded/ }],
+    [
+      'a stack getter that throws',
+      () => throwingGetter('stack'),
+      { 'retry-last-error': /^never seen$/, 'retry-error-stack': /stack could not be read: the stack getter exploded/ },
+    ],
     ['a Proxy whose every trap throws', () => everyTrapThrows, { 'retry-last-error': /message could not be read: trap get refuses/ }],
-    ['a value whose toJSON, toString and Symbol.toPrimitive throw', () => unprintable, { 'retry-last-error': /neither read as JSON nor turned into a string/ }],
+    [
+      'a value whose toJSON, toString and Symbol.toPrimitive throw',
+      () => unprintable,
+      { 'retry-last-error': /neither read as JSON nor turned into a string/ },
+    ],
   ];
 
   it.each(cases)('%s', async (_label, make, headers) => {
@@ -188,9 +187,13 @@ describe('a retryable predicate that does not return a boolean parks the message
     ['a string', () => 'yes', /returned a string/],
     ['a Promise (an async predicate)', async () => true, /returned a Promise/],
     ['a Promise that rejects', () => Promise.reject(new Error('the lookup failed')), /returned a Promise/],
-    ['nothing: it throws', () => {
-      throw new Error('predicate bug');
-    }, /onFailure\.retryable threw \(predicate bug\)/],
+    [
+      'nothing: it throws',
+      () => {
+        throw new Error('predicate bug');
+      },
+      /onFailure\.retryable threw \(predicate bug\)/,
+    ],
   ];
 
   it.each(cases)('%s', async (_label, retryable, warning) => {
@@ -291,7 +294,18 @@ describe('when the native settle refuses a whole batch', () => {
     };
     const deliver = (ids: number[]) =>
       onBatch({
-        meta: JSON.stringify(ids.map((i) => ({ id: i, exchange: '', routingKey: 'fake', redelivered: false, attempt: 0, properties: { messageId: `m${i}` }, offset: 0, length: 0 }))),
+        meta: JSON.stringify(
+          ids.map((i) => ({
+            id: i,
+            exchange: '',
+            routingKey: 'fake',
+            redelivered: false,
+            attempt: 0,
+            properties: { messageId: `m${i}` },
+            offset: 0,
+            length: 0,
+          })),
+        ),
         bodies: Buffer.alloc(0),
         large: [],
         strings: [],

@@ -56,9 +56,24 @@ describe('connect options of the wrong type', () => {
     ['tls as a string', { url: AMQP_URL, tls: 'secret6' as never }, 'tls', ['secret6']],
     ['tls.ca as a number', { url: AMQP_URL, tls: { ca: 5 as never } }, 'tls.ca', []],
     ['tls.keyFile as an object', { url: AMQP_URL, tls: { certFile: 'c.pem', keyFile: { pem: 'secret7' } as never } }, 'tls.keyFile', ['secret7']],
-    ['retryTable.url as an object with a password', { url: AMQP_URL, retryTable: { url: { password: 'secret8' } as never } }, 'retryTable.url', ['secret8']],
-    ['retryTable.ratePerSec as a string', { url: AMQP_URL, retryTable: { url: 'postgres://a@h/db', ratePerSec: 'fast' as never } }, 'retryTable.ratePerSec', ['fast']],
-    ['retryTable.scheduler as a string', { url: AMQP_URL, retryTable: { url: 'postgres://a@h/db', scheduler: 'secret9' as never } }, 'retryTable.scheduler', ['secret9']],
+    [
+      'retryTable.url as an object with a password',
+      { url: AMQP_URL, retryTable: { url: { password: 'secret8' } as never } },
+      'retryTable.url',
+      ['secret8'],
+    ],
+    [
+      'retryTable.ratePerSec as a string',
+      { url: AMQP_URL, retryTable: { url: 'postgres://a@h/db', ratePerSec: 'fast' as never } },
+      'retryTable.ratePerSec',
+      ['fast'],
+    ],
+    [
+      'retryTable.scheduler as a string',
+      { url: AMQP_URL, retryTable: { url: 'postgres://a@h/db', scheduler: 'secret9' as never } },
+      'retryTable.scheduler',
+      ['secret9'],
+    ],
     ['logger as a string', { url: AMQP_URL, logger: 'secret10' as never }, 'logger', ['secret10']],
     ['logger without error()', { url: AMQP_URL, logger: { warn: () => undefined } as never }, 'logger', []],
     ['meterProvider without getMeter', { url: AMQP_URL, meterProvider: { token: 'secret11' } as never }, 'meterProvider', ['secret11']],
@@ -86,11 +101,26 @@ describe('consume options of the wrong type', () => {
     ['onFailure as a string', (queue) => ({ queue, onFailure: 'secret6' as never }), 'onFailure', ['secret6']],
     ['onFailure.delays as a string', (queue) => ({ queue, onFailure: { delays: 'secret7' as never } }), 'onFailure.delays', ['secret7']],
     ['onFailure.retryable as a boolean', (queue) => ({ queue, onFailure: { retryable: true as never } }), 'onFailure.retryable', []],
-    ['onFailure.table.maxAttempts as a string', (queue) => ({ queue, onFailure: { table: { maxAttempts: 'secret8' as never } } }), 'onFailure.table.maxAttempts', ['secret8']],
+    [
+      'onFailure.table.maxAttempts as a string',
+      (queue) => ({ queue, onFailure: { table: { maxAttempts: 'secret8' as never } } }),
+      'onFailure.table.maxAttempts',
+      ['secret8'],
+    ],
     ['alert.every as an object', (queue) => ({ queue, alert: { parkedAbove: 1, every: { secret: 'secret9' } as never } }), 'alert.every', ['secret9']],
-    ['alert.onTableAlert as a string', (queue) => ({ queue, alert: { parkedAbove: 1, onTableAlert: 'secret10' as never } }), 'alert.onTableAlert', ['secret10']],
+    [
+      'alert.onTableAlert as a string',
+      (queue) => ({ queue, alert: { parkedAbove: 1, onTableAlert: 'secret10' as never } }),
+      'alert.onTableAlert',
+      ['secret10'],
+    ],
     ['recovery as null', (queue) => ({ queue, recovery: null as never }), 'recovery', []],
-    ['recovery.initialDelayMs as a string', (queue) => ({ queue, recovery: { initialDelayMs: 'secret11' as never } }), 'recovery.initialDelayMs', ['secret11']],
+    [
+      'recovery.initialDelayMs as a string',
+      (queue) => ({ queue, recovery: { initialDelayMs: 'secret11' as never } }),
+      'recovery.initialDelayMs',
+      ['secret11'],
+    ],
     ['stuckAfterMs as a string', (queue) => ({ queue, stuckAfterMs: 'secret12' as never }), 'stuckAfterMs', ['secret12']],
   ];
 
@@ -137,13 +167,22 @@ describe('publish headers and bodies that would reach the broker changed are ref
     ['a Uint8Array in an array', 'x', { headers: { list: [1, new Uint8Array([1, 2])] } }, 'headers["list"][1] must be a plain object'],
     ['NaN', 'x', { headers: { n: Number.NaN } }, 'headers["n"] must be a finite number'],
     ['Infinity', 'x', { headers: { n: Number.POSITIVE_INFINITY } }, 'headers["n"] must be a finite number'],
-    ['a function', 'x', { headers: { f: (() => 'secret11') } }, 'headers["f"] must be a string, a number'],
+    ['a function', 'x', { headers: { f: () => 'secret11' } }, 'headers["f"] must be a string, a number'],
     ['a cycle', 'x', { headers: { c: cyclic } }, 'headers["c"]["self"] refers to itself'],
     ['a name with a lone surrogate', 'x', { headers: { '\udc00': 1 } }, 'headers has a name that is not well-formed UTF-16'],
     ['a value with a lone surrogate', 'x', { headers: { s: 'a\ud800b' } }, 'headers["s"] is not well-formed UTF-16'],
     ['a cyclic body', cyclic, {}, 'the body cannot be sent as JSON: '],
     ['a BigInt in the body', { n: 10n }, {}, 'the body cannot be sent as JSON: '],
-    ['a body whose toJSON throws', { toJSON: () => { throw new Error('secret12'); } }, {}, 'the body cannot be sent as JSON: '],
+    [
+      'a body whose toJSON throws',
+      {
+        toJSON: () => {
+          throw new Error('secret12');
+        },
+      },
+      {},
+      'the body cannot be sent as JSON: ',
+    ],
   ];
 
   it.each(cases)('%s: INVALID_OPTIONS saying where', async (_label, body, options, message) => {
@@ -205,7 +244,11 @@ function thrown(f: () => unknown): unknown {
 describe('unknown options are refused, naming the key, where it is and the nearest known key', () => {
   describe('connect', () => {
     const cases: [string, ConnectOptions, string | RegExp][] = [
-      ['a typo', { url: AMQP_URL, connectionNmae: 'orders' } as never, '`connectionNmae` is not an option of RabbitRetry.connect; did you mean `connectionName`?'],
+      [
+        'a typo',
+        { url: AMQP_URL, connectionNmae: 'orders' } as never,
+        '`connectionNmae` is not an option of RabbitRetry.connect; did you mean `connectionName`?',
+      ],
       ['another case', { URL: AMQP_URL } as never, '`URL` is not an option of RabbitRetry.connect; did you mean `url`?'],
       [
         'no near neighbour: the options are listed',
@@ -213,7 +256,11 @@ describe('unknown options are refused, naming the key, where it is and the neare
         '`vhost` is not an option of RabbitRetry.connect; its options are `url`, `hostOrder`, `connectionName`, `heartbeat`, `connectTimeoutMs`, `confirmTimeoutMs`, `tls`, `retryTable`, `logger`, `meterProvider`',
       ],
       ['tls', { url: AMQP_URL, tls: { caFiel: 'ca.pem' } } as never, '`caFiel` is not an option of tls; did you mean `caFile`?'],
-      ['retryTable', { url: AMQP_URL, retryTable: { url: 'postgres://a@h/db', schedular: false } } as never, '`schedular` is not an option of retryTable; did you mean `scheduler`?'],
+      [
+        'retryTable',
+        { url: AMQP_URL, retryTable: { url: 'postgres://a@h/db', schedular: false } } as never,
+        '`schedular` is not an option of retryTable; did you mean `scheduler`?',
+      ],
       [
         'two unknown keys',
         { url: AMQP_URL, heartbeats: 5, prefetch: 10 } as never,
@@ -236,11 +283,27 @@ describe('unknown options are refused, naming the key, where it is and the neare
       ['onFailure.delay', (queue) => ({ queue, onFailure: { delay: ['5s'] } }) as never, '`delay` is not an option of onFailure; did you mean `delays`?'],
       ['Prefetch', (queue) => ({ queue, Prefetch: 5 }) as never, '`Prefetch` is not an option of consume; did you mean `prefetch`?'],
       ['queueName', (queue) => ({ queueName: queue }) as never, /^`queueName` is not an option of consume; its options are `queue`, `exchange`, /],
-      ['durable (no near neighbour)', (queue) => ({ queue, durable: true }) as never, /^`durable` is not an option of consume; its options are .*`stuckAfterMs`$/],
-      ['onFailure.table', (queue) => ({ queue, onFailure: { table: { dependancy: () => 'carrier' } } }) as never, '`dependancy` is not an option of onFailure.table; did you mean `dependency`?'],
+      [
+        'durable (no near neighbour)',
+        (queue) => ({ queue, durable: true }) as never,
+        /^`durable` is not an option of consume; its options are .*`stuckAfterMs`$/,
+      ],
+      [
+        'onFailure.table',
+        (queue) => ({ queue, onFailure: { table: { dependancy: () => 'carrier' } } }) as never,
+        '`dependancy` is not an option of onFailure.table; did you mean `dependency`?',
+      ],
       ['alert', (queue) => ({ queue, alert: { parkedAbove: 0, evry: '1m' } }) as never, '`evry` is not an option of alert; did you mean `every`?'],
-      ['alert without a known threshold', (queue) => ({ queue, alert: { parkedabove: 0 } }) as never, '`parkedabove` is not an option of alert; did you mean `parkedAbove`?'],
-      ['recovery', (queue) => ({ queue, recovery: { maxRetries: 3 } }) as never, /^`maxRetries` is not an option of recovery; its options are `initialDelayMs`, `maxDelayMs`, `maxAttempts`, `stepTimeoutMs`$/],
+      [
+        'alert without a known threshold',
+        (queue) => ({ queue, alert: { parkedabove: 0 } }) as never,
+        '`parkedabove` is not an option of alert; did you mean `parkedAbove`?',
+      ],
+      [
+        'recovery',
+        (queue) => ({ queue, recovery: { maxRetries: 3 } }) as never,
+        /^`maxRetries` is not an option of recovery; its options are `initialDelayMs`, `maxDelayMs`, `maxAttempts`, `stepTimeoutMs`$/,
+      ],
     ];
     it.each(cases)('%s', async (_label, make, message) => {
       const queue = testQueue();
@@ -253,8 +316,16 @@ describe('unknown options are refused, naming the key, where it is and the neare
   describe('publish', () => {
     const cases: [string, PublishOptions, string | RegExp][] = [
       ['another case', { messageID: 'order-1' } as never, '`messageID` is not an option of publish; did you mean `messageId`?'],
-      ['a typo', { correlationid: 'c', presistent: false } as never, '`correlationid` is not an option of publish; did you mean `correlationId`? (also not an option: `presistent`)'],
-      ['deliveryMode', { deliveryMode: 1 } as never, '`deliveryMode` is not an option of publish; use `persistent: false` for a transient message (delivery mode 1); messages are persistent by default'],
+      [
+        'a typo',
+        { correlationid: 'c', presistent: false } as never,
+        '`correlationid` is not an option of publish; did you mean `correlationId`? (also not an option: `presistent`)',
+      ],
+      [
+        'deliveryMode',
+        { deliveryMode: 1 } as never,
+        '`deliveryMode` is not an option of publish; use `persistent: false` for a transient message (delivery mode 1); messages are persistent by default',
+      ],
       ['mandatory (no near neighbour)', { mandatory: false } as never, /^`mandatory` is not an option of publish; its options are `messageId`, /],
     ];
     it.each(cases)('%s: nothing is published', async (_label, options, message) => {
@@ -286,13 +357,19 @@ describe('unknown options are refused, naming the key, where it is and the neare
       await withChannel((ch) => ch.assertQueue(parked.name, { durable: true }));
       await rr.publish('', parked.name, { orderId: 1 }, { headers: { 'retry-reason': 'exhausted' } });
       expectUnknownKey(await caught(parked.peek({ limt: 5 } as never)), '`limt` is not an option of peek; did you mean `limit`?');
-      expectUnknownKey(await caught(parked.peek({ filter: { reasons: 'exhausted' } } as never)), '`reasons` is not an option of peek filter; did you mean `reason`?');
+      expectUnknownKey(
+        await caught(parked.peek({ filter: { reasons: 'exhausted' } } as never)),
+        '`reasons` is not an option of peek filter; did you mean `reason`?',
+      );
       expectUnknownKey(await caught(parked.replay({ ratePersec: 10 } as never)), '`ratePersec` is not an option of replay; did you mean `ratePerSec`?');
       expectUnknownKey(
         await caught(parked.replay({ to: { exchange: '', routing_key: queue } } as never)),
         '`routing_key` is not an option of replay to; did you mean `routingKey`?',
       );
-      expectUnknownKey(await caught(parked.replay({ filter: { error: '503' } } as never)), /^`error` is not an option of replay filter; its options are `reason`, `errorName`, `errorMessage`, `headers`, `where`$/);
+      expectUnknownKey(
+        await caught(parked.replay({ filter: { error: '503' } } as never)),
+        /^`error` is not an option of replay filter; its options are `reason`, `errorName`, `errorMessage`, `headers`, `where`$/,
+      );
       expect(await parked.count()).toBe(1);
       expect(await queueExists(queue)).toBe(false);
     });
@@ -334,8 +411,14 @@ describe('unknown options of the retry table methods', () => {
     const rr = await connectClient({ retryTable: { url: pgUrl(db), scheduler: false } });
     const table = rr.retryTable;
     expectUnknownKey(await caught(table.pause({ tenent: 'acme' } as never)), '`tenent` is not an option of pause; did you mean `tenant`?');
-    expectUnknownKey(await caught(table.resume({ Dependency: 'carrier' } as never)), '`Dependency` is not an option of resume; did you mean `dependency`?');
-    expectUnknownKey(await caught(table.isPaused({ dependency: 'carrier', queue: 'q' } as never)), '`queue` is not an option of isPaused; its options are `dependency`, `tenant`, `errorName`');
+    expectUnknownKey(
+      await caught(table.resume({ Dependency: 'carrier' } as never)),
+      '`Dependency` is not an option of resume; did you mean `dependency`?',
+    );
+    expectUnknownKey(
+      await caught(table.isPaused({ dependency: 'carrier', queue: 'q' } as never)),
+      '`queue` is not an option of isPaused; its options are `dependency`, `tenant`, `errorName`',
+    );
     expectUnknownKey(await caught(table.list({ limits: 5 } as never)), '`limits` is not an option of list; did you mean `limit`?');
     const err = thrown(() => table.pauseWhen('carrier', () => true, { failuresBeforePaused: 2 } as never));
     expectUnknownKey(err, '`failuresBeforePaused` is not an option of pauseWhen; did you mean `failuresBeforePause`?');

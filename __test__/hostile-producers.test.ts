@@ -70,7 +70,7 @@ const latin1 = (s: string): Buffer => Buffer.from(s, 'latin1');
 /** The properties (and headers) of a message the raw client got, as amqplib decodes them. */
 function propertiesOf(g: GetResult): AmqpProperties & { headers: Record<string, unknown> } {
   const p = defs.decode(60, g.properties);
-  return { ...p, headers: (p.headers ?? {}) };
+  return { ...p, headers: p.headers ?? {} };
 }
 
 /** Waits for a message in `queue` and takes it with the raw client (basic.get, ack). */
@@ -147,13 +147,25 @@ describe('A. a short string that is not UTF-8 parks the message undecoded, and n
   const cases: [string, Properties, Buffer, RegExp][] = [
     [
       'a header key',
-      { messageId: 'hostile-1', headers: new Table([[latin1('ordér'), 'x'], ['tenant', 'acme']]) },
+      {
+        messageId: 'hostile-1',
+        headers: new Table([
+          [latin1('ordér'), 'x'],
+          ['tenant', 'acme'],
+        ]),
+      },
       shortStr(latin1('ordér')),
       /header/i,
     ],
     [
       'a key of a table nested in a header value',
-      { messageId: 'hostile-2', headers: new Table([['order', new Table([[latin1('clé'), 'v']])], ['tenant', 'acme']]) },
+      {
+        messageId: 'hostile-2',
+        headers: new Table([
+          ['order', new Table([[latin1('clé'), 'v']])],
+          ['tenant', 'acme'],
+        ]),
+      },
       shortStr(latin1('clé')),
       /header/i,
     ],
@@ -220,7 +232,8 @@ describe('A. a short string that is not UTF-8 parks the message undecoded, and n
       throw new Error(
         `${(err as Error).message}; handled ${JSON.stringify(handled)}, other ${JSON.stringify(handledOther)}, ` +
           `events ${JSON.stringify([...described(w), ...described(wOther)])}, depths Q=${await queueDepth(queue)} ` +
-          `parked=${await queueDepth(parkedQueue)} unacked=${await queueUnacked(queue)}`, { cause: err },
+          `parked=${await queueDepth(parkedQueue)} unacked=${await queueUnacked(queue)}`,
+        { cause: err },
       );
     }
     await sleep(300); // room for a wrong extra delivery to show
@@ -298,7 +311,10 @@ describe('B. headers that would outgrow a frame: the message still moves on at o
     try {
       copy = await rawGetOne(raw, retryQueue);
     } catch (err) {
-      throw new Error(`${(err as Error).message}; handler calls ${calls()}, events ${JSON.stringify(described(w))}, parked ${await queueDepth(parkedQueueName(queue))}`, { cause: err });
+      throw new Error(
+        `${(err as Error).message}; handler calls ${calls()}, events ${JSON.stringify(described(w))}, parked ${await queueDepth(parkedQueueName(queue))}`,
+        { cause: err },
+      );
     }
     await sleep(500); // a loop would call the handler again by now
     const p = propertiesOf(copy);
@@ -347,7 +363,8 @@ describe('B. headers that would outgrow a frame: the message still moves on at o
     } catch (err) {
       throw new Error(
         `${(err as Error).message}; handler calls ${calls()}, events ${JSON.stringify(described(w))}, ` +
-          `retry queue ${await queueDepth(retryQueueName(queue, '1m'))}, Q ${await queueDepth(queue)}, unacked ${await queueUnacked(queue)}`, { cause: err },
+          `retry queue ${await queueDepth(retryQueueName(queue, '1m'))}, Q ${await queueDepth(queue)}, unacked ${await queueUnacked(queue)}`,
+        { cause: err },
       );
     }
     await sleep(500);
@@ -358,7 +375,11 @@ describe('B. headers that would outgrow a frame: the message still moves on at o
     expect(p.messageId).toBe('big-2');
     expect(p.headers['retry-reason']).toBe('headers-too-large');
     const dropped = p.headers['retry-dropped-headers'];
-    const droppedNames = Array.isArray(dropped) ? dropped.map(String) : String(dropped).split(/[\s,]+/).filter(Boolean);
+    const droppedNames = Array.isArray(dropped)
+      ? dropped.map(String)
+      : String(dropped)
+          .split(/[\s,]+/)
+          .filter(Boolean);
     expect(droppedNames).toContain('huge-blob');
     expect('huge-blob' in p.headers).toBe(false);
     // Every user header is either kept as it was or named as dropped.
@@ -409,7 +430,8 @@ describe('B. headers that would outgrow a frame: the message still moves on at o
     } catch (err) {
       throw new Error(
         `${(err as Error).message}; handled ${JSON.stringify(tally(handled))}, other ${JSON.stringify(handledOther)}, ` +
-          `events ${JSON.stringify([...described(w), ...described(wOther)])}, Q ${await queueDepth(queue)}, unacked ${await queueUnacked(queue)}`, { cause: err },
+          `events ${JSON.stringify([...described(w), ...described(wOther)])}, Q ${await queueDepth(queue)}, unacked ${await queueUnacked(queue)}`,
+        { cause: err },
       );
     }
     await sleep(300);
@@ -632,8 +654,27 @@ describe('F. other legal oddities go where the handler decides, without a discon
       ['emptyBytes', Buffer.alloc(0)],
       ['nothing', null],
       ['nestedArrays', [[1, [2, [null, 'deep']]], [], [Buffer.from([9])]]],
-      ['tableInArray', [new Table([['k', 'v'], ['n', 5_000_000_000n]])]],
-      ['nested', new Table([['inner', new Table([['flag', true], ['ratio', 0.25]])]])],
+      [
+        'tableInArray',
+        [
+          new Table([
+            ['k', 'v'],
+            ['n', 5_000_000_000n],
+          ]),
+        ],
+      ],
+      [
+        'nested',
+        new Table([
+          [
+            'inner',
+            new Table([
+              ['flag', true],
+              ['ratio', 0.25],
+            ]),
+          ],
+        ]),
+      ],
       ['latin1Value', new LongStr(latin1('café'))],
     ];
     const raw = await openRaw();

@@ -276,7 +276,10 @@ describe('a bounded close', () => {
   it.each([[-1], [1.5], ['100'], [null]])('close({ timeoutMs: %p }) is refused with INVALID_OPTIONS', async (timeoutMs) => {
     const rr = await connectClient();
     const consumer = track(await rr.consume({ queue: testQueue(['1m']), onFailure: { delays: ['1m'] } }, async () => undefined));
-    await expect(consumer.close({ timeoutMs: timeoutMs as number })).rejects.toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringContaining('timeoutMs') });
+    await expect(consumer.close({ timeoutMs: timeoutMs as number })).rejects.toMatchObject({
+      code: 'INVALID_OPTIONS',
+      message: expect.stringContaining('timeoutMs'),
+    });
     await expect(rr.close({ timeoutMs: timeoutMs as number })).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
     expect(consumer.state).toBe('connected');
   });

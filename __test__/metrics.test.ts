@@ -1,11 +1,5 @@
 import { metrics as otelMetrics } from '@opentelemetry/api';
-import {
-  DataPointType,
-  type Histogram,
-  MeterProvider,
-  type MetricData,
-  MetricReader,
-} from '@opentelemetry/sdk-metrics';
+import { DataPointType, type Histogram, MeterProvider, type MetricData, MetricReader } from '@opentelemetry/sdk-metrics';
 
 import {
   type ConsumeOptions,
@@ -136,9 +130,12 @@ describe('OpenTelemetry metrics', () => {
     const rr = await connectClient({ meterProvider: provider });
     let down = true;
     const consumer = track(
-      await rr.consume({ queue, prefetch: 1, onFailure: { delays: ['10s'], circuit: { openAfter: { failures: 2, within: '10s' }, probeEvery: '200ms' } } }, async () => {
-        if (down) throw new Error('carrier 503');
-      }),
+      await rr.consume(
+        { queue, prefetch: 1, onFailure: { delays: ['10s'], circuit: { openAfter: { failures: 2, within: '10s' }, probeEvery: '200ms' } } },
+        async () => {
+          if (down) throw new Error('carrier 503');
+        },
+      ),
     );
     const closed: unknown[] = [];
     consumer.on('circuitClosed', (e) => closed.push(e));
@@ -173,11 +170,19 @@ describe('OpenTelemetry metrics', () => {
 
     // acked: 3 ok + 2 flaky on their second attempt. retried: flaky and stubborn to 200ms (4),
     // stubborn to 1m (2). parked: 3 non-retryable + 1 exhausted.
-    await waitFor(() => {
-      const s = consumer.stats();
-      return s.acked === 5 && s.retried === 6 && s.parked === 4;
-    }, 15_000, 'every message settled');
-    await waitFor(async () => (await queueDepth(retryQueueName(queue, '1m'))) === 2 && (await queueDepth(parkedQueueName(queue))) === 4, 5000, 'the queue depths');
+    await waitFor(
+      () => {
+        const s = consumer.stats();
+        return s.acked === 5 && s.retried === 6 && s.parked === 4;
+      },
+      15_000,
+      'every message settled',
+    );
+    await waitFor(
+      async () => (await queueDepth(retryQueueName(queue, '1m'))) === 2 && (await queueDepth(parkedQueueName(queue))) === 4,
+      5000,
+      'the queue depths',
+    );
     await sleep(300);
 
     const stats = consumer.stats();
@@ -418,7 +423,10 @@ describe('the parked alert', () => {
 
   it('fires at start when the parked queue is already above N', async () => {
     const queue = testQueue();
-    await seedParked(queue, Array.from({ length: 4 }, (_, i) => ({ messageId: `old-${i}` })));
+    await seedParked(
+      queue,
+      Array.from({ length: 4 }, (_, i) => ({ messageId: `old-${i}` })),
+    );
     const { alerts } = await alerting(queue, 3);
     await waitFor(() => alerts.length === 1, 5000, 'the alert');
     await sleep(800);
@@ -433,10 +441,18 @@ describe('the parked alert', () => {
     let calls = 0;
     const consumer = track(
       await rr2.consume(
-        { queue, onFailure: { delays: [] }, alert: { parkedAbove: 0, every: '100ms', onAlert: () => {
-          calls++;
-          throw new Error('pager down');
-        } } },
+        {
+          queue,
+          onFailure: { delays: [] },
+          alert: {
+            parkedAbove: 0,
+            every: '100ms',
+            onAlert: () => {
+              calls++;
+              throw new Error('pager down');
+            },
+          },
+        },
         async () => {
           throw new Error('x');
         },

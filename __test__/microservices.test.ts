@@ -9,17 +9,7 @@
 import 'reflect-metadata';
 
 import { Controller, Inject, Injectable, type INestMicroservice, type LoggerService, type ModuleMetadata } from '@nestjs/common';
-import {
-  ClientProxy,
-  ClientsModule,
-  Ctx,
-  EventPattern,
-  MessagePattern,
-  Payload,
-  RmqContext,
-  RmqRecordBuilder,
-  RpcException,
-} from '@nestjs/microservices';
+import { ClientProxy, ClientsModule, Ctx, EventPattern, MessagePattern, Payload, RmqContext, RmqRecordBuilder, RpcException } from '@nestjs/microservices';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host';
 import { Test } from '@nestjs/testing';
 import type { ConsumeMessage } from 'amqplib';
@@ -34,18 +24,7 @@ import {
   RabbitRetryServer,
   type RabbitRetryServerOptions,
 } from '../lib/microservices';
-import {
-  cleanup,
-  closeAmqp,
-  connectClient,
-  getOne,
-  queueDepth,
-  queueUnacked,
-  sleep,
-  testQueue,
-  topologyDepths,
-  waitFor,
-} from './helpers';
+import { cleanup, closeAmqp, connectClient, getOne, queueDepth, queueUnacked, sleep, testQueue, topologyDepths, waitFor } from './helpers';
 import { amqpConnection } from './broker';
 
 /** Collects what Nest logs. */
@@ -128,7 +107,12 @@ async function publishRaw(queue: string, body: Buffer, options: Record<string, u
  * correlation id, `reply-to` direct reply-to or `replyQueue`) and resolves
  * to the replies, as they came, up to the one with `isDisposed`.
  */
-async function requestRaw(queue: string, pattern: unknown, data: unknown, replyQueue?: string): Promise<{ body: Record<string, unknown>; correlationId: string }[]> {
+async function requestRaw(
+  queue: string,
+  pattern: unknown,
+  data: unknown,
+  replyQueue?: string,
+): Promise<{ body: Record<string, unknown>; correlationId: string }[]> {
   const conn = await amqpConnection();
   const ch = await conn.createConfirmChannel();
   const replyTo = replyQueue ?? 'amq.rabbitmq.reply-to';
@@ -206,7 +190,9 @@ describe('RabbitRetryServer: @EventPattern handlers of Transport.RMQ, unchanged'
     }
 
     await start({ controllers: [UsersController] }, { queue, onFailure: { delays: DELAYS } });
-    const record = new RmqRecordBuilder<UserCreatedEvent>({ email: 'ada@example.com' }).setOptions({ headers: { 'x-version': '1.0.0' }, priority: 3 }).build();
+    const record = new RmqRecordBuilder<UserCreatedEvent>({ email: 'ada@example.com' })
+      .setOptions({ headers: { 'x-version': '1.0.0' }, priority: 3 })
+      .build();
     await lastValueFrom(client(queue).emit('user_created', record), { defaultValue: undefined });
     await waitFor(() => seen.length === 1, 10_000, 'the handler');
 
@@ -317,7 +303,11 @@ describe('RabbitRetryServer: @EventPattern handlers of Transport.RMQ, unchanged'
     const parked = await takeParked(queue, 2);
     const byError = Object.fromEntries(parked.map((p) => [String(p.headers['retry-last-error']), p.headers]));
 
-    expect(byError['order 9 has no lines']).toMatchObject({ 'retry-reason': 'non-retryable', 'retry-attempt': 0, 'retry-error-name': 'NonRetryableError' });
+    expect(byError['order 9 has no lines']).toMatchObject({
+      'retry-reason': 'non-retryable',
+      'retry-attempt': 0,
+      'retry-error-name': 'NonRetryableError',
+    });
     expect(byError['stream failed']).toMatchObject({ 'retry-reason': 'exhausted', 'retry-attempt': 1, 'retry-error-name': 'CarrierError' });
     expect(calls.sort()).toEqual(['invalid', 'stream', 'stream']);
   });
@@ -372,13 +362,16 @@ describe('RabbitRetryServer: @EventPattern handlers of Transport.RMQ, unchanged'
       ]),
     );
     expect(parked.map((p) => JSON.parse(p.body.toString()))).toEqual(
-      expect.arrayContaining([{ pattern: 'user_deleted', data: { id: 3 } }, { kind: 'external', id: 5 }]),
+      expect.arrayContaining([
+        { pattern: 'user_deleted', data: { id: 3 } },
+        { kind: 'external', id: 5 },
+      ]),
     );
     expect(await queueUnacked(queue)).toBe(0);
     expect(server.consumer?.stats()).toMatchObject({ parked: 3, parkedByReason: { 'no-handler': 3 }, retried: 0, inFlight: 0 });
   });
 
-  test("handlers that settle their own message (noAck: false) run unchanged: ack acks, nack() retries, nack without requeue parks", async () => {
+  test('handlers that settle their own message (noAck: false) run unchanged: ack acks, nack() retries, nack without requeue parks', async () => {
     const queue = testQueue(['100ms']);
     const seen: string[] = [];
 
@@ -565,7 +558,11 @@ describe('RabbitRetryServer: @MessagePattern request/response', () => {
               : { pattern: options?.type === 'order' ? 'order_placed' : undefined, data: value },
         },
         serializer: {
-          serialize: (packet: { id: string; response?: unknown }) => ({ ...packet, response: { total: packet.response }, options: { headers: { 'x-served-by': 'orders' } } }),
+          serialize: (packet: { id: string; response?: unknown }) => ({
+            ...packet,
+            response: { total: packet.response },
+            options: { headers: { 'x-served-by': 'orders' } },
+          }),
         },
       },
     );
@@ -673,17 +670,27 @@ describe('RabbitRetryServer and RabbitRetryClient in an application', () => {
     };
     const noAck = refused(() => new RabbitRetryServer({ queue: 'q', noAck: false } as RabbitRetryServerOptions));
     expect(noAck).toBeInstanceOf(UnsupportedOptionError);
-    expect(noAck).toMatchObject({ code: 'UNSUPPORTED_OPTION', option: 'noAck', message: expect.stringMatching(/^`noAck` of RabbitRetryServer has no meaning in rabbit-retry: remove it/) });
+    expect(noAck).toMatchObject({
+      code: 'UNSUPPORTED_OPTION',
+      option: 'noAck',
+      message: expect.stringMatching(/^`noAck` of RabbitRetryServer has no meaning in rabbit-retry: remove it/),
+    });
     expect(refused(() => new RabbitRetryServer({ queue: 'q', urls: ['amqp://x'] } as RabbitRetryServerOptions))).toMatchObject({
       code: 'UNSUPPORTED_OPTION',
       option: 'urls',
       message: expect.stringContaining('write `url`'),
     });
-    expect(refused(() => new RabbitRetryClient({ queue: 'q', replyQueue: 'r' } as never))).toMatchObject({ code: 'UNSUPPORTED_OPTION', option: 'replyQueue' });
+    expect(refused(() => new RabbitRetryClient({ queue: 'q', replyQueue: 'r' } as never))).toMatchObject({
+      code: 'UNSUPPORTED_OPTION',
+      option: 'replyQueue',
+    });
     const typo = refused(() => new RabbitRetryServer({ queue: 'q', prefech: 5 } as RabbitRetryServerOptions));
     expect(typo).toBeInstanceOf(InvalidOptionsError);
     expect(typo).toMatchObject({ message: '`prefech` is not an option of RabbitRetryServer; did you mean `prefetch`?' });
-    expect(refused(() => new RabbitRetryServer({} as RabbitRetryServerOptions))).toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringMatching(/^queue must be/) });
+    expect(refused(() => new RabbitRetryServer({} as RabbitRetryServerOptions))).toMatchObject({
+      code: 'INVALID_OPTIONS',
+      message: expect.stringMatching(/^queue must be/),
+    });
     expect(refused(() => new RabbitRetryClient({}))).toMatchObject({ code: 'INVALID_OPTIONS' });
   });
 
@@ -698,9 +705,15 @@ describe('RabbitRetryServer and RabbitRetryClient in an application', () => {
     const other = await lastValueFrom(filter.catch(new RpcException('bad'), withType({}, 'rpc')) as Observable<never>).catch((e: unknown) => e);
     expect(other).toEqual({ status: 'error', message: 'bad' });
 
-    expect(() => filter.catch(error, httpHost())).toThrow(/without an HTTP adapter: register it as new RabbitRetryExceptionFilter\(app\.getHttpAdapter\(\)\)/);
+    expect(() => filter.catch(error, httpHost())).toThrow(
+      /without an HTTP adapter: register it as new RabbitRetryExceptionFilter\(app\.getHttpAdapter\(\)\)/,
+    );
     const replies: unknown[] = [];
-    const adapter = { isHeadersSent: () => false, reply: (_res: unknown, body: unknown, status: number) => replies.push({ body, status }), end: () => undefined };
+    const adapter = {
+      isHeadersSent: () => false,
+      reply: (_res: unknown, body: unknown, status: number) => replies.push({ body, status }),
+      end: () => undefined,
+    };
     new RabbitRetryExceptionFilter(adapter as never).catch(new RpcException('x'), httpHost());
     expect(replies).toEqual([{ body: { statusCode: 500, message: 'Internal server error' }, status: 500 }]);
   });

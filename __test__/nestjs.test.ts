@@ -451,11 +451,16 @@ describe('RabbitRetryModule', () => {
     const logger = new CaptureLogger();
     const app = await boot({ imports: [RabbitRetryModule.forRoot({ url: AMQP_URL })], providers: [Failing] }, logger);
     const rr = app.get<RabbitRetry>(RABBIT_RETRY);
-    await rr.publish(exchange, 'order.created', { orderId: 5 }, {
-      messageId: 'order-5',
-      correlationId: 'corr-5',
-      headers: { 'x-tenant': 'acme' },
-    });
+    await rr.publish(
+      exchange,
+      'order.created',
+      { orderId: 5 },
+      {
+        messageId: 'order-5',
+        correlationId: 'corr-5',
+        headers: { 'x-tenant': 'acme' },
+      },
+    );
     await waitForQueueDepth(rr, `${queue}.parked`, 1);
     expect(attempts).toEqual([0, 1, 2]);
 
@@ -851,7 +856,10 @@ describe('unknown options of the module and the decorators', () => {
       throw new Error('expected a throw');
     };
     const cases: [() => unknown, string | RegExp][] = [
-      [() => RabbitRetryModule.forRoot({ url: AMQP_URL, isGlobl: true } as RabbitRetryModuleOptions), '`isGlobl` is not an option of RabbitRetryModule.forRoot; did you mean `isGlobal`?'],
+      [
+        () => RabbitRetryModule.forRoot({ url: AMQP_URL, isGlobl: true } as RabbitRetryModuleOptions),
+        '`isGlobl` is not an option of RabbitRetryModule.forRoot; did you mean `isGlobal`?',
+      ],
       [
         () => RabbitRetryModule.forRoot({ url: AMQP_URL, defaultOnFailure: { retriable: () => true } as OnFailureOptions }),
         '`retriable` is not an option of defaultOnFailure; did you mean `retryable`?',
@@ -860,7 +868,10 @@ describe('unknown options of the module and the decorators', () => {
         () => RabbitRetryModule.forRootAsync({ useFactroy: () => ({ url: AMQP_URL }) } as RabbitRetryModuleAsyncOptions),
         '`useFactroy` is not an option of RabbitRetryModule.forRootAsync; did you mean `useFactory`?',
       ],
-      [() => RabbitRetryModule.forRootAsync({ useFactory: () => ({}), global: true } as RabbitRetryModuleAsyncOptions), /^`global` is not an option of RabbitRetryModule\.forRootAsync; its options are .*`isGlobal`$/],
+      [
+        () => RabbitRetryModule.forRootAsync({ useFactory: () => ({}), global: true } as RabbitRetryModuleAsyncOptions),
+        /^`global` is not an option of RabbitRetryModule\.forRootAsync; its options are .*`isGlobal`$/,
+      ],
     ];
     for (const [f, message] of cases) {
       const err = refused(f);
@@ -876,7 +887,9 @@ describe('unknown options of the module and the decorators', () => {
     await expect(failure).rejects.toBeInstanceOf(InvalidOptionsError);
     await expect(failure).rejects.toMatchObject({
       code: 'INVALID_OPTIONS',
-      message: expect.stringMatching(/^`maxInFlight` is not an option of RabbitRetryModule options; its options are `url`, .*`defaultOnFailure`, `prefetch`$/),
+      message: expect.stringMatching(
+        /^`maxInFlight` is not an option of RabbitRetryModule options; its options are `url`, .*`defaultOnFailure`, `prefetch`$/,
+      ),
     });
   });
 });

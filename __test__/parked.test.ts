@@ -111,7 +111,18 @@ describe('peek()', () => {
     expect(gotIds(raw)).toEqual(['o1', 'o2']);
     for (const [i, m] of raw.entries()) {
       const want = retryOnly(m.headers);
-      for (const key of ['retry-attempt', 'retry-reason', 'retry-error-name', 'retry-last-error', 'retry-error-stack', 'retry-failed-at', 'retry-first-failed-at', 'retry-original-exchange', 'retry-original-routing-key', 'retry-queue']) {
+      for (const key of [
+        'retry-attempt',
+        'retry-reason',
+        'retry-error-name',
+        'retry-last-error',
+        'retry-error-stack',
+        'retry-failed-at',
+        'retry-first-failed-at',
+        'retry-original-exchange',
+        'retry-original-routing-key',
+        'retry-queue',
+      ]) {
         expect(want).toHaveProperty([key]);
       }
       expect(first[i].retryHeaders).toEqual(want);
@@ -168,9 +179,27 @@ describe('filters', () => {
   // m0..m7, each with a known reason, error name, error message and tenant.
   const seeds: ParkedSeed[] = [
     { messageId: 'm0', reason: 'exhausted', errorName: 'Error', errorMessage: 'carrier timeout after 30s', headers: { tenant: 'acme', priorityClass: 1 } },
-    { messageId: 'm1', reason: 'non-retryable', errorName: 'ValidationError', errorMessage: 'missing field sku', headers: { tenant: 'acme', priorityClass: 3 } },
-    { messageId: 'm2', reason: 'exhausted', errorName: 'TimeoutError', errorMessage: 'stock service timeout', headers: { tenant: 'globex', priorityClass: 3 } },
-    { messageId: 'm3', reason: 'non-retryable', errorName: 'ValidationError', errorMessage: 'bad date 2024-13-01', headers: { tenant: 'globex', urgent: true } },
+    {
+      messageId: 'm1',
+      reason: 'non-retryable',
+      errorName: 'ValidationError',
+      errorMessage: 'missing field sku',
+      headers: { tenant: 'acme', priorityClass: 3 },
+    },
+    {
+      messageId: 'm2',
+      reason: 'exhausted',
+      errorName: 'TimeoutError',
+      errorMessage: 'stock service timeout',
+      headers: { tenant: 'globex', priorityClass: 3 },
+    },
+    {
+      messageId: 'm3',
+      reason: 'non-retryable',
+      errorName: 'ValidationError',
+      errorMessage: 'bad date 2024-13-01',
+      headers: { tenant: 'globex', urgent: true },
+    },
     { messageId: 'm4', reason: 'exhausted', errorName: 'Error', errorMessage: 'HTTP 503 from carrier', headers: { tenant: 'initech' } },
     { messageId: 'm5', reason: 'non-retryable', errorName: 'NonRetryableError', errorMessage: 'the message body is not valid JSON', headers: {} },
     { messageId: 'm6', reason: 'exhausted', errorName: 'Error', errorMessage: 'carrier TIMEOUT', headers: { tenant: 'acme', urgent: false } },
@@ -190,7 +219,7 @@ describe('filters', () => {
     ['a boolean header', { headers: { urgent: false } }, ['m6']],
     ['two headers (both must match)', { headers: { tenant: 'acme', priorityClass: 3 } }, ['m1']],
     ['a header no message has', { headers: { region: 'eu' } }, []],
-    ['where', { where: (m) => (m.json<{ i: number }>().i % 3) === 0 }, ['m0', 'm3', 'm6']],
+    ['where', { where: (m) => m.json<{ i: number }>().i % 3 === 0 }, ['m0', 'm3', 'm6']],
     ['reason + errorMessage + header', { reason: 'exhausted', errorMessage: 'carrier', headers: { tenant: 'acme' } }, ['m0', 'm6']],
   ];
 
@@ -245,7 +274,10 @@ describe('replay()', () => {
   it('replays 200 messages at 100/s in no less than ~1.9 s, to the work queue with attempts reset and ids kept', async () => {
     const queue = testQueue();
     const n = 200;
-    await seedParked(queue, numbered(n, () => ({ attempt: 3, headers: { tenant: 'acme' } })));
+    await seedParked(
+      queue,
+      numbered(n, () => ({ attempt: 3, headers: { tenant: 'acme' } })),
+    );
     const rr = await connectClient();
     const progress: (ReplayProgress & { at: number })[] = [];
 
@@ -290,7 +322,12 @@ describe('replay()', () => {
     const seen: { id?: string; attempt: number; correlationId?: string; replayedAt: unknown }[] = [];
     track(
       await rr.consume({ queue, onFailure: { delays: [] } }, async (msg) => {
-        seen.push({ id: msg.properties.messageId, attempt: msg.attempt, correlationId: msg.properties.correlationId, replayedAt: msg.headers['retry-replayed-at'] });
+        seen.push({
+          id: msg.properties.messageId,
+          attempt: msg.attempt,
+          correlationId: msg.properties.correlationId,
+          replayedAt: msg.headers['retry-replayed-at'],
+        });
       }),
     );
     const result = await rr.parked(queue).replay({ ratePerSec: 50 });
@@ -319,7 +356,10 @@ describe('replay()', () => {
 
   it('limit with a filter counts replayed messages; skipped ones stay parked', async () => {
     const queue = testQueue();
-    await seedParked(queue, numbered(10, (i) => ({ reason: i % 2 === 0 ? 'exhausted' : 'non-retryable' })));
+    await seedParked(
+      queue,
+      numbered(10, (i) => ({ reason: i % 2 === 0 ? 'exhausted' : 'non-retryable' })),
+    );
     const rr = await connectClient();
     const result = await rr.parked(queue).replay({ limit: 2, ratePerSec: 1000, filter: { reason: 'non-retryable' } });
     expect(result).toMatchObject({ replayed: 2, skipped: 2 });
@@ -371,10 +411,13 @@ describe('replay()', () => {
     await seedParked(queue, numbered(n));
     const rr = await connectClient();
     let replayed = 0;
-    const replaying = rr.parked(queue).replay({ ratePerSec: 20, onProgress: (p) => (replayed = p.replayed) }).then(
-      () => new Error('replay resolved'),
-      (e: unknown) => e,
-    );
+    const replaying = rr
+      .parked(queue)
+      .replay({ ratePerSec: 20, onProgress: (p) => (replayed = p.replayed) })
+      .then(
+        () => new Error('replay resolved'),
+        (e: unknown) => e,
+      );
     await sleep(500);
     // What the deletion throws away is what was replayed (and acked from the parked queue) before it.
     const deleted = await withChannel((ch) => ch.deleteQueue(queue));
@@ -397,7 +440,11 @@ describe('replay()', () => {
     const parked = await rr.parked(queue).count();
     expect(replayed + parked).toBe(n);
     // The ones still parked are exactly the ones not replayed, in order.
-    expect(gotIds(await drain(parkedQueueName(queue)))).toEqual(numbered(n).slice(replayed).map((s) => s.messageId));
+    expect(gotIds(await drain(parkedQueueName(queue)))).toEqual(
+      numbered(n)
+        .slice(replayed)
+        .map((s) => s.messageId),
+    );
   });
 
   it('to a missing exchange: rejects UNROUTABLE naming it, every message stays parked, and a later replay works', async () => {
@@ -405,10 +452,13 @@ describe('replay()', () => {
     const missing = testExchange();
     await seedParked(queue, numbered(5));
     const rr = await connectClient();
-    const err = await rr.parked(queue).replay({ ratePerSec: 1000, to: { exchange: missing, routingKey: 'k' } }).then(
-      () => new Error('replay resolved'),
-      (e: unknown) => e,
-    );
+    const err = await rr
+      .parked(queue)
+      .replay({ ratePerSec: 1000, to: { exchange: missing, routingKey: 'k' } })
+      .then(
+        () => new Error('replay resolved'),
+        (e: unknown) => e,
+      );
     expect(err).toMatchObject({ code: 'UNROUTABLE' });
     expect((err as Error).message).toContain(missing);
     await waitFor(async () => (await rr.parked(queue).count()) === 5, 5000, 'all 5 back in the parked queue');
@@ -490,7 +540,10 @@ describe('purge()', () => {
 
   it('with a filter deletes only the selected messages, up to limit, reporting each; the others stay parked in their order', async () => {
     const queue = testQueue();
-    await seedParked(queue, numbered(10, (i) => (i % 3 === 0 ? { reason: 'non-retryable', errorName: 'NonRetryableError' } : {})));
+    await seedParked(
+      queue,
+      numbered(10, (i) => (i % 3 === 0 ? { reason: 'non-retryable', errorName: 'NonRetryableError' } : {})),
+    );
     const rr = await connectClient();
     const progress: { purged: number; skipped: number }[] = [];
     const purged = await rr.parked(queue).purge({ filter: { reason: 'non-retryable' }, limit: 3, onProgress: (p) => progress.push(p) });

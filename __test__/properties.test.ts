@@ -154,8 +154,7 @@ const LIBRARY_HEADERS = new Set([
   'x-delivery-count',
   'x-acquired-count',
 ]);
-const isLibraryHeader = (name: string): boolean =>
-  LIBRARY_HEADERS.has(name) || name.startsWith('x-first-death-') || name.startsWith('x-last-death-');
+const isLibraryHeader = (name: string): boolean => LIBRARY_HEADERS.has(name) || name.startsWith('x-first-death-') || name.startsWith('x-last-death-');
 
 /** The header this file adds to every message to count it by. */
 const LEDGER = 'x-ledger-id';
@@ -226,7 +225,10 @@ function attemptFrom(v: unknown): number {
 
 /** A producer's header table. */
 const producerHeaders: fc.Arbitrary<Record<string, unknown>> = fc
-  .tuple(fc.dictionary(headerName, headerValue, { maxKeys: 6, noNullPrototype: true }), fc.oneof({ arbitrary: fc.constant(null), weight: 3 }, { arbitrary: producerAttempt, weight: 1 }))
+  .tuple(
+    fc.dictionary(headerName, headerValue, { maxKeys: 6, noNullPrototype: true }),
+    fc.oneof({ arbitrary: fc.constant(null), weight: 3 }, { arbitrary: producerAttempt, weight: 1 }),
+  )
   .map(([headers, attempt]) => {
     const out: Record<string, unknown> = { ...headers };
     // Counted only when it is set here, so that the model knows it.
@@ -460,7 +462,8 @@ async function settle(run: Run, n: number): Promise<{ parked: GotMessage[]; stat
     throw new Error(
       `${(err as Error).message}: stats ${JSON.stringify({ acked: s.acked, parked: s.parked, retried: s.retried, failed: s.failed, inFlight: s.inFlight, publishFailed: s.publishFailed })}, ` +
         `calls ${JSON.stringify(Object.fromEntries(run.seen))}, alarms ${JSON.stringify(run.alarms)}, depths Q=${await queueDepth(queue)} ` +
-        `retry=${await queueDepth(retry)} parked=${await queueDepth(parkedQueueName(queue))}`, { cause: err },
+        `retry=${await queueDepth(retry)} parked=${await queueDepth(parkedQueueName(queue))}`,
+      { cause: err },
     );
   }
   const stats = consumer.stats();
@@ -677,7 +680,10 @@ const validOptions: fc.Arbitrary<Record<string, unknown>> = fc.record(
     persistent: fc.boolean(),
     // JSON values under names of at most 255 bytes; a name whose value is undefined is left out.
     headers: fc
-      .dictionary(headerName, fc.oneof({ arbitrary: plainJson(2), weight: 5 }, { arbitrary: fc.constant(undefined), weight: 1 }), { maxKeys: 5, noNullPrototype: true })
+      .dictionary(headerName, fc.oneof({ arbitrary: plainJson(2), weight: 5 }, { arbitrary: fc.constant(undefined), weight: 1 }), {
+        maxKeys: 5,
+        noNullPrototype: true,
+      })
       .filter((h) => !JSON.stringify(h).includes('"__proto__"')),
   },
   { requiredKeys: [] },
@@ -694,7 +700,16 @@ const fault: fc.Arbitrary<{ key: string; value: unknown; ends: Ending }> = fc.on
   fc.record({ key: fc.constant('priority'), value: fc.constantFrom<unknown>(-1, 256, 1.5, '5', NaN), ends: fc.constant<Ending>('client') }),
   fc.record({
     key: fc.constant('timestamp'),
-    value: fc.constantFrom<() => unknown>(() => -1, () => NaN, () => Infinity, () => 'now', () => new Date(NaN), () => new Date(-5000)).map((f) => f()),
+    value: fc
+      .constantFrom<() => unknown>(
+        () => -1,
+        () => NaN,
+        () => Infinity,
+        () => 'now',
+        () => new Date(NaN),
+        () => new Date(-5000),
+      )
+      .map((f) => f()),
     ends: fc.constant<Ending>('client'),
   }),
   fc.record({ key: fc.constant('expiration'), value: fc.constantFrom<unknown>(-1, 1.5, true), ends: fc.constant<Ending>('client') }),
@@ -720,7 +735,11 @@ const fault: fc.Arbitrary<{ key: string; value: unknown; ends: Ending }> = fc.on
     ends: fc.constant<Ending>('client'),
   }),
   // Not options of publish.
-  fc.record({ key: fc.constantFrom('deliveryMode', 'messageID', 'mandatory', 'persistant'), value: fc.constantFrom<unknown>(2, 'x', true), ends: fc.constant<Ending>('client') }),
+  fc.record({
+    key: fc.constantFrom('deliveryMode', 'messageID', 'mandatory', 'persistant'),
+    value: fc.constantFrom<unknown>(2, 'x', true),
+    ends: fc.constant<Ending>('client'),
+  }),
 );
 
 /** Publish options, valid or with one option that spoils them, and how the publish must end. */
@@ -740,15 +759,19 @@ interface BodyCase {
 const bodyCase: fc.Arbitrary<BodyCase> = fc.oneof(
   // A string is sent as text, any other value as JSON.
   {
-    arbitrary: plainJson(3).map(
-      (v): BodyCase =>
-        typeof v === 'string'
-          ? { body: v, bytes: Buffer.from(v, 'utf8'), contentType: 'text/plain' }
-          : { body: v, bytes: Buffer.from(JSON.stringify(v), 'utf8'), contentType: 'application/json' },
+    arbitrary: plainJson(3).map((v): BodyCase =>
+      typeof v === 'string'
+        ? { body: v, bytes: Buffer.from(v, 'utf8'), contentType: 'text/plain' }
+        : { body: v, bytes: Buffer.from(JSON.stringify(v), 'utf8'), contentType: 'application/json' },
     ),
     weight: 3,
   },
-  { arbitrary: fc.string({ unit: 'grapheme', maxLength: 40 }).map((v): BodyCase => ({ body: v, bytes: Buffer.from(v, 'utf8'), contentType: 'text/plain' })), weight: 2 },
+  {
+    arbitrary: fc
+      .string({ unit: 'grapheme', maxLength: 40 })
+      .map((v): BodyCase => ({ body: v, bytes: Buffer.from(v, 'utf8'), contentType: 'text/plain' })),
+    weight: 2,
+  },
   { arbitrary: fc.uint8Array({ maxLength: 64 }).map((a): BodyCase => ({ body: Buffer.from(a), bytes: Buffer.from(a) })), weight: 2 },
   { arbitrary: fc.uint8Array({ maxLength: 64 }).map((a): BodyCase => ({ body: a, bytes: Buffer.from(a) })), weight: 1 },
   // Not a body: refused.
@@ -852,7 +875,8 @@ describe('properties of the failure path', () => {
               expect({ id, properties: props }).toEqual({ id, properties: kept });
               expect(copy.properties.expiration).toBeUndefined();
               const sent = amqpRoundTrip(m.headers);
-              const userHeaders = (h: Record<string, unknown>) => Object.fromEntries(Object.entries(h).filter(([k]) => !isLibraryHeader(k) && k !== LEDGER));
+              const userHeaders = (h: Record<string, unknown>) =>
+                Object.fromEntries(Object.entries(h).filter(([k]) => !isLibraryHeader(k) && k !== LEDGER));
               expect({ id, headers: userHeaders(copy.headers) }).toEqual({ id, headers: userHeaders(sent) });
             }
 
@@ -978,7 +1002,10 @@ describe('properties of the failure path', () => {
         const sentinel = `sentinel-${round}`;
         await rr.publish('', queue, 'sentinel', { messageId: sentinel });
         await waitFor(() => got.slice(before).some((m) => m.properties.messageId === sentinel), 10_000, `the sentinel of round ${round}`);
-        const arrived = got.slice(before, got.findIndex((m, i) => i >= before && m.properties.messageId === sentinel));
+        const arrived = got.slice(
+          before,
+          got.findIndex((m, i) => i >= before && m.properties.messageId === sentinel),
+        );
 
         if (expected !== 'sent') {
           expect(result.sent).toBe(false);

@@ -311,7 +311,11 @@ describe('a message that crashes the consumer process (quorum, deliveryLimit 2)'
     for (let run = 0; run < deliveryLimit + 3; run++) {
       const script = startScript(CRASH_CONSUMER, [queue, callsFile, String(deliveryLimit), 'poison']);
       try {
-        await waitFor(() => script.stdout().includes('ready') || script.child.exitCode !== null || script.child.signalCode !== null, 30_000, 'the consumer process to start');
+        await waitFor(
+          () => script.stdout().includes('ready') || script.child.exitCode !== null || script.child.signalCode !== null,
+          30_000,
+          'the consumer process to start',
+        );
         if (!script.stdout().includes('ready')) throw new Error(`the consumer process did not start: ${script.stderr()}`);
         if (!published) {
           await rr.publish('', queue, { order: 'poison' }, { messageId: 'poison', headers: { tenant: 'acme' } });
@@ -324,7 +328,14 @@ describe('a message that crashes the consumer process (quorum, deliveryLimit 2)'
           runs.push(exited);
           continue;
         }
-        runs.push({ code: null, signal: null, parkedLine: script.stdout().split('\n').find((l) => l.includes('"event":"parked"')) });
+        runs.push({
+          code: null,
+          signal: null,
+          parkedLine: script
+            .stdout()
+            .split('\n')
+            .find((l) => l.includes('"event":"parked"')),
+        });
         break;
       } finally {
         if (script.child.exitCode === null && script.child.signalCode === null) {

@@ -156,7 +156,11 @@ describe('@RabbitSubscribe: the handlers of golevelup, on rabbit-retry', () => {
       'retry-original-exchange': exchange,
       'retry-original-routing-key': 'orders.created',
     });
-    expect((await getOne(`${q2}.parked`))?.headers).toMatchObject({ 'retry-reason': 'exhausted', 'retry-attempt': 1, 'retry-last-error': 'refund service down' });
+    expect((await getOne(`${q2}.parked`))?.headers).toMatchObject({
+      'retry-reason': 'exhausted',
+      'retry-attempt': 1,
+      'retry-last-error': 'refund service down',
+    });
     expect(await queueDepth(q1)).toBe(0);
   });
 
@@ -178,7 +182,10 @@ describe('@RabbitSubscribe: the handlers of golevelup, on rabbit-retry', () => {
         seen.lenient.push(msg);
       }
 
-      @RabbitSubscribe({ queue: custom, deserializer: (body: Buffer, msg: Message) => ({ csv: body.toString().split(','), type: msg.properties.contentType }) })
+      @RabbitSubscribe({
+        queue: custom,
+        deserializer: (body: Buffer, msg: Message) => ({ csv: body.toString().split(','), type: msg.properties.contentType }),
+      })
       async csvHandler(msg: unknown): Promise<void> {
         seen.custom.push(msg);
       }
@@ -300,7 +307,14 @@ describe('@RabbitSubscribe: queues golevelup declared, and options', () => {
     class MessagingService {
       @RabbitSubscribe({
         queue: classic,
-        queueOptions: { durable: true, deadLetterExchange: 'orders.dlx', deadLetterRoutingKey: 'dead', messageTtl: 60_000, maxLength: 1000, arguments: { 'x-max-priority': 5 } },
+        queueOptions: {
+          durable: true,
+          deadLetterExchange: 'orders.dlx',
+          deadLetterRoutingKey: 'dead',
+          messageTtl: 60_000,
+          maxLength: 1000,
+          arguments: { 'x-max-priority': 5 },
+        },
       })
       async a(): Promise<void> {}
 
@@ -428,7 +442,9 @@ describe('@RabbitSubscribe: queues golevelup declared, and options', () => {
       @RabbitSubscribe({ queue, routingkey: 'x' } as RabbitSubscribeOptions)
       async handler(): Promise<void> {}
     }
-    expect((await bootError({ imports: [rabbit()], providers: [Typo] })).message).toMatch(/`routingkey` is not an option of @RabbitSubscribe; did you mean `routingKey`\?/);
+    expect((await bootError({ imports: [rabbit()], providers: [Typo] })).message).toMatch(
+      /`routingkey` is not an option of @RabbitSubscribe; did you mean `routingKey`\?/,
+    );
 
     @Injectable()
     class Twice {

@@ -350,7 +350,7 @@ export class RawAmqp {
     const h = await this.next(1, HEADER);
     const size = Number(h.payload.readBigUInt64BE(4));
     const parts: Buffer[] = [];
-    for (let got = 0; got < size; ) {
+    for (let got = 0; got < size;) {
       const b = await this.next(1, BODY);
       parts.push(b.payload);
       got += b.payload.length;
@@ -367,10 +367,15 @@ export class RawAmqp {
 
   /** The next frame of `channel` (of `type`); a broker's Close becomes an {@link AmqpError}. */
   private async next(channel: number, type = METHOD): Promise<Frame> {
-    const f = this.inbox.shift() ?? (await new Promise<Frame>((resolve, reject) => {
-      if (this.failure) { reject(this.failure); return; }
-      this.waiter = { resolve, reject };
-    }));
+    const f =
+      this.inbox.shift() ??
+      (await new Promise<Frame>((resolve, reject) => {
+        if (this.failure) {
+          reject(this.failure);
+          return;
+        }
+        this.waiter = { resolve, reject };
+      }));
     if (f.type === METHOD) {
       const id = f.payload.readUInt32BE(0);
       if (id === method(10, 50) || id === method(20, 40)) {
@@ -391,7 +396,10 @@ export class RawAmqp {
     while (this.buffered.length >= 7) {
       const size = this.buffered.readUInt32BE(3);
       if (this.buffered.length < size + 8) return;
-      if (this.buffered[size + 7] !== 0xce) { this.fail(new Error('a frame without its end octet')); return; }
+      if (this.buffered[size + 7] !== 0xce) {
+        this.fail(new Error('a frame without its end octet'));
+        return;
+      }
       const f = { type: this.buffered[0], channel: this.buffered.readUInt16BE(1), payload: this.buffered.subarray(7, 7 + size) };
       this.buffered = this.buffered.subarray(size + 8);
       const w = this.waiter;

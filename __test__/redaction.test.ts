@@ -16,7 +16,20 @@ import { brokerUrls } from '../lib/check-options';
 import { type CliIo, run } from '../lib/cli';
 import { binding } from '../lib/native';
 import { redactIn, redactUrl } from '../lib/redact';
-import { AMQP_URL, PG_HOST, PG_PORT, PG_USER, cleanup, closeAmqp, closeOwnConnection, rabbitmqctl, testQueue, track, uniqueName, waitFor } from './helpers';
+import {
+  AMQP_URL,
+  PG_HOST,
+  PG_PORT,
+  PG_USER,
+  cleanup,
+  closeAmqp,
+  closeOwnConnection,
+  rabbitmqctl,
+  testQueue,
+  track,
+  uniqueName,
+  waitFor,
+} from './helpers';
 
 afterEach(cleanup);
 afterAll(closeAmqp);
@@ -122,7 +135,9 @@ describe('the TypeScript side hides passwords with the native function', () => {
   });
 
   it('an empty AMQP_URL is named without what it holds', () => {
-    expect(() => brokerUrls(undefined, ' , ', 'amqp://127.0.0.1')).toThrow("AMQP_URL must be a non-empty string such as 'amqp://user:password@host:5672/vhost', or a non-empty list of them, got ' , '");
+    expect(() => brokerUrls(undefined, ' , ', 'amqp://127.0.0.1')).toThrow(
+      "AMQP_URL must be a non-empty string such as 'amqp://user:password@host:5672/vhost', or a non-empty list of them, got ' , '",
+    );
   });
 });
 
@@ -142,7 +157,10 @@ describe('the broker: errors, events and log lines keep no part of the password'
   const cases: [string, () => string[]][] = [
     ['percent-encoded', () => [`amqp://${user}:${enc(wrong)}@${NODE}`]],
     ['with its special characters left unencoded', () => [`amqp://${user}:${wrong}@${NODE}`]],
-    ['in a list as AMQP_URL holds it, split at its commas', () => brokerUrls(undefined, `amqp://${user}:${wrong}@${NODE},amqp://${user}:${enc(wrong)}@${NODE}`, '')],
+    [
+      'in a list as AMQP_URL holds it, split at its commas',
+      () => brokerUrls(undefined, `amqp://${user}:${wrong}@${NODE},amqp://${user}:${enc(wrong)}@${NODE}`, ''),
+    ],
     ['in a list of encoded URLs', () => brokerUrls(undefined, `amqp://${user}:${enc(wrong)}@${NODE}, amqp://${user}:${enc(wrong)}@${NODE}`, '')],
   ];
 
@@ -182,7 +200,14 @@ describe('the broker: errors, events and log lines keep no part of the password'
       await closeOwnConnection(connectionName);
       await waitFor(() => events.some((e) => (e as { name: string }).name === 'recovered'), 20_000, 'recovery');
       expect(lines.length).toBeGreaterThan(0);
-      for (const text of [everything(events), JSON.stringify(consumer.stats()), lines.join('\n'), everything(rr), everything(consumer), rr.urls.join(',')]) {
+      for (const text of [
+        everything(events),
+        JSON.stringify(consumer.stats()),
+        lines.join('\n'),
+        everything(rr),
+        everything(consumer),
+        rr.urls.join(','),
+      ]) {
         expectNoPart(text, password);
       }
     } finally {

@@ -31,7 +31,10 @@ function expectCounted(l: { replayed: string[]; parked: string[] }, moved: numbe
 describe('replay({ signal })', () => {
   it('ends within a second of the abort, moves nothing after it, and says it stopped', async () => {
     const queue = testQueue();
-    await seedParked(queue, ids.map((messageId) => ({ messageId })));
+    await seedParked(
+      queue,
+      ids.map((messageId) => ({ messageId })),
+    );
     const rr = await connectClient();
     const controller = new AbortController();
     const replay = rr.parked(queue).replay({ ratePerSec: 1, signal: controller.signal });
@@ -50,7 +53,10 @@ describe('replay({ signal })', () => {
 
   it('an aborted signal replays nothing; a replay that ends by itself is not stopped', async () => {
     const queue = testQueue();
-    await seedParked(queue, ids.map((messageId) => ({ messageId })));
+    await seedParked(
+      queue,
+      ids.map((messageId) => ({ messageId })),
+    );
     const rr = await connectClient();
     const aborted = new AbortController();
     aborted.abort();
@@ -62,9 +68,15 @@ describe('replay({ signal })', () => {
 
   it('a signal that is not an AbortSignal is INVALID_OPTIONS, and nothing moves', async () => {
     const queue = testQueue();
-    await seedParked(queue, ids.slice(0, 1).map((messageId) => ({ messageId })));
+    await seedParked(
+      queue,
+      ids.slice(0, 1).map((messageId) => ({ messageId })),
+    );
     const rr = await connectClient();
-    const err = await rr.parked(queue).replay({ signal: { aborted: false } as never }).catch((e: unknown) => e);
+    const err = await rr
+      .parked(queue)
+      .replay({ signal: { aborted: false } as never })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidOptionsError);
     expect((err as Error).message).toContain('signal must be an AbortSignal');
     expect(await queueDepth(parkedQueueName(queue))).toBe(1);
@@ -74,7 +86,10 @@ describe('replay({ signal })', () => {
 describe('rabbit-retry parked replay', () => {
   it.each(['SIGTERM', 'SIGINT'] as const)('ends within a second of %s; its last line says how many were replayed and how many are left', async (sig) => {
     const queue = testQueue();
-    await seedParked(queue, ids.map((messageId) => ({ messageId })));
+    await seedParked(
+      queue,
+      ids.map((messageId) => ({ messageId })),
+    );
     const cli = startScript('lib/cli/index.ts', ['parked', 'replay', queue, '--rate', '1']);
     try {
       await waitFor(async () => (await queueDepth(queue)) >= 2, 20_000, `two replayed (stderr: ${cli.stderr()})`);

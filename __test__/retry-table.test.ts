@@ -604,7 +604,11 @@ describe('the scheduler', () => {
     psql(`UPDATE message_retries SET next_attempt_at = now() - interval '1 second' WHERE message_id IN ('by-dep', 'by-error')`, db);
     await sleep(1200);
     expect(await queueDepth(queue)).toBe(0);
-    expect(dbRows(queue).map((r) => [r.message_id, r.paused]).sort()).toEqual([
+    expect(
+      dbRows(queue)
+        .map((r) => [r.message_id, r.paused])
+        .sort(),
+    ).toEqual([
       ['by-dep', true],
       ['by-error', true],
       ['by-tenant', true],
@@ -637,7 +641,11 @@ describe('the scheduler', () => {
     expect(await queueDepth(queue)).toBe(0);
     // Rows of another dependency are not covered by the pause.
     await storeRows(rr, testQueue([]), 1, { prefix: 'other', dependency: 'bank', next: () => null });
-    expect(dbRows().filter((r) => r.message_id === 'other-0').map((r) => r.paused)).toEqual([false]);
+    expect(
+      dbRows()
+        .filter((r) => r.message_id === 'other-0')
+        .map((r) => r.paused),
+    ).toEqual([false]);
 
     // A watch that starts while the carrier is healthy (another process paused it) lifts the pause.
     const changes: { paused: boolean; rows: number }[] = [];
@@ -958,7 +966,7 @@ describe('stats, alert and gauge', () => {
 });
 
 describe('NestJS', () => {
-  test("@OnFailure({ delays: [], table: { dependency } }) with forRoot({ retryTable }) stores a row", async () => {
+  test('@OnFailure({ delays: [], table: { dependency } }) with forRoot({ retryTable }) stores a row', async () => {
     const queue = testQueue([]);
 
     @Injectable()

@@ -145,9 +145,7 @@ describe('a running consumer', () => {
     await waitFor(() => count('recovered') === 2, 20_000, 'recovery after the connection was closed');
     expect(consumer.state).toBe('connected');
 
-    expect(events.map((e) => e.name)).toEqual(
-      expect.arrayContaining(['retry', 'parked', 'publishFailed', 'disconnected', 'recovered']),
-    );
+    expect(events.map((e) => e.name)).toEqual(expect.arrayContaining(['retry', 'parked', 'publishFailed', 'disconnected', 'recovered']));
     expect(count('disconnected')).toBeGreaterThanOrEqual(2);
     for (const e of events) expectNoSecret(`${e.name}: ${everything(e.payload)}`);
     expectNoSecret(JSON.stringify(consumer.stats()));

@@ -84,12 +84,9 @@ function leftRows(queue: string): LeftRow[] {
 async function storeHeldRows(queue: string, n: number, dependency: string): Promise<{ rr: RabbitRetry; ids: string[] }> {
   const rr = await connectClient({ retryTable: { url, scheduler: false } });
   const consumer = track(
-    await rr.consume(
-      { queue, prefetch: 50, onFailure: { delays: [], table: { dependency: () => dependency, nextAttemptAt: () => null } } },
-      async () => {
-        throw new Error('carrier down');
-      },
-    ),
+    await rr.consume({ queue, prefetch: 50, onFailure: { delays: [], table: { dependency: () => dependency, nextAttemptAt: () => null } } }, async () => {
+      throw new Error('carrier down');
+    }),
   );
   const ids = Array.from({ length: n }, (_, i) => `${dependency}-${i}`);
   await Promise.all(ids.map((id) => rr.publish('', queue, { id }, { messageId: id })));
@@ -222,7 +219,13 @@ describe('the scheduler stops on request, mid-drain', () => {
     expect(await holder.retryTable.resume({ dependency: 'no-confirm' })).toBe(20);
     // The batch is claimed (its rows locked) and published, its confirms awaited.
     await waitFor(
-      () => Number(psql("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'message_retries' AND l.mode = 'RowShareLock' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())", db)) > 0,
+      () =>
+        Number(
+          psql(
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'message_retries' AND l.mode = 'RowShareLock' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            db,
+          ),
+        ) > 0,
       10_000,
       'a batch claimed',
     );

@@ -27,8 +27,27 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'rr-tls-'));
   openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=rabbit-retry test CA');
   openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=localhost');
-  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n');
-  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '1', '-extfile', 'san.ext');
+  writeFileSync(
+    join(dir, 'san.ext'),
+    'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n',
+  );
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'server.pem',
+    '-days',
+    '1',
+    '-extfile',
+    'san.ext',
+  );
   server = createServer({ key: readFileSync(join(dir, 'server.key')), cert: readFileSync(join(dir, 'server.pem')) }, (tlsSocket) => {
     const upstream = netConnect(BROKER.port, BROKER.host);
     tlsSocket.pipe(upstream).pipe(tlsSocket);
@@ -94,7 +113,9 @@ describe('amqps://', () => {
   });
 
   it('rejects a CA file that cannot be read with INVALID_OPTIONS naming the option', async () => {
-    const err = await RabbitRetry.connect({ url: `amqps://guest:guest@localhost:${port}`, tls: { caFile: join(dir, 'missing.pem') } }).catch((e: unknown) => e);
+    const err = await RabbitRetry.connect({ url: `amqps://guest:guest@localhost:${port}`, tls: { caFile: join(dir, 'missing.pem') } }).catch(
+      (e: unknown) => e,
+    );
     expect(err).toMatchObject({ code: 'INVALID_OPTIONS' });
     expect((err as Error).message).toContain('tls.caFile');
   });

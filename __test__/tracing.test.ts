@@ -66,8 +66,12 @@ describe('a message that fails twice and then succeeds', () => {
     await waitFor(() => ofQueue(queue).filter((s) => s.name === `process ${queue}`).length === 3, 10_000, 'three process spans');
     await waitFor(() => ofQueue(queue).filter((s) => s.kind === SpanKind.PRODUCER).length === 2, 10_000, 'two move spans');
     const spans = ofQueue(queue);
-    const processes = spans.filter((s) => s.name === `process ${queue}`).sort((a, b) => Number(a.attributes['rabbit_retry.attempt']) - Number(b.attributes['rabbit_retry.attempt']));
-    const moves = spans.filter((s) => s.kind === SpanKind.PRODUCER).sort((a, b) => Number(a.attributes['rabbit_retry.attempt']) - Number(b.attributes['rabbit_retry.attempt']));
+    const processes = spans
+      .filter((s) => s.name === `process ${queue}`)
+      .sort((a, b) => Number(a.attributes['rabbit_retry.attempt']) - Number(b.attributes['rabbit_retry.attempt']));
+    const moves = spans
+      .filter((s) => s.kind === SpanKind.PRODUCER)
+      .sort((a, b) => Number(a.attributes['rabbit_retry.attempt']) - Number(b.attributes['rabbit_retry.attempt']));
 
     // One trace, a chain: producer -> attempt 0 -> move -> attempt 1 -> move -> attempt 2.
     for (const s of spans) expect(s.spanContext().traceId).toBe(producer.traceId);
@@ -195,7 +199,11 @@ describe('a parked message and its replay', () => {
     await rr.publish('', queue, { orderId: 2 }, { messageId: 'o-2' });
     await waitFor(() => exporter.getFinishedSpans().some((s) => s.name === `send ${queue}.parked`), 10_000, 'the park span');
     const park = exporter.getFinishedSpans().find((s) => s.name === `send ${queue}.parked`) as ReadableSpan;
-    expect(park.attributes).toMatchObject({ 'rabbit_retry.outcome': 'parked', 'rabbit_retry.reason': 'non-retryable', 'rabbit_retry.error': 'no address' });
+    expect(park.attributes).toMatchObject({
+      'rabbit_retry.outcome': 'parked',
+      'rabbit_retry.reason': 'non-retryable',
+      'rabbit_retry.error': 'no address',
+    });
 
     const replayed = await rr.parked(queue).replay({ ratePerSec: 100 });
     expect(replayed).toMatchObject({ replayed: 1 });
@@ -227,10 +235,13 @@ describe('through the retry table', () => {
     const rr = await connectClient({ retryTable: { url: pgUrl(db) } });
     let calls = 0;
     track(
-      await rr.consume({ queue, onFailure: { delays: [], table: { dependency: () => 'carrier', nextAttemptAt: () => new Date(Date.now() + 300) } } }, async () => {
-        calls++;
-        if (calls === 1) throw new Error('carrier down');
-      }),
+      await rr.consume(
+        { queue, onFailure: { delays: [], table: { dependency: () => 'carrier', nextAttemptAt: () => new Date(Date.now() + 300) } } },
+        async () => {
+          calls++;
+          if (calls === 1) throw new Error('carrier down');
+        },
+      ),
     );
     await rr.publish('', queue, { orderId: 3 }, { messageId: 'o-3' });
     await waitFor(() => calls === 2, 20_000, 'the attempt from the table');
@@ -260,7 +271,9 @@ describe('through the retry table', () => {
     });
     // It waited in the table for about the 300 ms the handler asked for.
     expect(drain.attributes['rabbit_retry.delay']).toBeGreaterThanOrEqual(200);
-    const [first, second] = spans.filter((s) => s.name === `process ${queue}`).sort((a, b) => Number(a.attributes['rabbit_retry.attempt']) - Number(b.attributes['rabbit_retry.attempt']));
+    const [first, second] = spans
+      .filter((s) => s.name === `process ${queue}`)
+      .sort((a, b) => Number(a.attributes['rabbit_retry.attempt']) - Number(b.attributes['rabbit_retry.attempt']));
     // One chain: attempt 0 -> send retry-table -> drain -> attempt 1.
     expect(parentOf(stored)).toBe(idOf(first));
     expect(parentOf(drain)).toBe(idOf(stored));
@@ -282,7 +295,11 @@ describe('through the retry table', () => {
     await consumer.close();
     // The work queue is gone when the row comes due: the publish is unroutable.
     await rr.deleteQueue(queue);
-    await waitFor(() => exporter.getFinishedSpans().some((s) => s.name === `send ${queue}` && s.attributes['rabbit_retry.outcome'] === 'drain'), 10_000, 'the drain span');
+    await waitFor(
+      () => exporter.getFinishedSpans().some((s) => s.name === `send ${queue}` && s.attributes['rabbit_retry.outcome'] === 'drain'),
+      10_000,
+      'the drain span',
+    );
     const drain = exporter.getFinishedSpans().find((s) => s.name === `send ${queue}` && s.attributes['rabbit_retry.outcome'] === 'drain') as ReadableSpan;
     expect(drain.status.code).toBe(SpanStatusCode.ERROR);
     expect(drain.status.message).toMatch(/unroutable|no route|NO_ROUTE/i);
@@ -345,4 +362,3 @@ describe('without a tracer provider or without @opentelemetry/api', () => {
     expect(exporter.getFinishedSpans()).toEqual([]);
   });
 });
-

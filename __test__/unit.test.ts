@@ -171,7 +171,14 @@ describe('the failure report: JavaScript says what the handler threw, the native
     ['a NonRetryableError, whatever the predicate says', new NonRetryableError('bad input'), yes, 'non-retryable'],
     ['an error the predicate retries', new Error('carrier 503'), yes, 'retryable'],
     ['an error the predicate does not retry', new Error('carrier 503'), no, 'non-retryable'],
-    ['an error the predicate throws on', new Error('carrier 503'), () => { throw new Error('predicate bug'); }, 'non-retryable'],
+    [
+      'an error the predicate throws on',
+      new Error('carrier 503'),
+      () => {
+        throw new Error('predicate bug');
+      },
+      'non-retryable',
+    ],
     ['a thrown string', 'just a string', yes, 'retryable'],
   ])('%s', (_label, err, retryable, kind) => {
     const { failure } = report(err, retryable);

@@ -71,7 +71,11 @@ describe('a batch of deliveries crosses intact', () => {
 /** The keys of every member of a union (`keyof` of a union gives only the shared ones). */
 type KeysOf<T> = T extends unknown ? keyof T : never;
 /** Per kind, the keys lib/wire.ts declares that no example of that kind has. */
-type UnwrittenEventKeys = WireEvent extends infer E ? (E extends { kind: infer K } ? Exclude<keyof E, KeysOf<Extract<(typeof EVENTS)[number], { kind: K }>>> : never) : never;
+type UnwrittenEventKeys = WireEvent extends infer E
+  ? E extends { kind: infer K }
+    ? Exclude<keyof E, KeysOf<Extract<(typeof EVENTS)[number], { kind: K }>>>
+    : never
+  : never;
 /** The keys of DeliveryMeta that no example has. */
 type UnwrittenMetaKeys = Exclude<keyof DeliveryMeta, KeysOf<(typeof DELIVERIES)[number]>>;
 

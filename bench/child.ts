@@ -170,9 +170,15 @@ function startProfiler(): void {
 
 function stopProfiler(dir: string): Promise<string | undefined> {
   return new Promise((resolve) => {
-    if (!profiler) { resolve(undefined); return; }
+    if (!profiler) {
+      resolve(undefined);
+      return;
+    }
     profiler.post('Profiler.stop', (err, res) => {
-      if (err || !res) { resolve(undefined); return; }
+      if (err || !res) {
+        resolve(undefined);
+        return;
+      }
       const file = path.join(dir, `${cfg.lib}-${cfg.scenario}-${cfg.mode}-${process.pid}.cpuprofile`);
       writeFileSync(file, JSON.stringify(res.profile));
       resolve(file);
@@ -200,7 +206,9 @@ function onDone(): void {
       const spaces = getHeapSpaceStatistics()
         .map((sp) => `${sp.space_name.replace('_space', '')} ${mb(sp.space_size).toFixed(1)}/${mb(sp.space_used_size).toFixed(1)}`)
         .join(' ');
-      process.stderr.write(`mem ${done} rss ${mb(m.rss).toFixed(1)} heapTotal ${mb(m.heapTotal).toFixed(1)} used ${mb(m.heapUsed).toFixed(1)} external ${mb(m.external).toFixed(1)} | ${spaces}\n`);
+      process.stderr.write(
+        `mem ${done} rss ${mb(m.rss).toFixed(1)} heapTotal ${mb(m.heapTotal).toFixed(1)} used ${mb(m.heapUsed).toFixed(1)} external ${mb(m.external).toFixed(1)} | ${spaces}\n`,
+      );
     }
     send({ type: 'progress', done, rssMb: mb(m.rss) });
   }
@@ -234,7 +242,7 @@ async function startAmqplib(): Promise<Running> {
   const handle = async (msg: ConsumeMessage): Promise<void> => {
     onFirstDelivery();
     const headers = msg.properties.headers ?? {};
-    const attempt = typeof headers['retry-attempt'] === 'number' ? (headers['retry-attempt']) : 0;
+    const attempt = typeof headers['retry-attempt'] === 'number' ? headers['retry-attempt'] : 0;
     try {
       await work(Number(msg.properties.messageId), attempt);
       if (cfg.mode === 'latency') send('h');

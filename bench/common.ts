@@ -102,12 +102,8 @@ export class Publisher {
   /** Publishes one message and waits for its confirm. */
   async publishOne(queue: string, messageId: string, headers: Record<string, unknown>): Promise<void> {
     await new Promise<void>((resolve, reject) => {
-      this.ch.publish(
-        '',
-        queue,
-        BODY,
-        { persistent: true, messageId, contentType: 'application/octet-stream', headers, mandatory: true },
-        (err) => (err ? reject(err) : resolve()),
+      this.ch.publish('', queue, BODY, { persistent: true, messageId, contentType: 'application/octet-stream', headers, mandatory: true }, (err) =>
+        err ? reject(err) : resolve(),
       );
     });
   }
@@ -352,4 +348,3 @@ export function runBenchmark(main: () => Promise<void>): void {
       await closeBroker();
     });
 }
-

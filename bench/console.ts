@@ -17,18 +17,57 @@ import { RabbitRetry, parkedQueueName } from '../lib';
 import { type GroupsAnswer, startConsole } from '../lib/console';
 import { groupParked } from '../lib/console/views';
 import { amqpConnection } from '../__test__/broker';
-import { AMQP_URL, BODY, cleanupOnSignal, closeBroker, declareWorkQueue, deleteQueues, depth, envInt, fmt, median, remember, table, uniqueName } from './common';
+import {
+  AMQP_URL,
+  BODY,
+  cleanupOnSignal,
+  closeBroker,
+  declareWorkQueue,
+  deleteQueues,
+  depth,
+  envInt,
+  fmt,
+  median,
+  remember,
+  table,
+  uniqueName,
+} from './common';
 
 const MESSAGES = envInt('BENCH_CONSOLE_MESSAGES', 10_000);
 const ROUNDS = envInt('BENCH_CONSOLE_ROUNDS', 3);
 
 /** The five failures, and the headers a consumer writes when it parks one (message `i`). */
 const FAILURES: ((i: number) => { name: string; message: string; frame: string; reason: string })[] = [
-  (i) => ({ name: 'Error', message: `carrier timeout after 3000 ms for order ${48_000 + i}`, frame: 'rateShipment (/srv/app/dist/shipping/rate.js:41:9)', reason: 'exhausted' }),
-  (i) => ({ name: 'NonRetryableError', message: `order ${48_000 + i} has no address`, frame: 'validate (/srv/app/dist/shipping/validate.js:12:11)', reason: 'non-retryable' }),
-  () => ({ name: 'TypeError', message: "Cannot read properties of undefined (reading 'rate')", frame: 'quote (/srv/app/dist/shipping/quote.js:77:20)', reason: 'exhausted' }),
-  (i) => ({ name: 'FetchError', message: `request to https://tax.example/v2/rates/${(i * 2654435761) % 4294967296} failed: ECONNRESET`, frame: 'taxFor (/srv/app/dist/tax/client.js:19:5)', reason: 'exhausted' }),
-  (i) => ({ name: 'ConflictError', message: `shipment 3f2504e0-4f89-11d3-9a0c-${String(i).padStart(12, '0')} already booked`, frame: 'book (/srv/app/dist/shipping/book.js:30:13)', reason: 'non-retryable' }),
+  (i) => ({
+    name: 'Error',
+    message: `carrier timeout after 3000 ms for order ${48_000 + i}`,
+    frame: 'rateShipment (/srv/app/dist/shipping/rate.js:41:9)',
+    reason: 'exhausted',
+  }),
+  (i) => ({
+    name: 'NonRetryableError',
+    message: `order ${48_000 + i} has no address`,
+    frame: 'validate (/srv/app/dist/shipping/validate.js:12:11)',
+    reason: 'non-retryable',
+  }),
+  () => ({
+    name: 'TypeError',
+    message: "Cannot read properties of undefined (reading 'rate')",
+    frame: 'quote (/srv/app/dist/shipping/quote.js:77:20)',
+    reason: 'exhausted',
+  }),
+  (i) => ({
+    name: 'FetchError',
+    message: `request to https://tax.example/v2/rates/${(i * 2654435761) % 4294967296} failed: ECONNRESET`,
+    frame: 'taxFor (/srv/app/dist/tax/client.js:19:5)',
+    reason: 'exhausted',
+  }),
+  (i) => ({
+    name: 'ConflictError',
+    message: `shipment 3f2504e0-4f89-11d3-9a0c-${String(i).padStart(12, '0')} already booked`,
+    frame: 'book (/srv/app/dist/shipping/book.js:30:13)',
+    reason: 'non-retryable',
+  }),
 ];
 
 function headersOf(queue: string, i: number): Record<string, unknown> {
@@ -59,7 +98,12 @@ async function main(): Promise<void> {
   const ch = await (await amqpConnection()).createConfirmChannel();
   try {
     for (let i = 0; i < MESSAGES; i++) {
-      const ok = ch.sendToQueue(parked, BODY, { persistent: true, messageId: `order-${48_000 + i}`, contentType: 'application/octet-stream', headers: headersOf(queue, i) });
+      const ok = ch.sendToQueue(parked, BODY, {
+        persistent: true,
+        messageId: `order-${48_000 + i}`,
+        contentType: 'application/octet-stream',
+        headers: headersOf(queue, i),
+      });
       if (!ok) await new Promise<void>((resolve) => ch.once('drain', () => resolve()));
       if (i % 1000 === 999) await ch.waitForConfirms();
     }
@@ -88,8 +132,16 @@ async function main(): Promise<void> {
       const res = await fetch(`${server.url}api/queues/${encodeURIComponent(queue)}/groups?refresh=1`, { headers: { 'x-rabbit-retry-token': token } });
       const answer = (await res.json()) as GroupsAnswer;
       const ms = Date.now() - t;
-      if (answer.grouping?.scanned !== MESSAGES || (await depth(parked)) !== MESSAGES) throw new Error('the HTTP reading did not read every message, or lost one');
-      rows.push(['http', 'GET …/groups', fmt(ms, 0), String(answer.grouping.scanned), String(answer.grouping.groups.length), answer.grouping.groups.map((x) => x.count).join('/')]);
+      if (answer.grouping?.scanned !== MESSAGES || (await depth(parked)) !== MESSAGES)
+        throw new Error('the HTTP reading did not read every message, or lost one');
+      rows.push([
+        'http',
+        'GET …/groups',
+        fmt(ms, 0),
+        String(answer.grouping.scanned),
+        String(answer.grouping.groups.length),
+        answer.grouping.groups.map((x) => x.count).join('/'),
+      ]);
     } finally {
       await server.close();
     }
@@ -99,7 +151,9 @@ async function main(): Promise<void> {
     await closeBroker();
   }
   console.log(table(['ROUND', 'READING', 'MS', 'READ', 'GROUPS', 'COUNTS'], rows));
-  console.log(`grouping ${MESSAGES} parked messages: median ${fmt(median(times), 0)} ms over ${ROUNDS} rounds (${fmt(MESSAGES / (median(times) / 1000), 0)} messages/s); every message still parked after each`);
+  console.log(
+    `grouping ${MESSAGES} parked messages: median ${fmt(median(times), 0)} ms over ${ROUNDS} rounds (${fmt(MESSAGES / (median(times) / 1000), 0)} messages/s); every message still parked after each`,
+  );
 }
 
 main().catch((err: unknown) => {

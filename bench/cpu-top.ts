@@ -31,7 +31,9 @@ if (!dir) {
 }
 const root = path.resolve(__dirname, '..') + path.sep;
 
-for (const f of readdirSync(dir).filter((x) => x.endsWith('.cpuprofile')).sort()) {
+for (const f of readdirSync(dir)
+  .filter((x) => x.endsWith('.cpuprofile'))
+  .sort()) {
   const p = JSON.parse(readFileSync(path.join(dir, f), 'utf8')) as Profile;
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const self = new Map<string, number>();

@@ -53,7 +53,10 @@ const DRAIN_MS = envInt('OUTAGE_DRAIN_SECS', 60) * 1000;
 const ORDERS = envInt('OUTAGE_ORDERS', 500);
 const HEALTHY = envInt('OUTAGE_HEALTHY', 5);
 // Checked when the consumer starts: a delay the library refuses stops the drill with its error.
-const DELAYS = (process.env.OUTAGE_DELAYS ?? '2s,5s,15s').split(',').map((d) => d.trim()).filter(Boolean) as Delay[];
+const DELAYS = (process.env.OUTAGE_DELAYS ?? '2s,5s,15s')
+  .split(',')
+  .map((d) => d.trim())
+  .filter(Boolean) as Delay[];
 const WORK_MS = 2;
 const PROBE_EVERY = (process.env.OUTAGE_PROBE_EVERY ?? '250ms') as Delay;
 const CIRCUIT_FAILURES = envInt('OUTAGE_CIRCUIT_FAILURES', 5);
@@ -165,9 +168,7 @@ async function main(): Promise<void> {
   const lat = (d: Drill) =>
     d.healthyLatencyS.length === 0 ? 'n/a' : `${fmt(percentile(d.healthyLatencyS, 50), 1)} s / ${fmt(percentile(d.healthyLatencyS, 99), 1)} s`;
   const drain = (d: Drill) =>
-    d.child.drainMs !== null
-      ? s(d.child.drainMs)
-      : `not drained within ${DRAIN_MS / 1000} s (${d.child.unfinished} unfinished)`;
+    d.child.drainMs !== null ? s(d.child.drainMs) : `not drained within ${DRAIN_MS / 1000} s (${d.child.unfinished} unfinished)`;
   const each = (f: (d: Drill) => string) => all.map(f);
   const circuit = c.child.circuit;
   const rows: string[][] = [
@@ -193,9 +194,9 @@ async function main(): Promise<void> {
       circuit !== undefined && c.child.carrierCallsDuringOutage <= callBound,
       `${c.child.carrierCallsDuringOutage} ≤ ${circuit?.probes ?? '?'} + ${circuit?.openingFailures ?? '?'}`,
     ],
-    ['healthy-order p99 ≤ requeue\'s', p99(c) <= p99(a), `${fmt(p99(c), 1)} s ≤ ${fmt(p99(a), 1)} s`],
+    ["healthy-order p99 ≤ requeue's", p99(c) <= p99(a), `${fmt(p99(c), 1)} s ≤ ${fmt(p99(a), 1)} s`],
     [
-      'drain after recovery within 1.5x requeue\'s',
+      "drain after recovery within 1.5x requeue's",
       c.child.drainMs !== null && a.child.drainMs !== null && c.child.drainMs <= 1.5 * a.child.drainMs,
       `${s(c.child.drainMs)} ≤ 1.5 × ${s(a.child.drainMs)}`,
     ],
@@ -232,7 +233,12 @@ async function main(): Promise<void> {
     );
   }
   out.push('');
-  out.push(table(['circuit target (same run)', 'met', ''], targets.map(([what, met, detail]) => [what, met ? 'yes' : 'NO', detail])));
+  out.push(
+    table(
+      ['circuit target (same run)', 'met', ''],
+      targets.map(([what, met, detail]) => [what, met ? 'yes' : 'NO', detail]),
+    ),
+  );
   const byThread = (d: Drill) =>
     Object.entries(d.child.threadsDuringOutage ?? {})
       .sort((x, y) => y[1] - x[1])

@@ -69,7 +69,11 @@ interface Summary {
 }
 
 /** One scenario's medians by client; `baseline` only with BENCH_BASELINE. */
-interface BySide<T> { amqplib: T; 'rabbit-retry': T; baseline?: T }
+interface BySide<T> {
+  amqplib: T;
+  'rabbit-retry': T;
+  baseline?: T;
+}
 
 interface Latency {
   meanUs: number;
@@ -128,7 +132,10 @@ export function report(input: ReportInput) {
     const s: BySide<Summary> = { amqplib: of('amqplib'), 'rabbit-retry': of('rabbit-retry'), ...(base ? { baseline: of('baseline') } : {}) };
     summaries[scenario] = s;
     const [a, b, c] = [s.amqplib, s['rabbit-retry'], s.baseline];
-    const each = (f: (x: Summary) => number, d: number) => sides(s).map((x) => fmt(f(x), d)).join(' / ');
+    const each = (f: (x: Summary) => number, d: number) =>
+      sides(s)
+        .map((x) => fmt(f(x), d))
+        .join(' / ');
     rows.push([
       scenario,
       fmt(a.msgsPerS, 0),
@@ -157,8 +164,16 @@ export function report(input: ReportInput) {
   const eluBelow = SCENARIOS.every((s) => summaries[s]['rabbit-retry'].eluUsPerMsg < summaries[s].amqplib.eluUsPerMsg);
   const { soak, soakLib } = input;
   const targets = [
-    { target: `all-succeed >= ${TARGETS.allSucceedRatio}x amqplib`, measured: ran('all-succeed') ? times(ratio('all-succeed')) : 'not run', met: ran('all-succeed') ? ratio('all-succeed') >= TARGETS.allSucceedRatio : null },
-    { target: `all-fail-once >= ${TARGETS.allFailRatio}x amqplib`, measured: ran('all-fail-once') ? times(ratio('all-fail-once')) : 'not run', met: ran('all-fail-once') ? ratio('all-fail-once') >= TARGETS.allFailRatio : null },
+    {
+      target: `all-succeed >= ${TARGETS.allSucceedRatio}x amqplib`,
+      measured: ran('all-succeed') ? times(ratio('all-succeed')) : 'not run',
+      met: ran('all-succeed') ? ratio('all-succeed') >= TARGETS.allSucceedRatio : null,
+    },
+    {
+      target: `all-fail-once >= ${TARGETS.allFailRatio}x amqplib`,
+      measured: ran('all-fail-once') ? times(ratio('all-fail-once')) : 'not run',
+      met: ran('all-fail-once') ? ratio('all-fail-once') >= TARGETS.allFailRatio : null,
+    },
     {
       target: "ELU per message below amqplib's (every scenario)",
       measured: SCENARIOS.map((s) => `${s} ${times(summaries[s]['rabbit-retry'].eluUsPerMsg / summaries[s].amqplib.eluUsPerMsg)}`).join(', '),
@@ -182,7 +197,10 @@ export function report(input: ReportInput) {
     ? Object.fromEntries(
         SCENARIOS.map((sc) => {
           const [b, c] = [summaries[sc]['rabbit-retry'], summaries[sc].baseline as Summary];
-          return [sc, { msgsPerS: b.msgsPerS / c.msgsPerS, cpuSPer10k: b.cpuSPer10k / c.cpuSPer10k, brokerCpuSPer10k: b.brokerCpuSPer10k / c.brokerCpuSPer10k }];
+          return [
+            sc,
+            { msgsPerS: b.msgsPerS / c.msgsPerS, cpuSPer10k: b.cpuSPer10k / c.cpuSPer10k, brokerCpuSPer10k: b.brokerCpuSPer10k / c.brokerCpuSPer10k },
+          ];
         }),
       )
     : null;
@@ -193,7 +211,9 @@ export function report(input: ReportInput) {
   const cores = `${os.cpus().length} cores, node ${process.version}`;
   const out: string[] = [];
   out.push('');
-  out.push(`## Throughput: ${input.n} persistent 1 KiB messages, prefetch ${input.prefetch}, median of ${input.rounds} alternating rounds (${input.broker}, ${cores}; ${input.pinning})`);
+  out.push(
+    `## Throughput: ${input.n} persistent 1 KiB messages, prefetch ${input.prefetch}, median of ${input.rounds} alternating rounds (${input.broker}, ${cores}; ${input.pinning})`,
+  );
   out.push('');
   out.push(
     table(
@@ -220,7 +240,9 @@ export function report(input: ReportInput) {
     'CPU: user+system of the consumer process, all threads. Broker CPU: user+system of the local RabbitMQ VM while the consumer ran, what the client asked of the broker (n/a when the broker is not local). ELU µs per msg: event-loop busy time per message (utilization × wall / N). ' +
       'Peak RSS: the child process (node, ts-node and the client loaded).' +
       (base ? ` baseline: rabbit-retry built from ${input.baseline}; rr / baseline above 1 is better for msgs/s, below 1 for CPU.` : '') +
-      (checksOk ? ' Every run: work queue empty afterwards, retry queue holding exactly the failed messages.' : ' SOME RUNS FAILED THEIR CHECKS: see the JSON.'),
+      (checksOk
+        ? ' Every run: work queue empty afterwards, retry queue holding exactly the failed messages.'
+        : ' SOME RUNS FAILED THEIR CHECKS: see the JSON.'),
   );
   out.push('');
   out.push('Where the consumer process spends its CPU, seconds per 10k messages by thread (median of rounds):');
@@ -257,7 +279,7 @@ export function report(input: ReportInput) {
     ),
   );
   out.push('');
-  out.push('Round trip: the parent publishes, the child\'s handler runs and tells the parent over IPC, the parent publishes the next.');
+  out.push("Round trip: the parent publishes, the child's handler runs and tells the parent over IPC, the parent publishes the next.");
   out.push('');
   out.push(`## RSS flatness (${soakLib})`);
   out.push('');
@@ -294,10 +316,17 @@ export function report(input: ReportInput) {
   }
   out.push('## Targets (issue 6)');
   out.push('');
-  out.push(table(['target', 'measured', ''], targets.map((t) => [t.target, t.measured, t.met === null ? 'not measured' : met(t.met)])));
+  out.push(
+    table(
+      ['target', 'measured', ''],
+      targets.map((t) => [t.target, t.measured, t.met === null ? 'not measured' : met(t.met)]),
+    ),
+  );
   if (vsBaseline) {
     out.push('');
-    out.push(`vs baseline (${input.baseline}): client CPU s per 10k, rr / baseline: ${SCENARIOS.map((s) => `${s} ${times(vsBaseline[s].cpuSPer10k)}`).join(', ')}`);
+    out.push(
+      `vs baseline (${input.baseline}): client CPU s per 10k, rr / baseline: ${SCENARIOS.map((s) => `${s} ${times(vsBaseline[s].cpuSPer10k)}`).join(', ')}`,
+    );
   }
   return { lines: out, summary: summaries, latency: lat, latencyRatio: latRatio, vsBaseline, targets, checksOk };
 }

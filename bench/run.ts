@@ -131,7 +131,19 @@ async function measureThroughput(lib: Lib, scenario: Scenario, n: number, round:
       const pub = await Publisher.open();
       await pub.publishRange(queue, 0, n);
       await pub.close();
-      const cfg: ChildConfig = { mode: 'throughput', lib, url: AMQP_URL, scenario, queue, n, prefetch: PREFETCH, delay: DELAY, timeoutMs: 60_000 + n * 5, cpuProfDir: CPU_PROF_DIR, baselineDir: BASELINE_DIR };
+      const cfg: ChildConfig = {
+        mode: 'throughput',
+        lib,
+        url: AMQP_URL,
+        scenario,
+        queue,
+        n,
+        prefetch: PREFETCH,
+        delay: DELAY,
+        timeoutMs: 60_000 + n * 5,
+        cpuProfDir: CPU_PROF_DIR,
+        baselineDir: BASELINE_DIR,
+      };
       const quiet = await waitForQuiet(QUIET_WAIT_MS, BUSY_THRESHOLD);
       const c0 = cpuTimes();
       const b0 = brokerCpuS();
@@ -142,7 +154,17 @@ async function measureThroughput(lib: Lib, scenario: Scenario, n: number, round:
       const inRetry = await depth(retryQueueName(queue, DELAY));
       const expectedRetry = expectedRetries(scenario, n);
       const ok = workLeft === 0 && inRetry === expectedRetry && r.retried === expectedRetry && r.returned === 0 && r.errors.length === 0;
-      return { ...r, round, workLeft, inRetry, expectedRetry, ok, busyBefore: quiet.busy, busyDuring, brokerCpuS: b0 === null || b1 === null ? null : b1 - b0 };
+      return {
+        ...r,
+        round,
+        workLeft,
+        inRetry,
+        expectedRetry,
+        ok,
+        busyBefore: quiet.busy,
+        busyDuring,
+        brokerCpuS: b0 === null || b1 === null ? null : b1 - b0,
+      };
     } finally {
       await deleteQueues(family);
     }
@@ -157,7 +179,19 @@ async function measureLatency(lib: Lib, n: number, round: number): Promise<Laten
   remember(family);
   try {
     await declareWorkQueue(queue);
-    const cfg: ChildConfig = { mode: 'latency', lib, url: AMQP_URL, scenario: 'all-succeed', queue, n, prefetch: 1, delay: DELAY, timeoutMs: 60_000 + n * 20, cpuProfDir: CPU_PROF_DIR, baselineDir: BASELINE_DIR };
+    const cfg: ChildConfig = {
+      mode: 'latency',
+      lib,
+      url: AMQP_URL,
+      scenario: 'all-succeed',
+      queue,
+      n,
+      prefetch: 1,
+      delay: DELAY,
+      timeoutMs: 60_000 + n * 20,
+      cpuProfDir: CPU_PROF_DIR,
+      baselineDir: BASELINE_DIR,
+    };
     const child = startChild<ChildResult>('child.ts', cfg, cfg.timeoutMs + 30_000);
     let onHandled: (() => void) | undefined;
     const ready = new Promise<void>((resolve) => {
@@ -304,14 +338,23 @@ function gitCommit(dir: string): string | null {
  */
 function checkBaseline(dir: string): string {
   const index = path.join(dir, 'lib', 'index.ts');
-  if (!existsSync(index)) throw new Error(`BENCH_BASELINE=${dir}: ${index} does not exist; it must be a checkout of rabbit-retry (git worktree add <dir> <commit>)`);
+  if (!existsSync(index))
+    throw new Error(`BENCH_BASELINE=${dir}: ${index} does not exist; it must be a checkout of rabbit-retry (git worktree add <dir> <commit>)`);
   const probe = `if (typeof require(${JSON.stringify(path.join(dir, 'lib'))}).RabbitRetry?.connect !== 'function') throw new Error('no RabbitRetry.connect in its lib')`;
   try {
-    execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', '-e', probe], { cwd: ROOT, env: { ...process.env, TS_NODE_TRANSPILE_ONLY: 'true' }, stdio: ['ignore', 'ignore', 'pipe'] });
+    execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', '-e', probe], {
+      cwd: ROOT,
+      env: { ...process.env, TS_NODE_TRANSPILE_ONLY: 'true' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
   } catch (err) {
-    const why = String((err as { stderr?: Buffer }).stderr ?? '').split('\n').find((l) => /^\w*Error\b.*:/.test(l)) ?? (err as Error).message;
+    const why =
+      String((err as { stderr?: Buffer }).stderr ?? '')
+        .split('\n')
+        .find((l) => /^\w*Error\b.*:/.test(l)) ?? (err as Error).message;
     throw new Error(
-      `BENCH_BASELINE=${dir}: its lib does not load (${why.trim()}). The checkout needs its packages (npm ci there, or ln -s ${path.join(ROOT, 'node_modules')} ${path.join(dir, 'node_modules')}) and its built addon (binding.js and the .node file at its root).`, { cause: err },
+      `BENCH_BASELINE=${dir}: its lib does not load (${why.trim()}). The checkout needs its packages (npm ci there, or ln -s ${path.join(ROOT, 'node_modules')} ${path.join(dir, 'node_modules')}) and its built addon (binding.js and the .node file at its root).`,
+      { cause: err },
     );
   }
   return gitCommit(dir) ?? dir;
@@ -364,7 +407,19 @@ async function main(): Promise<void> {
   }
 
   const r = report({
-    ...{ n: N, rounds: ROUNDS, prefetch: PREFETCH, latN: LAT_N, broker, pinning, scenarios: SCENARIOS, libs: LIBS, measured: rounds, latency, latencyRan: LATENCY },
+    ...{
+      n: N,
+      rounds: ROUNDS,
+      prefetch: PREFETCH,
+      latN: LAT_N,
+      broker,
+      pinning,
+      scenarios: SCENARIOS,
+      libs: LIBS,
+      measured: rounds,
+      latency,
+      latencyRan: LATENCY,
+    },
     ...{ soak, soakLib: SOAK_LIB, soakN: SOAK_N, soakSample: SOAK_SAMPLE, busyThreshold: BUSY_THRESHOLD, quietWaitMs: QUIET_WAIT_MS, baseline },
   });
   const out = r.lines;
@@ -377,7 +432,17 @@ async function main(): Promise<void> {
       {
         started: started.toISOString(),
         finished: new Date().toISOString(),
-        config: { n: N, rounds: ROUNDS, prefetch: PREFETCH, latencyN: LAT_N, latencyWarmup: LAT_WARMUP, soak: SOAK, soakN: SOAK_N, delay: DELAY, bodyBytes: 1024 },
+        config: {
+          n: N,
+          rounds: ROUNDS,
+          prefetch: PREFETCH,
+          latencyN: LAT_N,
+          latencyWarmup: LAT_WARMUP,
+          soak: SOAK,
+          soakN: SOAK_N,
+          delay: DELAY,
+          bodyBytes: 1024,
+        },
         machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, memGb: os.totalmem() / 2 ** 30, node: process.version, broker, pinning },
         commit: gitCommit(ROOT),
         native: nativeInfo(ROOT),

@@ -56,10 +56,14 @@ interface SchedulerChild {
 }
 
 function startScheduler(rate: number): SchedulerChild {
-  const proc = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', path.join(__dirname, '..', '__test__', 'fixtures', 'table-scheduler.ts'), DB_URL, String(rate)], {
-    env: { ...process.env, AMQP_URL },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const proc = spawn(
+    process.execPath,
+    ['-r', 'ts-node/register/transpile-only', path.join(__dirname, '..', '__test__', 'fixtures', 'table-scheduler.ts'), DB_URL, String(rate)],
+    {
+      env: { ...process.env, AMQP_URL },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   let out = '';
   proc.stdout?.on('data', (b: Buffer) => (out += b.toString()));
   const counts = () => {
@@ -91,9 +95,12 @@ async function intake(rr: RabbitRetry, queue: string, n: number, dependency: str
   await pub.close();
   await until('the messages in the queue', async () => (await depth(queue)) === n, 30_000);
   const started = performance.now();
-  const consumer = await rr.consume({ queue, prefetch: PREFETCH, onFailure: { delays: [], table: { dependency: () => dependency, nextAttemptAt: () => new Date() } } }, async () => {
-    throw new Error('carrier down');
-  });
+  const consumer = await rr.consume(
+    { queue, prefetch: PREFETCH, onFailure: { delays: [], table: { dependency: () => dependency, nextAttemptAt: () => new Date() } } },
+    async () => {
+      throw new Error('carrier down');
+    },
+  );
   await until(`${n} rows stored`, () => consumer.stats().stored === n, 120_000, 5);
   const ms = performance.now() - started;
   await consumer.close();
@@ -226,9 +233,7 @@ async function main(): Promise<void> {
         .join('; ');
     notes.push(`stats() counts: ${plan('SELECT sum(n) FROM rabbit_retry_counts')}`);
     notes.push(`stats() due rows: ${plan('SELECT count(*), min(next_attempt_at) FROM message_retries WHERE NOT paused AND next_attempt_at <= now()')}`);
-    notes.push(
-      `list(): ${plan("SELECT id FROM message_retries WHERE dependency = 'dep-42' ORDER BY first_failed_at, id LIMIT 100")}`,
-    );
+    notes.push(`list(): ${plan("SELECT id FROM message_retries WHERE dependency = 'dep-42' ORDER BY first_failed_at, id LIMIT 100")}`);
     notes.push(`pause/resume: ${plan("UPDATE message_retries SET paused = true WHERE dependency = 'dep-7' AND NOT paused")}`);
     notes.push(
       `scheduler claim: ${plan('SELECT id FROM message_retries WHERE NOT paused AND next_attempt_at <= now() ORDER BY next_attempt_at, id LIMIT 500 FOR UPDATE SKIP LOCKED')}`,

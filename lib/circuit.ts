@@ -319,7 +319,8 @@ export class Circuit {
     for (const m of this.#members) {
       m.notify('circuitOpen', { queue: m.queue, dependency: this.dependency, cause, failures });
       // A consumer that consumes (closed, or in a trial) stops; one paused for a probe stays paused.
-      if (cause !== 'probe' || resumed) void m.pause().catch((err: unknown) => m.warn(`pausing for the circuit of '${this.dependency}' failed: ${reasonOf(err)}`));
+      if (cause !== 'probe' || resumed)
+        void m.pause().catch((err: unknown) => m.warn(`pausing for the circuit of '${this.dependency}' failed: ${reasonOf(err)}`));
     }
     this.#schedule();
   }
@@ -428,7 +429,9 @@ export class Circuit {
       const resumed = wasTrial ? Promise.resolve() : m.resume();
       void resumed
         .then(() => m.returnEarly(this.settings.returnRate, () => this.#epoch === epoch))
-        .catch((err: unknown) => m.warn(`sending the retry queues of '${m.queue}' back after the circuit of '${this.dependency}' closed failed: ${reasonOf(err)}`));
+        .catch((err: unknown) =>
+          m.warn(`sending the retry queues of '${m.queue}' back after the circuit of '${this.dependency}' closed failed: ${reasonOf(err)}`),
+        );
     }
   }
 
@@ -436,7 +439,9 @@ export class Circuit {
   #record(probing: boolean): Promise<void> {
     const r: CircuitRecord = { dependency: this.dependency, state: this.#state, since: new Date(this.#since).toISOString(), probing };
     return Promise.all(
-      this.#members.map((m) => m.record(r).catch((err: unknown) => m.warn(`writing the state of the circuit of '${this.dependency}' failed: ${reasonOf(err)}`))),
+      this.#members.map((m) =>
+        m.record(r).catch((err: unknown) => m.warn(`writing the state of the circuit of '${this.dependency}' failed: ${reasonOf(err)}`)),
+      ),
     ).then(() => undefined);
   }
 }

@@ -14,15 +14,7 @@ import { CircuitIo, circuitQueueName, readCircuitState } from './consumer/circui
 import { reasonOf } from './error-text';
 import { logTo } from './log';
 import { type Body, checkPublishOptions, toBuffer, toNativeProps } from './publish';
-import {
-  brokerUrls,
-  checkCloseOptions,
-  checkConnectOptions,
-  checkConsumeOptions,
-  checkString,
-  delayStrings,
-  parseDelay,
-} from './check-options';
+import { brokerUrls, checkCloseOptions, checkConnectOptions, checkConsumeOptions, checkString, delayStrings, parseDelay } from './check-options';
 import {
   type Delay,
   DEFAULT_STUCK_AFTER_MS,
@@ -154,7 +146,11 @@ export class RabbitRetry {
       }),
     );
     const drains = options.retryTable && options.retryTable.scheduler !== false ? drainTracing() : undefined;
-    if (drains) inner.traceDrains((row) => drains.start(row), (drain) => drains.end(drain));
+    if (drains)
+      inner.traceDrains(
+        (row) => drains.start(row),
+        (drain) => drains.end(drain),
+      );
     const rr = new RabbitRetry(inner, options);
     connectedUrls.set(rr, urls);
     return rr;
@@ -247,7 +243,11 @@ export class RabbitRetry {
       stuckAfterMs: options.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS,
       circuit: shared && {
         circuit: shared,
-        io: new CircuitIo(this.inner, options.queue, delays.map((d) => retryQueueName(options.queue, d as Delay))),
+        io: new CircuitIo(
+          this.inner,
+          options.queue,
+          delays.map((d) => retryQueueName(options.queue, d as Delay)),
+        ),
       },
       onClosed: (c) => this.consumers.delete(c),
     });
@@ -425,10 +425,7 @@ export class RabbitRetry {
   private async shutdown(consumers: Consumer[], timeoutMs: number): Promise<CloseResult> {
     // The retry table's scheduler stops at once, alongside the consumers: its
     // drain does not wait for their handlers.
-    const [results, stopped] = await Promise.all([
-      Promise.all(consumers.map((c) => c.close({ timeoutMs }))),
-      native(() => this.inner.stopScheduler()),
-    ]);
+    const [results, stopped] = await Promise.all([Promise.all(consumers.map((c) => c.close({ timeoutMs }))), native(() => this.inner.stopScheduler())]);
     await native(() => this.inner.close());
     const unfinished = results.reduce((n, r) => n + r.unfinished, 0);
     if (!stopped) return { unfinished };

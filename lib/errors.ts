@@ -234,7 +234,10 @@ export function fromConversion(err: unknown): InvalidOptionsError | undefined {
   }
   if (typeof message !== 'string' || message.startsWith('[')) return undefined;
   const byCode = typeof code === 'string' && Object.prototype.hasOwnProperty.call(NAPI_EXPECTED, code);
-  const statusInText = /\b(StringExpected|NumberExpected|BooleanExpected|ObjectExpected|ArrayExpected|FunctionExpected|BigintExpected|DateExpected|NameExpected)\b/.exec(message);
+  const statusInText =
+    /\b(StringExpected|NumberExpected|BooleanExpected|ObjectExpected|ArrayExpected|FunctionExpected|BigintExpected|DateExpected|NameExpected)\b/.exec(
+      message,
+    );
   const converting = /Failed to convert|into rust type|Missing field|Value is not instanceof/.test(message);
   if (!byCode && !statusInText && !converting) return undefined;
   const field = / on [A-Za-z_]\w*\.([A-Za-z_]\w*)\s*$/.exec(message)?.[1] ?? /Missing field `([A-Za-z_]\w*)`/.exec(message)?.[1];

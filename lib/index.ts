@@ -26,15 +26,7 @@ export type {
   CloseResult,
   SchedulerStopResult,
 } from './consumer/events';
-export {
-  RetryTable,
-  type RowSelector,
-  type ListOptions,
-  type RetryRow,
-  type RetryTableStats,
-  type PauseWhenOptions,
-  type DependencyWatch,
-} from './table';
+export { RetryTable, type RowSelector, type ListOptions, type RetryRow, type RetryTableStats, type PauseWhenOptions, type DependencyWatch } from './table';
 export type { MeterProviderLike } from './otel';
 export { Message, type MessageProperties } from './message';
 export {

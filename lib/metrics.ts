@@ -69,7 +69,9 @@ export function consumerMetrics(
     if (n !== undefined) r.observe(n, base);
   };
   depth.addCallback(observe);
-  const circuitState = circuit ? meter.createObservableGauge('rabbit_retry.circuit.state', { description: "The consumer's circuit: 0 closed, 1 half-open, 2 open" }) : undefined;
+  const circuitState = circuit
+    ? meter.createObservableGauge('rabbit_retry.circuit.state', { description: "The consumer's circuit: 0 closed, 1 half-open, 2 open" })
+    : undefined;
   const circuitOpens = meter.createCounter('rabbit_retry.circuit.opened', { description: "Times the consumer's circuit opened" });
   const observeCircuit = (r: ObservableResult) => {
     const c = circuit?.();

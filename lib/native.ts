@@ -26,7 +26,7 @@ export type {
  * is rabbit-retry's, wherever the compiled file sits below it.
  */
 function packageRoot(): string {
-  for (let dir = __dirname; ; ) {
+  for (let dir = __dirname; ;) {
     const manifest = join(dir, 'package.json');
     if (existsSync(manifest)) {
       try {

@@ -295,7 +295,10 @@ export class RetryTable {
     const p = meterProviderOr(provider);
     if (!p) return;
     const meter = p.getMeter('rabbit-retry') as {
-      createObservableGauge(name: string, o?: { description?: string; unit?: string }): {
+      createObservableGauge(
+        name: string,
+        o?: { description?: string; unit?: string },
+      ): {
         addCallback(cb: (r: { observe(v: number): void }) => Promise<void>): void;
       };
     };

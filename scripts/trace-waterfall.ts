@@ -128,7 +128,9 @@ async function main(): Promise<void> {
   await conn.close();
   await rr.close();
   await provider.forceFlush();
-  const spans = exporter.getFinishedSpans().filter((s) => !s.name.startsWith('publish <default>') || s.attributes['messaging.rabbitmq.routing_key'] === queue);
+  const spans = exporter
+    .getFinishedSpans()
+    .filter((s) => !s.name.startsWith('publish <default>') || s.attributes['messaging.rabbitmq.routing_key'] === queue);
   const traceIds = new Set(spans.map((s) => s.spanContext().traceId));
   if (traceIds.size !== 1) throw new Error(`expected one trace, got ${traceIds.size}`);
   mkdirSync(join(__dirname, '..', 'docs'), { recursive: true });

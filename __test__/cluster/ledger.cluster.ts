@@ -17,7 +17,20 @@ import * as amqp from 'amqplib';
 
 import { RabbitRetry, parkedQueueName, retryQueueName, type Delay, type DisconnectedEvent, type RecoveredEvent } from '../../lib';
 import { expectedEnd } from '../faults/plan';
-import { type Run, callsNeeded, deleteFamily, drainParked as parkedOf, eventsOf, lines, newRun, sleep, startConsumer, stopConsumer, waitForEvent, waitForProgress } from '../faults/kit';
+import {
+  type Run,
+  callsNeeded,
+  deleteFamily,
+  drainParked as parkedOf,
+  eventsOf,
+  lines,
+  newRun,
+  sleep,
+  startConsumer,
+  stopConsumer,
+  waitForEvent,
+  waitForProgress,
+} from '../faults/kit';
 
 const BASE = Number(process.env.CLUSTER_PORT_BASE ?? 5681);
 const NODES = [0, 1, 2].map((i) => `amqp://guest:guest@127.0.0.1:${BASE + i}`);
@@ -270,11 +283,15 @@ describe(`a three-node cluster loses a node mid-run (N=${N}, quorum queues)`, ()
 
       console.log(cluster('restart', '3'));
       await until('recovery after the node came back', () => recovered.length === 1, 120_000);
-      console.log(`cluster: the consumer of the classic queue recovered ${Date.now() - killedAt} ms after the kill, after ${recovered[0].attempts} tries, on ${recovered[0].url}`);
+      console.log(
+        `cluster: the consumer of the classic queue recovered ${Date.now() - killedAt} ms after the kill, after ${recovered[0].attempts} tries, on ${recovered[0].url}`,
+      );
       for (let i = 0; i < 20; i++) await rr.publish('', queue, { i }, { messageId: `after-${i}` });
       await until('the 20 published after', () => new Set(handled).size === 40).catch(async (e: unknown) => {
         const q = await withChannel((ch) => ch.checkQueue(queue)).catch((err: unknown) => String(err));
-        console.log(`cluster: classic queue after recovery: ${JSON.stringify(q)}, consumer ${consumer.state}, handled ${handled.length}: ${handled.join(',')}`);
+        console.log(
+          `cluster: classic queue after recovery: ${JSON.stringify(q)}, consumer ${consumer.state}, handled ${handled.length}: ${handled.join(',')}`,
+        );
         throw e;
       });
       // A delivery whose ack was on its way when the queue's node died comes again (at least once).

@@ -12,7 +12,19 @@ import * as amqp from 'amqplib';
 import { RabbitRetry, parkedQueueName, retryQueueName, type Delay } from '../../lib';
 import { RABBITMQCTL } from '../broker';
 import { expectedEnd } from './plan';
-import { type Run as KitRun, callsNeeded, deleteFamily, drainParked as parkedOf, lines, newRun, sleep, startConsumer as start, stopConsumer, waitForEvent, waitForProgress as progress } from './kit';
+import {
+  type Run as KitRun,
+  callsNeeded,
+  deleteFamily,
+  drainParked as parkedOf,
+  lines,
+  newRun,
+  sleep,
+  startConsumer as start,
+  stopConsumer,
+  waitForEvent,
+  waitForProgress as progress,
+} from './kit';
 
 const URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 const N = Number(process.env.FAULT_N ?? 2000);
@@ -149,8 +161,7 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
       if (!acked.has(id) && !reasons) {
         if (wentWithQueue(id)) destroyed++;
         else missing.push(id);
-      }
-      else if (want === 'acked' ? !acked.has(id) : !reasons?.includes(want)) wrong.push(`${id}: wanted ${want}`);
+      } else if (want === 'acked' ? !acked.has(id) : !reasons?.includes(want)) wrong.push(`${id}: wanted ${want}`);
     }
     const calls = lines(run.callsFile);
     const minCalls = callsNeeded(ids, DELAYS);

@@ -8,16 +8,7 @@ import { DEFAULT_URL, type Message } from '../../lib';
 import { Consume, OnFailure, RabbitRetryModule } from '../../lib/nestjs';
 import { CarrierError, type ShipmentOrder } from './carrier';
 import { CarrierClient } from './carrier.client';
-import {
-  A_DELAYS,
-  B_DELAYS,
-  B_DUE_IN_MS,
-  DEPENDENCY,
-  OrderBook,
-  PREFETCH,
-  TABLE_RATE_PER_SEC,
-  TOPOLOGY_2 as T,
-} from './act-two.story';
+import { A_DELAYS, B_DELAYS, B_DUE_IN_MS, DEPENDENCY, OrderBook, PREFETCH, TABLE_RATE_PER_SEC, TOPOLOGY_2 as T } from './act-two.story';
 
 const AMQP_URL = process.env.AMQP_URL ?? DEFAULT_URL;
 const isCarrierError = (err: unknown) => err instanceof CarrierError;

@@ -63,9 +63,7 @@ export function actTwoTopology(prefix: string): ActTwoTopology {
 }
 
 /** Fixed per process, as the decorators read it when the classes load. */
-export const TOPOLOGY_2 = actTwoTopology(
-  process.env.SHIPPING_PREFIX ? `${process.env.SHIPPING_PREFIX}-act2` : `nest-demo-act2-${Date.now()}`,
-);
+export const TOPOLOGY_2 = actTwoTopology(process.env.SHIPPING_PREFIX ? `${process.env.SHIPPING_PREFIX}-act2` : `nest-demo-act2-${Date.now()}`);
 
 /** The act's clock: set when the outage starts. */
 let actStartedAt = Date.now();

@@ -174,8 +174,12 @@ function printHeader(db: Database, replaced: boolean): void {
   console.log(`exchange  ${T.exchange} (topic) -> the work queues of two services, prefetch ${PREFETCH} each`);
   console.log(`A         ${T.a.queue}: retry queues ${A_DELAYS.join(', ')}, then parked;`);
   console.log(`          when the carrier is back, an operator replays the parked queue with no rate bound`);
-  console.log(`B         ${T.b.queue}: retry queue ${B_DELAYS.join(', ')}, then the retry table (dependency '${DEPENDENCY}', due in ${B_DUE_IN_MS / 1000} s);`);
-  console.log(`          pauseWhen('${DEPENDENCY}') checks its health every ${CHECK_EVERY}, pauses after ${FAILURES_BEFORE_PAUSE} failures; the scheduler drains ${TABLE_RATE_PER_SEC}/s`);
+  console.log(
+    `B         ${T.b.queue}: retry queue ${B_DELAYS.join(', ')}, then the retry table (dependency '${DEPENDENCY}', due in ${B_DUE_IN_MS / 1000} s);`,
+  );
+  console.log(
+    `          pauseWhen('${DEPENDENCY}') checks its health every ${CHECK_EVERY}, pauses after ${FAILURES_BEFORE_PAUSE} failures; the scheduler drains ${TABLE_RATE_PER_SEC}/s`,
+  );
   console.log(`table     message_retries in ${db.safe}, a new database${replaced ? ` (an earlier run's ${DEMO_DATABASE} was dropped)` : ''}`);
   console.log();
 }
@@ -196,7 +200,9 @@ function printSideBySide(a: Measured, b: Measured, lost: [number, number]): void
   console.log(pad(['pace of the drain, calls/s', a.pace.toFixed(1), b.pace.toFixed(1)]));
   console.log(pad(['time to drain', ms(a.drainMs), ms(b.drainMs)]));
   console.log(pad(['lost', String(lost[0]), String(lost[1])]));
-  console.log(`peak: the most carrier calls in any one second (a pace of ${TABLE_RATE_PER_SEC}/s puts ${TABLE_RATE_PER_SEC} or ${TABLE_RATE_PER_SEC + 1} there, by a few ms of jitter);`);
+  console.log(
+    `peak: the most carrier calls in any one second (a pace of ${TABLE_RATE_PER_SEC}/s puts ${TABLE_RATE_PER_SEC} or ${TABLE_RATE_PER_SEC + 1} there, by a few ms of jitter);`,
+  );
   console.log('pace: the calls after recovery over the time from the first to the last;');
   console.log('time to drain: from the replay (A) or the health check turning green (B) to the last order rated');
 }
@@ -284,7 +290,10 @@ export async function runActTwo(): Promise<number> {
       onChange: (e) => {
         if (e.paused) {
           pausedAt = Date.now();
-          say('B', `health check failed ${FAILURES_BEFORE_PAUSE} times in a row: '${e.dependency}' paused (${e.rows} rows yet; later ones are paused as they arrive)`);
+          say(
+            'B',
+            `health check failed ${FAILURES_BEFORE_PAUSE} times in a row: '${e.dependency}' paused (${e.rows} rows yet; later ones are paused as they arrive)`,
+          );
         } else {
           resumedAt = Date.now();
           resumedRows = e.rows;
@@ -321,7 +330,11 @@ export async function runActTwo(): Promise<number> {
 
     const sideA = async (): Promise<boolean> => {
       if (await waitFor(() => bookA.count('parked') === ORDER_COUNT, deadline)) {
-        say('A', `retries ${A_DELAYS.join(', ')} used up: all ${ORDER_COUNT} parked, ${carrierA.calls} carrier calls, every one a 503`, bookA.lastAt('parked'));
+        say(
+          'A',
+          `retries ${A_DELAYS.join(', ')} used up: all ${ORDER_COUNT} parked, ${carrierA.calls} carrier calls, every one a 503`,
+          bookA.lastAt('parked'),
+        );
       }
       // The operator looks as often as B's health check does, and replays at once.
       await waitFor(() => carrierA.healthy(), deadline, 500);
@@ -335,13 +348,21 @@ export async function runActTwo(): Promise<number> {
       a.drainMs = last - replayedAt;
       a.peak = carrierA.peakPerSecond(recoversAt);
       a.pace = carrierA.paceAfter(recoversAt);
-      say('A', `${bookA.count('done')} rated ${secs(a.drainMs)} after the replay, at ${a.pace.toFixed(0)} calls/s: ${a.peak} carrier calls in one second`, last);
+      say(
+        'A',
+        `${bookA.count('done')} rated ${secs(a.drainMs)} after the replay, at ${a.pace.toFixed(0)} calls/s: ${a.peak} carrier calls in one second`,
+        last,
+      );
       return drained;
     };
 
     const sideB = async (): Promise<boolean> => {
       if (await waitFor(() => bookB.count('table') === ORDER_COUNT, deadline)) {
-        say('B', `all ${ORDER_COUNT} orders wait in the retry table after ${B_DELAYS.length + 1} attempts each; ${carrierB.calls} carrier calls`, bookB.lastAt('table'));
+        say(
+          'B',
+          `all ${ORDER_COUNT} orders wait in the retry table after ${B_DELAYS.length + 1} attempts each; ${carrierB.calls} carrier calls`,
+          bookB.lastAt('table'),
+        );
       }
       // How many of our rows are paused, until the health check turns green.
       while (resumedAt === undefined && Date.now() < deadline) {
@@ -352,14 +373,22 @@ export async function runActTwo(): Promise<number> {
       }
       if (resumedAt === undefined) return false;
       const greenAt = resumedAt;
-      say('B', `health check green: ${resumedRows} rows resumed (${b.pausedPeak} were paused at the peak); the scheduler drains them at ${TABLE_RATE_PER_SEC}/s`, greenAt);
+      say(
+        'B',
+        `health check green: ${resumedRows} rows resumed (${b.pausedPeak} were paused at the peak); the scheduler drains them at ${TABLE_RATE_PER_SEC}/s`,
+        greenAt,
+      );
       const drained = await waitFor(() => bookB.count('done') === ORDER_COUNT, deadline);
       const last = bookB.lastAt('done');
       b.drainMs = last - greenAt;
       b.peak = carrierB.peakPerSecond(recoversAt);
       b.pace = carrierB.paceAfter(recoversAt);
       b.moved = Number((await rrB.retryTable.stats()).schedulerPublished);
-      say('B', `${bookB.count('done')} rated ${secs(b.drainMs)} after the health check turned green, at ${b.pace.toFixed(1)} calls/s: at most ${b.peak} in one second`, last);
+      say(
+        'B',
+        `${bookB.count('done')} rated ${secs(b.drainMs)} after the health check turned green, at ${b.pace.toFixed(1)} calls/s: at most ${b.peak} in one second`,
+        last,
+      );
       return drained;
     };
 
@@ -380,10 +409,7 @@ export async function runActTwo(): Promise<number> {
         const rows = Number(psql(db.url, `SELECT count(*) FROM message_retries WHERE queue = ${quote(queue)}`));
         return { done, parked, waiting, rows, lost: book.size - done - parked - waiting - rows };
       };
-      accounting = [
-        await count(bookA, T.a.queue, T.a.retryQueues, T.a.parkedQueue),
-        await count(bookB, T.b.queue, T.b.retryQueues, T.b.parkedQueue),
-      ];
+      accounting = [await count(bookA, T.a.queue, T.a.retryQueues, T.a.parkedQueue), await count(bookB, T.b.queue, T.b.retryQueues, T.b.parkedQueue)];
     } finally {
       await rr.close();
     }

@@ -20,12 +20,7 @@ export class AppModule {
           connectionName: 'rabbit-retry-nest-demo',
         }),
       ],
-      providers: [
-        { provide: CarrierClient, useValue: carrier },
-        { provide: Ledger, useValue: ledger },
-        ShipmentConsumer,
-        OrdersPublisher,
-      ],
+      providers: [{ provide: CarrierClient, useValue: carrier }, { provide: Ledger, useValue: ledger }, ShipmentConsumer, OrdersPublisher],
     };
   }
 }

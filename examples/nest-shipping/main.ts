@@ -193,10 +193,11 @@ async function main(): Promise<number> {
     // Loaded only now, so that act one's clock and queue names are as they were; a require,
     // as this file is CommonJS: an import() stays an ESM import, which ts-node does not compile.
     const { runActTwo } = require('./act-two') as typeof import('./act-two');
-    code = (await runActTwo().catch((err: unknown) => {
-      console.error(`act two failed: ${err instanceof Error ? err.message : String(err)}`);
-      return 1;
-    })) || code;
+    code =
+      (await runActTwo().catch((err: unknown) => {
+        console.error(`act two failed: ${err instanceof Error ? err.message : String(err)}`);
+        return 1;
+      })) || code;
   }
   return code;
 }

@@ -144,10 +144,14 @@ export async function runRequeueBaseline(queue: string): Promise<OutageNumbers> 
 
     // Closing requeues on the broker's side; wait until the count adds up, briefly.
     let left = 0;
-    await waitUntil(async () => {
-      left = (await publisher.checkQueue(queue)).messageCount;
-      return published - shippedAt.size - left === 0;
-    }, Date.now() + 2_000, 100);
+    await waitUntil(
+      async () => {
+        left = (await publisher.checkQueue(queue)).messageCount;
+        return published - shippedAt.size - left === 0;
+      },
+      Date.now() + 2_000,
+      100,
+    );
 
     const lastShipped = Math.max(...shippedAt.values());
     return {

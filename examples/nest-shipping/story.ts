@@ -255,7 +255,11 @@ export function printComparison(requeue: OutageNumbers, retry: OutageNumbers): v
   row('carrier calls per shipped order, mean / max', perOrder(requeue), perOrder(retry));
   row('deliveries to the handler', thousands(requeue.deliveries), thousands(retry.deliveries));
   row('last order shipped, after the carrier was back', after(requeue), after(retry));
-  row('shipped / parked / still in a queue at the end', `${requeue.shipped} / ${requeue.parked} / ${requeue.looping}`, `${retry.shipped} / ${retry.parked} / ${retry.looping}`);
+  row(
+    'shipped / parked / still in a queue at the end',
+    `${requeue.shipped} / ${requeue.parked} / ${requeue.looping}`,
+    `${retry.shipped} / ${retry.parked} / ${retry.looping}`,
+  );
   row('lost', String(requeue.lost), String(retry.lost));
   console.log(
     `requeue: a failed order is back within milliseconds, so the carrier takes calls as fast as prefetch ${PREFETCH} allows ` +

@@ -74,10 +74,7 @@ async function connectAndRun(program: Command, cli: Cli, action: Action, secrets
       return EXIT.usage;
     }
     const code = e instanceof RabbitRetryError ? ` [${e.code}]` : '';
-    const hint =
-      e instanceof RabbitRetryError && e.code === 'CONNECTION'
-        ? '\nhint: start a broker (npm run broker) or pass --url / set AMQP_URL'
-        : '';
+    const hint = e instanceof RabbitRetryError && e.code === 'CONNECTION' ? '\nhint: start a broker (npm run broker) or pass --url / set AMQP_URL' : '';
     io.err(`error${code}: ${shown(e)}${hint}\n`);
     return EXIT.runtime;
   } finally {

@@ -62,10 +62,13 @@ export function statusCommand(program: Command, cli: Cli): void {
     .command('status')
     .description('depth of the work queue, each retry queue and the parked queue, and consumers on the work queue')
     .argument('<queue>', 'the work queue')
-    .option('--delays <list>', 'the consumer\'s delays, comma-separated', DEFAULT_DELAYS.join(','))
+    .option('--delays <list>', "the consumer's delays, comma-separated", DEFAULT_DELAYS.join(','))
     .action((queue: string, o: { delays: string }) => {
       cli.action = async (rr) => {
-        const delays = o.delays.split(',').map((d) => d.trim()).filter(Boolean);
+        const delays = o.delays
+          .split(',')
+          .map((d) => d.trim())
+          .filter(Boolean);
         let names: string[];
         try {
           // retryQueueName refuses what is not a delay, with the error below.
@@ -166,8 +169,13 @@ function replayCommand(parked: Command, cli: Cli): void {
       const left = result.stopped ? await parkedQueue.count() : undefined;
       if (cli.json()) io.out(JSON.stringify({ queue, ...result, ...(result.stopped ? { stoppedBy: stop.signal(), left } : {}) }, null, 2));
       else if (result.stopped) {
-        io.out(`replay of ${queue} stopped by ${stop.signal() ?? 'a signal'}: ${result.replayed} message(s) replayed in ${(result.durationMs / 1000).toFixed(1)} s; ${left} left in ${parkedQueueName(queue)}`);
-      } else io.out(`replayed ${result.replayed} message(s) to ${queue} in ${(result.durationMs / 1000).toFixed(1)} s; ${result.skipped} not selected stay parked`);
+        io.out(
+          `replay of ${queue} stopped by ${stop.signal() ?? 'a signal'}: ${result.replayed} message(s) replayed in ${(result.durationMs / 1000).toFixed(1)} s; ${left} left in ${parkedQueueName(queue)}`,
+        );
+      } else
+        io.out(
+          `replayed ${result.replayed} message(s) to ${queue} in ${(result.durationMs / 1000).toFixed(1)} s; ${result.skipped} not selected stay parked`,
+        );
     };
   });
 }

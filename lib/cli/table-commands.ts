@@ -104,7 +104,12 @@ function statsCommand(table: Command, cli: Cli): void {
         }
         io.out(`rows ${st.rows}, paused ${st.paused}, held ${st.held}, due ${st.due}, oldest due ${(st.oldestDueAgeMs / 1000).toFixed(1)} s ago`);
         if (st.byDependency.length) {
-          io.out(formatTable(['DEPENDENCY', 'ROWS'], st.byDependency.map((d) => [d.dependency ?? '(none)', String(d.rows)])));
+          io.out(
+            formatTable(
+              ['DEPENDENCY', 'ROWS'],
+              st.byDependency.map((d) => [d.dependency ?? '(none)', String(d.rows)]),
+            ),
+          );
         }
       };
     });

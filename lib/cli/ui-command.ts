@@ -71,7 +71,9 @@ export function uiCommand(program: Command, cli: Cli): void {
   const { io } = cli;
   program
     .command('ui')
-    .description('the operators\' console in a web page: parked messages grouped by error, replayed or purged by group at a safe rate, the retry table by dependency')
+    .description(
+      "the operators' console in a web page: parked messages grouped by error, replayed or purged by group at a safe rate, the retry table by dependency",
+    )
     .argument('[queues...]', 'work queues to show, besides those the management API lists')
     .option('--host <address>', 'address to listen on; any but the loopback needs a token of 16 characters or more', '127.0.0.1')
     .addOption(new Option('--port <port>', 'port to listen on (0: any free one)').argParser(port).default(DEFAULT_CONSOLE_PORT))
@@ -85,7 +87,10 @@ export function uiCommand(program: Command, cli: Cli): void {
     .option('--delays <list>', "the named queues' delays, comma-separated", DEFAULT_DELAYS.join(','))
     .addOption(new Option('--scan-limit <n>', 'group at most this many parked messages of a queue').argParser(positiveInt).default(10_000))
     .addOption(new Option('--rate <perSec>', 'the replay rate the page offers first').argParser(positiveNumber).default(20))
-    .option('--management <url>', "the management API, to list the broker's queues (default: http on the broker's host, port 15672, the broker URL's user and password)")
+    .option(
+      '--management <url>',
+      "the management API, to list the broker's queues (default: http on the broker's host, port 15672, the broker URL's user and password)",
+    )
     .option('--no-management', 'do not ask the management API')
     .action((queues: string[], o: UiOptions) => {
       const token = o.token ?? (io.env[CONSOLE_TOKEN_ENV] || undefined);
@@ -93,7 +98,10 @@ export function uiCommand(program: Command, cli: Cli): void {
         throw new UsageError(`listening on ${o.host} needs a token: --token <token> or ${CONSOLE_TOKEN_ENV}`);
       }
       checkSafety(o, token, o.token === undefined);
-      const delays = o.delays.split(',').map((d) => d.trim()).filter(Boolean) as Delay[];
+      const delays = o.delays
+        .split(',')
+        .map((d) => d.trim())
+        .filter(Boolean) as Delay[];
       try {
         for (const d of delays) delayLabel(d);
       } catch (e) {
@@ -124,7 +132,21 @@ export function uiCommand(program: Command, cli: Cli): void {
         await stopSignal();
         const stopped = await server.close();
         if (cli.json()) {
-          io.out(JSON.stringify({ stopped: stopped.map((j) => ({ id: j.id, kind: j.kind, queue: j.queue, parkedQueue: parkedQueueName(j.queue), label: j.label, state: j.state, done: j.done, total: j.total, left: j.left })) }));
+          io.out(
+            JSON.stringify({
+              stopped: stopped.map((j) => ({
+                id: j.id,
+                kind: j.kind,
+                queue: j.queue,
+                parkedQueue: parkedQueueName(j.queue),
+                label: j.label,
+                state: j.state,
+                done: j.done,
+                total: j.total,
+                left: j.left,
+              })),
+            }),
+          );
         } else if (stopped.length === 0) io.out('stopped; no replay or purge was running');
         else for (const j of stopped) io.out(stoppedLine(j));
       };

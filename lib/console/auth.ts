@@ -86,9 +86,7 @@ export function allowedHostsOf(list: unknown): AllowedHost[] {
 /** Whether a request naming `host` is one the console answers: the loopback's, or one of `allowed`. */
 function answers(allowed: readonly AllowedHost[], host: RequestHost): boolean {
   if (isLoopbackName(host.name)) return true;
-  return allowed.some(
-    (a) => a.name === host.name && (a.port === undefined || a.port === host.port || (host.port === '' && DEFAULT_PORTS.has(a.port))),
-  );
+  return allowed.some((a) => a.name === host.name && (a.port === undefined || a.port === host.port || (host.port === '' && DEFAULT_PORTS.has(a.port))));
 }
 
 /** The host of an `Origin` header (`https://ops.example.com`), or undefined when it names none (`null`). */
@@ -117,7 +115,8 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 export function checkConsoleToken(token: string | undefined, beyond: string | undefined, source = 'token'): void {
   if (token === undefined) return;
   if (token.trim() === '') throw new InvalidOptionsError(`the console's token (${source}) is blank`);
-  if (token.trim() !== token) throw new InvalidOptionsError(`the console's token (${source}) begins or ends with spaces: no request header could carry it`);
+  if (token.trim() !== token)
+    throw new InvalidOptionsError(`the console's token (${source}) begins or ends with spaces: no request header could carry it`);
   if (beyond !== undefined && token.length < CONSOLE_MIN_TOKEN_LENGTH) {
     throw new InvalidOptionsError(
       `${beyond} needs a token of at least ${CONSOLE_MIN_TOKEN_LENGTH} characters; the one given (${source}) has ${token.length}`,

@@ -129,10 +129,7 @@ export class Jobs {
    * Queues `work` on `queue`'s turn and returns the job at once; `work`
    * reports progress by changing the job it is given.
    */
-  start(
-    fields: Pick<JobView, 'kind' | 'queue' | 'scope' | 'key' | 'label' | 'total' | 'ratePerSec'>,
-    work: (job: Job) => Promise<void>,
-  ): Job {
+  start(fields: Pick<JobView, 'kind' | 'queue' | 'scope' | 'key' | 'label' | 'total' | 'ratePerSec'>, work: (job: Job) => Promise<void>): Job {
     const controller = new AbortController();
     const job: Job = {
       ...fields,

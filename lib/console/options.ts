@@ -140,6 +140,8 @@ export function consoleSettings(options: ConsoleOptions): ConsoleSettings {
   return {
     ...settings,
     management,
-    managementStatus: management ? { state: 'unavailable', detail: `${management.base}: not asked yet` } : { state: 'off', detail: 'no broker URL to derive it from' },
+    managementStatus: management
+      ? { state: 'unavailable', detail: `${management.base}: not asked yet` }
+      : { state: 'off', detail: 'no broker URL to derive it from' },
   };
 }

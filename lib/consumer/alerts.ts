@@ -45,7 +45,9 @@ export class AlertWatch {
     const notify = <T extends ParkedAlert | RetryTableAlert>(event: 'alert' | 'tableAlert', a: T, callback?: (a: T) => void) => {
       if (callback) {
         const warn = (problem: string) => host.log('warn', `rabbit-retry: ${problem}`);
-        const r = fenceSync(`alert.${event === 'alert' ? 'onAlert' : 'onTableAlert'} of queue '${host.queue}'`, () => callback(a), { onLateRejection: warn });
+        const r = fenceSync(`alert.${event === 'alert' ? 'onAlert' : 'onTableAlert'} of queue '${host.queue}'`, () => callback(a), {
+          onLateRejection: warn,
+        });
         if (!r.ok) warn(r.problem);
       }
       try {
@@ -61,7 +63,11 @@ export class AlertWatch {
         if (depth > alert.parkedAbove) {
           if (!this.alerting) {
             this.alerting = true;
-            notify<ParkedAlert>('alert', { queue: host.queue, parkedQueue: parkedQueueName(host.queue), depth, threshold: alert.parkedAbove }, alert.onAlert);
+            notify<ParkedAlert>(
+              'alert',
+              { queue: host.queue, parkedQueue: parkedQueueName(host.queue), depth, threshold: alert.parkedAbove },
+              alert.onAlert,
+            );
           }
         } else {
           this.alerting = false;

@@ -312,7 +312,10 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     try {
       this.inner.release(ids);
     } catch (err) {
-      this.log('warn', `rabbit-retry: giving back ${ids.length} message(s) of '${this.queue}' failed (the broker redelivers them when the channel closes): ${reasonOf(err)}`);
+      this.log(
+        'warn',
+        `rabbit-retry: giving back ${ids.length} message(s) of '${this.queue}' failed (the broker redelivers them when the channel closes): ${reasonOf(err)}`,
+      );
     }
   }
 }

@@ -136,7 +136,9 @@ export class FailureReporter {
     const tenant = t.tenant ? call('tenant', () => t.tenant?.(msg), NAME, undefined) : undefined;
     const fallback = Date.now() + 60_000;
     // `undefined` (nothing returned) waits for a person, as `null` does.
-    const next = t.nextAttemptAt ? call<Date | null | undefined>('nextAttemptAt', () => t.nextAttemptAt?.(err, msg.attempt + 1), DUE, new Date(fallback)) : new Date(fallback);
+    const next = t.nextAttemptAt
+      ? call<Date | null | undefined>('nextAttemptAt', () => t.nextAttemptAt?.(err, msg.attempt + 1), DUE, new Date(fallback))
+      : new Date(fallback);
     return {
       dependency: dependency ?? undefined,
       tenant: tenant ?? undefined,

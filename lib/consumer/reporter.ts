@@ -70,9 +70,15 @@ export class Reporter {
     // Unheard, an open and a close still reach the log; a probe does not.
     const { queue } = this.host;
     if (event === 'circuitOpen') {
-      this.host.log('warn', `rabbit-retry: the circuit of '${e.dependency}' opened (${e.cause}); the consumer of '${queue}' stops taking messages and probes`);
+      this.host.log(
+        'warn',
+        `rabbit-retry: the circuit of '${e.dependency}' opened (${e.cause}); the consumer of '${queue}' stops taking messages and probes`,
+      );
     } else if (event === 'circuitClosed') {
-      this.host.log('warn', `rabbit-retry: the circuit of '${e.dependency}' closed (${e.cause}) after ${e.openMs} ms; the consumer of '${queue}' takes messages again`);
+      this.host.log(
+        'warn',
+        `rabbit-retry: the circuit of '${e.dependency}' closed (${e.cause}) after ${e.openMs} ms; the consumer of '${queue}' takes messages again`,
+      );
     }
   }
 

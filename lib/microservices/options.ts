@@ -85,7 +85,7 @@ export const RMQ_SERVER_OPTIONS: Readonly<Record<string, string>> = {
   queueOptions: 'the work queue is durable; put its `arguments` in `queueArguments`, and `x-queue-type` in `queueType`',
   noAssert: 'write `assertQueue: false`',
   socketOptions: 'write `heartbeat`, `connectTimeoutMs` and `tls`',
-  consumerTag: 'remove it: the consumer tag is the broker\'s',
+  consumerTag: "remove it: the consumer tag is the broker's",
   maxConnectionAttempts: 'write `recovery: { maxAttempts }`; the first connection fails at once with CONNECTION',
   wildcards: 'bind one `routingKey` (a topic pattern such as `orders.#`); the handler is found by the pattern in the message',
   exchangeArguments: 'remove it: the exchange is declared durable, with no arguments',
@@ -152,7 +152,7 @@ export const RMQ_CLIENT_OPTIONS: Readonly<Record<string, string>> = {
   isGlobalPrefetchCount: 'remove it: the client consumes replies only',
   socketOptions: 'write `heartbeat`, `connectTimeoutMs` and `tls`',
   maxConnectionAttempts: 'remove it: connect fails at once with CONNECTION, naming each node it tried',
-  wildcards: 'write `exchange`: each message\'s pattern is then its routing key',
+  wildcards: "write `exchange`: each message's pattern is then its routing key",
   exchangeType: 'remove it: the client declares nothing; the server declares the exchange',
   exchangeArguments: 'remove it: the client declares nothing',
 };

@@ -10,7 +10,17 @@ import type { Consumer } from '../consumer';
 import type { ConsumerEvents } from '../consumer/events';
 import { ClosedError, InvalidOptionsError, NoHandlerError, NonRetryableError, RabbitRetryError, ReplyRefusedError, UnroutableError } from '../errors';
 import type { Message } from '../message';
-import { checkBoolean, checkConsumeOptions, checkConnectOptions, checkFunction, checkKeys, checkObject, checkWhole, delayStrings, refuseForeign } from '../check-options';
+import {
+  checkBoolean,
+  checkConsumeOptions,
+  checkConnectOptions,
+  checkFunction,
+  checkKeys,
+  checkObject,
+  checkWhole,
+  delayStrings,
+  refuseForeign,
+} from '../check-options';
 import { DEFAULT_CLOSE_TIMEOUT_MS, DEFAULT_DELAYS } from '../options';
 import { logMoves } from '../nestjs/follow';
 import { reasonOf } from '../error-text';
@@ -313,11 +323,16 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
       throw new NonRetryableError(`the message body is not valid JSON (${body.error}): a Nest message is { "pattern", "data" } as JSON`);
     }
     // Fenced: a throw, a rejection, no answer within the bound, or no packet parks the message.
-    const r = await fence('the deserializer of RabbitRetryServer', () => this.deserializer.deserialize(body.value, { ...msg.properties, headers: msg.headers }), {
-      expect: OBJECT,
-    });
+    const r = await fence(
+      'the deserializer of RabbitRetryServer',
+      () => this.deserializer.deserialize(body.value, { ...msg.properties, headers: msg.headers }),
+      {
+        expect: OBJECT,
+      },
+    );
     if (!r.ok) {
-      if (r.failure === 'unexpected') throw new NonRetryableError(`the deserializer returned no packet (${r.kind ?? 'something else'}): it must return { pattern, data, id? }`);
+      if (r.failure === 'unexpected')
+        throw new NonRetryableError(`the deserializer returned no packet (${r.kind ?? 'something else'}): it must return { pattern, data, id? }`);
       if (r.failure === 'timedOut') throw new NonRetryableError(`the deserializer did not answer within ${DEFAULT_CALLBACK_TIMEOUT_MS} ms`);
       throw new NonRetryableError(`the deserializer could not read the message: ${reasonOf(r.error)}`, { cause: r.error });
     }
@@ -352,7 +367,7 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
       const serialized = r.value;
       if (serialized !== null && typeof serialized === 'object' && 'options' in serialized) {
         const { options: o, ...rest } = serialized as { options?: Record<string, unknown> };
-        options = publishOptionsOf(o, 'the serializer\'s options');
+        options = publishOptionsOf(o, "the serializer's options");
         body = JSON.stringify(rest);
       } else {
         options = {};
@@ -408,4 +423,3 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
     return { warn: (m) => this.logger.warn(m), error: (m) => this.logger.error(m) };
   }
 }
-

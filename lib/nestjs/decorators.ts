@@ -53,7 +53,9 @@ export interface ArgMetadata {
 function argDecorator(type: ArgType, data: string | undefined, pipes: PipeLike[]): ParameterDecorator {
   return (target, key, index) => {
     if (key === undefined) {
-      throw new Error('rabbit-retry: @RabbitPayload(), @RabbitMessage(), @RabbitHeader() and @RabbitRequest() go on the parameters of a @Consume or @RabbitSubscribe method');
+      throw new Error(
+        'rabbit-retry: @RabbitPayload(), @RabbitMessage(), @RabbitHeader() and @RabbitRequest() go on the parameters of a @Consume or @RabbitSubscribe method',
+      );
     }
     const ctor = target.constructor;
     const existing = (Reflect.getMetadata(ARGS_METADATA, ctor, key) ?? {}) as Record<string, ArgMetadata>;

@@ -1,10 +1,4 @@
-import {
-  ForbiddenException,
-  Logger,
-  type OnApplicationBootstrap,
-  type OnApplicationShutdown,
-  Scope,
-} from '@nestjs/common';
+import { ForbiddenException, Logger, type OnApplicationBootstrap, type OnApplicationShutdown, Scope } from '@nestjs/common';
 import type { DiscoveryService, MetadataScanner, ModulesContainer } from '@nestjs/core';
 import type { ExternalContextCreator } from '@nestjs/core/helpers/external-context-creator';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';

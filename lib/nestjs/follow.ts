@@ -14,7 +14,9 @@ export function logMoves(consumer: Consumer, logger: { warn(m: string): void; er
     logger.error(`parked: queue '${q}', message ${e.messageId ?? '(no id)'}, ${e.reason} after attempt ${e.attempt + 1} (${e.target}): ${e.error}`);
   });
   consumer.on('publishFailed', (e) => {
-    logger.error(`queue '${q}', message ${e.messageId ?? '(no id)'}: could not move it to '${e.target}'; the broker will redeliver it: ${e.error.message}`);
+    logger.error(
+      `queue '${q}', message ${e.messageId ?? '(no id)'}: could not move it to '${e.target}'; the broker will redeliver it: ${e.error.message}`,
+    );
   });
   consumer.on('error', (err) => logger.error(`consumer of '${q}': ${err.message}`));
 }

@@ -6,22 +6,8 @@
  */
 export { RabbitRetryModule } from './module';
 export { RabbitRetryConsumers, type ConsumersHealth } from './consumers';
-export {
-  RabbitRetryConsoleModule,
-  RabbitRetryConsoleHost,
-  RABBIT_RETRY_CONSOLE_OPTIONS,
-  type RabbitRetryConsoleModuleOptions,
-} from './console-module';
-export {
-  Consume,
-  OnFailure,
-  InjectRabbitRetry,
-  RabbitPayload,
-  RabbitMessage,
-  RabbitRequest,
-  RabbitHeader,
-  type PipeLike,
-} from './decorators';
+export { RabbitRetryConsoleModule, RabbitRetryConsoleHost, RABBIT_RETRY_CONSOLE_OPTIONS, type RabbitRetryConsoleModuleOptions } from './console-module';
+export { Consume, OnFailure, InjectRabbitRetry, RabbitPayload, RabbitMessage, RabbitRequest, RabbitHeader, type PipeLike } from './decorators';
 export { RabbitSubscribe, Nack, type RabbitSubscribeOptions, type RabbitSubscribeQueueOptions } from './subscribe';
 export {
   RABBIT_RETRY_MODULE_OPTIONS,

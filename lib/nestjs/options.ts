@@ -1,14 +1,7 @@
 import { ConfigurableModuleBuilder, type ConfigurableModuleCls, type ConfigurableModuleHost } from '@nestjs/common';
 
 import { checkKeys, checkObject, checkOnFailureKeys, refuseForeign } from '../check-options';
-import {
-  CONNECT_OPTION_KEYS,
-  CONSUME_OPTION_KEYS,
-  type ConnectOptions,
-  type ConsumeOptions,
-  type OnFailureOptions,
-  type OptionKeys,
-} from '../options';
+import { CONNECT_OPTION_KEYS, CONSUME_OPTION_KEYS, type ConnectOptions, type ConsumeOptions, type OnFailureOptions, type OptionKeys } from '../options';
 
 /** Options of {@link RabbitRetryModule}: how to connect, and defaults for every `@Consume` handler. */
 export interface RabbitRetryModuleOptions extends ConnectOptions {
@@ -63,12 +56,8 @@ const builder: Host = new ConfigurableModuleBuilder<RabbitRetryModuleOptions>({ 
   .build();
 
 /** @internal */
-export const ConfigurableModuleClass: ConfigurableModuleCls<
-  RabbitRetryModuleOptions,
-  'forRoot',
-  'createRabbitRetryOptions',
-  RabbitRetryModuleExtras
-> = builder.ConfigurableModuleClass;
+export const ConfigurableModuleClass: ConfigurableModuleCls<RabbitRetryModuleOptions, 'forRoot', 'createRabbitRetryOptions', RabbitRetryModuleExtras> =
+  builder.ConfigurableModuleClass;
 
 /** The injection token of the module's options. */
 export const RABBIT_RETRY_MODULE_OPTIONS = builder.MODULE_OPTIONS_TOKEN;
@@ -111,7 +100,8 @@ export const GOLEVELUP_MODULE_OPTIONS: Readonly<Record<string, string>> = {
   defaultExchangeType: 'give `exchangeType` in @RabbitSubscribe (the default is topic)',
   defaultRpcErrorHandler: 'rabbit-retry has no @RabbitRPC; requests and replies go through rabbit-retry/microservices',
   defaultSubscribeErrorBehavior: 'write `defaultOnFailure`: a handler that throws retries through the retry queues and parks, never requeues',
-  connectionInitOptions: 'the connection is made at start-up (`connectTimeoutMs`), which fails with CONNECTION when no node answers; consumers recover by themselves afterwards',
+  connectionInitOptions:
+    'the connection is made at start-up (`connectTimeoutMs`), which fails with CONNECTION when no node answers; consumers recover by themselves afterwards',
   connectionManagerOptions: 'write `heartbeat`, `connectTimeoutMs`, `tls` and `recovery` (on each handler)',
   registerHandlers: 'handlers are always found and started at bootstrap',
   enableDirectReplyTo: 'rabbit-retry has no @RabbitRPC; requests and replies go through rabbit-retry/microservices',

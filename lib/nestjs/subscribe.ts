@@ -70,7 +70,7 @@ const QUEUE_OPTION_KEYS = {
 const REFUSED_QUEUE_OPTIONS: Readonly<Record<string, string>> = {
   bindQueueArguments: 'the queue is bound without arguments; bind with arguments (a headers exchange) outside rabbit-retry',
   channel: 'every consumer has a channel of its own; set `prefetch` on the handler, or on the module',
-  consumerOptions: 'the consumer is rabbit-retry\'s: it acks each message after its handler, and `prefetch` limits the handlers in flight',
+  consumerOptions: "the consumer is rabbit-retry's: it acks each message after its handler, and `prefetch` limits the handlers in flight",
 };
 
 /** The queue options that are queue arguments, by their argument name. */
@@ -163,8 +163,10 @@ const REFUSED_OPTIONS: Readonly<Record<string, string>> = {
   name: 'rabbit-retry has no module-level `handlers` to name: give the options in @RabbitSubscribe',
   connection: 'a RabbitRetryModule has one connection; import a second RabbitRetryModule for another broker',
   errorBehavior: 'a handler that throws takes the failure path (retry queues, then the parked queue), never a requeue: set `onFailure` or @OnFailure',
-  errorHandler: 'a handler that throws takes the failure path (retry queues, then the parked queue): set `onFailure` or @OnFailure, and follow the consumer\'s `retry` and `parked` events through RabbitRetryConsumers',
-  assertQueueErrorHandler: 'a queue that exists with other arguments fails the bootstrap with TOPOLOGY_MISMATCH, naming the option that matches; set `queueOptions.arguments` to match, or `createQueueIfNotExists: false`',
+  errorHandler:
+    "a handler that throws takes the failure path (retry queues, then the parked queue): set `onFailure` or @OnFailure, and follow the consumer's `retry` and `parked` events through RabbitRetryConsumers",
+  assertQueueErrorHandler:
+    'a queue that exists with other arguments fails the bootstrap with TOPOLOGY_MISMATCH, naming the option that matches; set `queueOptions.arguments` to match, or `createQueueIfNotExists: false`',
   usePersistentReplyTo: 'a subscriber sends no replies',
   batchOptions: 'each message is handled, and retried or parked, on its own; raise `prefetch` to handle more at once',
 };
@@ -289,7 +291,10 @@ export function subscribePlan(options: RabbitSubscribeOptions): SubscribePlan {
     if (type !== undefined) {
       delete args['x-queue-type'];
       if (type !== 'classic' && type !== 'quorum') {
-        throw new UnsupportedOptionError('queueOptions.arguments.x-queue-type', `\`x-queue-type\` '${String(type)}' is not supported: rabbit-retry consumes classic and quorum queues`);
+        throw new UnsupportedOptionError(
+          'queueOptions.arguments.x-queue-type',
+          `\`x-queue-type\` '${String(type)}' is not supported: rabbit-retry consumes classic and quorum queues`,
+        );
       }
       if (queueType !== undefined && queueType !== type) {
         throw new InvalidOptionsError(`queueType '${queueType}' and queueOptions.arguments['x-queue-type'] '${type}' disagree: give one`);

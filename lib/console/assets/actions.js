@@ -33,7 +33,9 @@ function confirmAction(title, text, okText, danger) {
   ok.className = danger ? 'danger solid' : '';
   $('modal').hidden = false;
   ok.focus();
-  return new Promise(function (resolve) { pending = resolve; });
+  return new Promise(function (resolve) {
+    pending = resolve;
+  });
 }
 
 /**
@@ -70,7 +72,9 @@ function failed(e) {
 }
 
 /** @param {{ job: JobView }} a */
-function startedJob(a) { started(a.job); }
+function startedJob(a) {
+  started(a.job);
+}
 
 /**
  * @param {string} queue
@@ -81,8 +85,19 @@ export function replayGroup(queue, g) {
   var r = rate();
   confirmAction(
     'Replay ' + count + ' message' + (count === 1 ? '' : 's') + '?',
-    'The ' + count + ' parked message' + (count === 1 ? '' : 's') + ' of "' + g.errorName + ': ' + g.message + '" go back to ' + queue +
-      ' at ' + r + ' a second, with retry-attempt reset to 0.',
+    'The ' +
+      count +
+      ' parked message' +
+      (count === 1 ? '' : 's') +
+      ' of "' +
+      g.errorName +
+      ': ' +
+      g.message +
+      '" go back to ' +
+      queue +
+      ' at ' +
+      r +
+      ' a second, with retry-attempt reset to 0.',
     'Replay ' + count,
   ).then(function (ok) {
     if (!ok) return;
@@ -98,7 +113,15 @@ export function purgeGroup(queue, g) {
   var count = liveCount(queue, g);
   confirmAction(
     'Purge ' + count + ' message' + (count === 1 ? '' : 's') + '?',
-    'The ' + count + ' parked message' + (count === 1 ? '' : 's') + ' of "' + g.errorName + ': ' + g.message + '" are deleted for good. The other parked messages stay, in their order.',
+    'The ' +
+      count +
+      ' parked message' +
+      (count === 1 ? '' : 's') +
+      ' of "' +
+      g.errorName +
+      ': ' +
+      g.message +
+      '" are deleted for good. The other parked messages stay, in their order.',
     'Purge ' + count + ' message' + (count === 1 ? '' : 's'),
     true,
   ).then(function (ok) {
@@ -124,7 +147,9 @@ export function replayQueue(queue, count) {
 }
 
 /** @param {MessageDetail} m */
-function messageName(m) { return m.messageId ? 'message ' + m.messageId : 'message #' + (m.position + 1); }
+function messageName(m) {
+  return m.messageId ? 'message ' + m.messageId : 'message #' + (m.position + 1);
+}
 
 /**
  * @param {string} queue

@@ -71,20 +71,29 @@ function api(path, body) {
     init.body = JSON.stringify(body);
   }
   return fetch(base + 'api/' + path, init).then(function (res) {
-    return res.json().catch(function () { return {}; }).then(function (data) {
-      if (res.ok) return data;
-      var e = (data && data.error) || {};
-      if (res.status === 401) showLogin(S.token ? 'That token was refused.' : '');
-      throw new ApiError(res.status, e.code || 'HTTP_' + res.status, e.message || res.statusText);
-    });
+    return res
+      .json()
+      .catch(function () {
+        return {};
+      })
+      .then(function (data) {
+        if (res.ok) return data;
+        var e = (data && data.error) || {};
+        if (res.status === 401) showLogin(S.token ? 'That token was refused.' : '');
+        throw new ApiError(res.status, e.code || 'HTTP_' + res.status, e.message || res.statusText);
+      });
   });
 }
 
 /** @param {string} name */
-function q(name) { return encodeURIComponent(name); }
+function q(name) {
+  return encodeURIComponent(name);
+}
 
 /** @returns {Promise<ConsoleState>} */
-export function getState() { return /** @type {Promise<ConsoleState>} */ (api('state')); }
+export function getState() {
+  return /** @type {Promise<ConsoleState>} */ (api('state'));
+}
 
 /**
  * @param {string} queue
@@ -101,7 +110,9 @@ export function getGroups(queue, refresh) {
  * @returns {Promise<{ messages: MessageDetail[], scanned: number, truncated: boolean }>}
  */
 export function getMessages(queue, key) {
-  return /** @type {Promise<{ messages: MessageDetail[], scanned: number, truncated: boolean }>} */ (api('queues/' + q(queue) + '/groups/' + key + '/messages?limit=20'));
+  return /** @type {Promise<{ messages: MessageDetail[], scanned: number, truncated: boolean }>} */ (
+    api('queues/' + q(queue) + '/groups/' + key + '/messages?limit=20')
+  );
 }
 
 /**
@@ -119,11 +130,15 @@ export function startJob(kind, queue, body) {
  * @param {number} id
  * @returns {Promise<{ stopped: boolean }>}
  */
-export function stopJob(id) { return /** @type {Promise<{ stopped: boolean }>} */ (api('jobs/' + id + '/stop', {})); }
+export function stopJob(id) {
+  return /** @type {Promise<{ stopped: boolean }>} */ (api('jobs/' + id + '/stop', {}));
+}
 
 /**
  * @param {'pause' | 'resume' | 'retry-now'} action
  * @param {{ dependency?: string, id?: number }} body
  * @returns {Promise<{ rows: number }>}
  */
-export function tableAction(action, body) { return /** @type {Promise<{ rows: number }>} */ (api('table/' + action, body)); }
+export function tableAction(action, body) {
+  return /** @type {Promise<{ rows: number }>} */ (api('table/' + action, body));
+}

@@ -18,8 +18,12 @@ import { S, drawWith } from './store.js';
 drawWith(render);
 
 document.addEventListener('DOMContentLoaded', function () {
-  $('modal-cancel').addEventListener('click', function () { closeModal(false); });
-  $('modal-ok').addEventListener('click', function () { closeModal(true); });
+  $('modal-cancel').addEventListener('click', function () {
+    closeModal(false);
+  });
+  $('modal-ok').addEventListener('click', function () {
+    closeModal(true);
+  });
   document.addEventListener('keydown', function (e) {
     if (e.key === 'Escape' && !$('modal').hidden) closeModal(false);
   });

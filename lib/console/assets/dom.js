@@ -38,7 +38,9 @@ export function h(tag, attrs, ...children) {
       else el.setAttribute(k, String(v));
     });
   }
-  children.forEach(function (c) { add(el, c); });
+  children.forEach(function (c) {
+    add(el, c);
+  });
   return el;
 }
 
@@ -50,7 +52,9 @@ export function h(tag, attrs, ...children) {
 function add(el, child) {
   if (child === undefined || child === null || child === false) return;
   if (Array.isArray(child)) {
-    child.forEach(function (c) { add(el, c); });
+    child.forEach(function (c) {
+      add(el, c);
+    });
     return;
   }
   el.appendChild(typeof child === 'object' ? child : document.createTextNode(String(child)));
@@ -61,14 +65,18 @@ function add(el, child) {
  * @param {string} id
  * @returns {HTMLElement}
  */
-export function $(id) { return /** @type {HTMLElement} */ (document.getElementById(id)); }
+export function $(id) {
+  return /** @type {HTMLElement} */ (document.getElementById(id));
+}
 
 /**
  * The page's input `id`.
  * @param {string} id
  * @returns {HTMLInputElement}
  */
-export function input(id) { return /** @type {HTMLInputElement} */ ($(id)); }
+export function input(id) {
+  return /** @type {HTMLInputElement} */ ($(id));
+}
 
 /**
  * Replaces what `el` holds with `children`.
@@ -77,17 +85,23 @@ export function input(id) { return /** @type {HTMLInputElement} */ ($(id)); }
  */
 export function replace(el, ...children) {
   while (el.firstChild) el.removeChild(el.firstChild);
-  children.forEach(function (c) { add(el, c); });
+  children.forEach(function (c) {
+    add(el, c);
+  });
 }
 
 /**
  * A count, with thousands separated; a dash when there is none.
  * @param {unknown} x
  */
-export function n(x) { return typeof x === 'number' ? x.toLocaleString('en-US') : '–'; }
+export function n(x) {
+  return typeof x === 'number' ? x.toLocaleString('en-US') : '–';
+}
 
 /** @param {number} x */
-function pad(x) { return (x < 10 ? '0' : '') + x; }
+function pad(x) {
+  return (x < 10 ? '0' : '') + x;
+}
 
 /**
  * A time of the day, with its date when it is not today; a dash when there is none.
@@ -122,7 +136,13 @@ export function ms(x) {
  * @param {string} [sub]
  */
 export function tile(label, value, cls, sub) {
-  return h('div', { class: 'tile' + (cls ? ' ' + cls : '') }, h('span', { class: 'label', text: label }), h('span', { class: 'value', text: value }), sub ? h('span', { class: 'sub', text: sub }) : null);
+  return h(
+    'div',
+    { class: 'tile' + (cls ? ' ' + cls : '') },
+    h('span', { class: 'label', text: label }),
+    h('span', { class: 'value', text: value }),
+    sub ? h('span', { class: 'sub', text: sub }) : null,
+  );
 }
 
 /** @type {ReturnType<typeof setTimeout> | undefined} */
@@ -139,5 +159,10 @@ export function toast(text, isError) {
   t.className = 'toast' + (isError ? ' error' : '');
   t.hidden = false;
   clearTimeout(toastTimer);
-  toastTimer = setTimeout(function () { t.hidden = true; }, isError ? 8000 : 4000);
+  toastTimer = setTimeout(
+    function () {
+      t.hidden = true;
+    },
+    isError ? 8000 : 4000,
+  );
 }

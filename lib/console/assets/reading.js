@@ -26,14 +26,23 @@ export function readGroups(queue, refresh) {
       S.lastGrouped[queue] = Date.now();
       var open = S.open;
       if (open && answer.grouping && !answer.busy) {
-        var still = answer.grouping.groups.some(function (g) { return g.key === open; });
+        var still = answer.grouping.groups.some(function (g) {
+          return g.key === open;
+        });
         if (still) loadMessages(queue, open);
-        else { S.open = null; S.openMessages = null; }
+        else {
+          S.open = null;
+          S.openMessages = null;
+        }
       }
       redraw();
     })
-    .catch(function (e) { if (e.status !== 401) toast('Reading ' + queue + ' failed: ' + e.message, true); })
-    .then(function () { S.reading[queue] = false; });
+    .catch(function (e) {
+      if (e.status !== 401) toast('Reading ' + queue + ' failed: ' + e.message, true);
+    })
+    .then(function () {
+      S.reading[queue] = false;
+    });
 }
 
 /**
@@ -47,14 +56,18 @@ function keepSettled(queue, before, answer) {
   var now = {};
   const grouping = before.grouping;
   if (!answer.grouping || !grouping) return;
-  answer.grouping.groups.forEach(function (g) { now[g.key] = true; });
+  answer.grouping.groups.forEach(function (g) {
+    now[g.key] = true;
+  });
   var kept = S.settled[queue] || (S.settled[queue] = {});
   jobsOf(queue).forEach(function (j) {
     if (j.id < before.jobsFrom || j.state === 'queued' || j.state === 'running') return;
     S.absorbed[j.id] = true;
     Object.keys(j.byGroup).forEach(function (key) {
       if (now[key]) return;
-      var g = grouping.groups.filter(function (x) { return x.key === key; })[0];
+      var g = grouping.groups.filter(function (x) {
+        return x.key === key;
+      })[0];
       if (!g) return;
       var verb = j.kind === 'replay' ? 'replayed' : 'purged';
       kept[key] = { group: g, note: verb + ' ' + j.byGroup[key] + ' at ' + when(j.finishedAt) };
@@ -108,7 +121,9 @@ export function poll() {
       S.state = state;
       if (S.rate === null) S.rate = state.ratePerSec;
       if (!S.selected && state.queues.length) {
-        var withParked = state.queues.filter(function (x) { return x.parked; })[0];
+        var withParked = state.queues.filter(function (x) {
+          return x.parked;
+        })[0];
         select((withParked || state.queues[0]).queue);
       }
       redraw();

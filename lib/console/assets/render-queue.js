@@ -25,18 +25,36 @@ export function renderQueue() {
   var answer = S.groups[queue];
   var grouping = answer && answer.grouping;
   var active = activeJobs(queue);
-  var tiles = [tile('work', view.work ? n(view.work.messages) : 'missing', '', view.work ? view.work.consumers + ' consumer' + (view.work.consumers === 1 ? '' : 's') : '')];
-  view.retry.forEach(function (r) { tiles.push(tile('retry ' + r.delay, n(r.messages))); });
+  var tiles = [
+    tile(
+      'work',
+      view.work ? n(view.work.messages) : 'missing',
+      '',
+      view.work ? view.work.consumers + ' consumer' + (view.work.consumers === 1 ? '' : 's') : '',
+    ),
+  ];
+  view.retry.forEach(function (r) {
+    tiles.push(tile('retry ' + r.delay, n(r.messages)));
+  });
   tiles.push(tile('parked', view.parked === null ? 'missing' : n(view.parked), view.parked ? 'parked' : ''));
   if (view.tableRows !== null) tiles.push(tile('retry table', n(view.tableRows), '', 'rows'));
 
   var rateInput = S.rateInput;
   if (!rateInput) {
-    rateInput = S.rateInput = /** @type {HTMLInputElement} */ (h('input', {
-      type: 'number', min: '0.1', step: 'any', id: 'rate', value: String(rate()), 'aria-label': 'replay rate',
-      /** @param {Event} e */
-      oninput: function (e) { S.rate = /** @type {HTMLInputElement} */ (e.target).value; },
-    }));
+    rateInput = S.rateInput = /** @type {HTMLInputElement} */ (
+      h('input', {
+        type: 'number',
+        min: '0.1',
+        step: 'any',
+        id: 'rate',
+        value: String(rate()),
+        'aria-label': 'replay rate',
+        /** @param {Event} e */
+        oninput: function (e) {
+          S.rate = /** @type {HTMLInputElement} */ (e.target).value;
+        },
+      })
+    );
   }
   var focused = document.activeElement === rateInput;
   var parkedCount = view.parked || 0;
@@ -45,24 +63,69 @@ export function renderQueue() {
     'div',
     { class: 'controls' },
     h('label', null, 'Replay rate ', rateInput, ' messages/s'),
-    h('button', { 'data-action': 'replay-queue', disabled: !parkedCount || active.length > 0, onclick: function () { replayQueue(shown, parkedCount); } }, 'Replay all ' + n(parkedCount) + ' parked'),
-    h('button', { class: 'secondary', 'data-action': 'regroup', disabled: active.length > 0, onclick: function () { S.settled[shown] = {}; readGroups(shown, true); } }, 'Read again'),
+    h(
+      'button',
+      {
+        'data-action': 'replay-queue',
+        disabled: !parkedCount || active.length > 0,
+        onclick: function () {
+          replayQueue(shown, parkedCount);
+        },
+      },
+      'Replay all ' + n(parkedCount) + ' parked',
+    ),
+    h(
+      'button',
+      {
+        class: 'secondary',
+        'data-action': 'regroup',
+        disabled: active.length > 0,
+        onclick: function () {
+          S.settled[shown] = {};
+          readGroups(shown, true);
+        },
+      },
+      'Read again',
+    ),
   );
 
   var scan = null;
   if (grouping) {
     var text = grouping.truncated
-      ? 'Grouped the first ' + n(grouping.scanned) + ' of ' + n(grouping.depth) + ' parked messages (the rest were not read) in ' + ms(grouping.tookMs) + ', at ' + when(grouping.at) + '.'
+      ? 'Grouped the first ' +
+        n(grouping.scanned) +
+        ' of ' +
+        n(grouping.depth) +
+        ' parked messages (the rest were not read) in ' +
+        ms(grouping.tookMs) +
+        ', at ' +
+        when(grouping.at) +
+        '.'
       : 'Grouped all ' + n(grouping.scanned) + ' parked messages in ' + ms(grouping.tookMs) + ', at ' + when(grouping.at) + '.';
     if (answer.busy) text += ' A replay or purge is running: counts follow its progress.';
     scan = h('p', { class: 'scan' + (grouping.truncated ? ' truncated' : ''), id: 'scan', text: text });
   } else {
-    scan = h('p', { class: 'scan', id: 'scan', text: S.reading[queue] ? 'Reading the parked messages…' : answer && answer.busy ? 'A replay or purge is running; the messages are read when it ends.' : '' });
+    scan = h('p', {
+      class: 'scan',
+      id: 'scan',
+      text: S.reading[queue]
+        ? 'Reading the parked messages…'
+        : answer && answer.busy
+          ? 'A replay or purge is running; the messages are read when it ends.'
+          : '',
+    });
   }
 
   replace(
     panel,
-    h('div', { class: 'queue-head' }, h('h2', { text: queue }), view.sources.map(function (s) { return h('span', { class: 'badge source', text: s }); })),
+    h(
+      'div',
+      { class: 'queue-head' },
+      h('h2', { text: queue }),
+      view.sources.map(function (s) {
+        return h('span', { class: 'badge source', text: s });
+      }),
+    ),
     h('div', { class: 'tiles' }, tiles),
     controls,
     scan,
@@ -99,7 +162,17 @@ function groupsTable(queue, grouping, active) {
     h(
       'thead',
       null,
-      h('tr', null, h('th', { class: 'num', text: 'Count' }), h('th', { text: 'Error' }), h('th', { class: 'hide-narrow', text: 'Reason' }), h('th', { text: 'First failure' }), h('th', { text: 'Last failure' }), h('th', { class: 'hide-narrow', text: 'Example' }), h('th')),
+      h(
+        'tr',
+        null,
+        h('th', { class: 'num', text: 'Count' }),
+        h('th', { text: 'Error' }),
+        h('th', { class: 'hide-narrow', text: 'Reason' }),
+        h('th', { text: 'First failure' }),
+        h('th', { text: 'Last failure' }),
+        h('th', { class: 'hide-narrow', text: 'Example' }),
+        h('th'),
+      ),
     ),
     h('tbody', null, rows),
   );
@@ -114,15 +187,31 @@ function groupsTable(queue, grouping, active) {
  * @param {string | null} settledNote what a finished job did, when it emptied the group
  */
 function groupRow(queue, g, count, active, settledNote) {
-  var job = active.filter(function (j) { return j.scope === 'group' && j.key === g.key; })[0];
+  var job = active.filter(function (j) {
+    return j.scope === 'group' && j.key === g.key;
+  })[0];
   var busy = active.length > 0;
-  var reasons = Object.keys(g.reasons).map(function (r) { return h('span', { class: 'badge zero', text: r + ' ' + g.reasons[r] }); });
+  var reasons = Object.keys(g.reasons).map(function (r) {
+    return h('span', { class: 'badge zero', text: r + ' ' + g.reasons[r] });
+  });
   var progress = job
     ? h(
         'div',
         null,
-        h('div', { class: 'progress' + (job.kind === 'purge' ? ' purge' : '') }, h('div', { style: { width: Math.round((100 * job.done) / Math.max(1, job.total)) + '%' } })),
-        h('span', { class: 'progress-text', text: (job.state === 'queued' ? 'waiting to ' : job.kind === 'replay' ? 'replaying ' : 'purging ') + job.done + ' of ' + job.total + (job.ratePerSec ? ' at ' + job.ratePerSec + '/s' : '') }),
+        h(
+          'div',
+          { class: 'progress' + (job.kind === 'purge' ? ' purge' : '') },
+          h('div', { style: { width: Math.round((100 * job.done) / Math.max(1, job.total)) + '%' } }),
+        ),
+        h('span', {
+          class: 'progress-text',
+          text:
+            (job.state === 'queued' ? 'waiting to ' : job.kind === 'replay' ? 'replaying ' : 'purging ') +
+            job.done +
+            ' of ' +
+            job.total +
+            (job.ratePerSec ? ' at ' + job.ratePerSec + '/s' : ''),
+        }),
       )
     : null;
   return h(
@@ -150,9 +239,41 @@ function groupRow(queue, g, count, active, settledNote) {
         : h(
             'div',
             { class: 'actions' },
-            h('button', { class: 'secondary', 'data-action': 'open', disabled: busy && S.open !== g.key, onclick: function () { toggleGroup(queue, g.key); } }, S.open === g.key ? 'Close' : 'Open'),
-            h('button', { 'data-action': 'replay', disabled: busy || count === 0, onclick: function () { replayGroup(queue, g); } }, 'Replay'),
-            h('button', { class: 'danger', 'data-action': 'purge', disabled: busy || count === 0, onclick: function () { purgeGroup(queue, g); } }, 'Purge'),
+            h(
+              'button',
+              {
+                class: 'secondary',
+                'data-action': 'open',
+                disabled: busy && S.open !== g.key,
+                onclick: function () {
+                  toggleGroup(queue, g.key);
+                },
+              },
+              S.open === g.key ? 'Close' : 'Open',
+            ),
+            h(
+              'button',
+              {
+                'data-action': 'replay',
+                disabled: busy || count === 0,
+                onclick: function () {
+                  replayGroup(queue, g);
+                },
+              },
+              'Replay',
+            ),
+            h(
+              'button',
+              {
+                class: 'danger',
+                'data-action': 'purge',
+                disabled: busy || count === 0,
+                onclick: function () {
+                  purgeGroup(queue, g);
+                },
+              },
+              'Purge',
+            ),
           ),
     ),
   );
@@ -174,14 +295,18 @@ function openRow(queue, g) {
       'div',
       { class: 'messages' },
       more ? h('p', { class: 'note', text: more }) : null,
-      o.messages.map(function (m, i) { return messageCard(queue, m, i === 0); }),
+      o.messages.map(function (m, i) {
+        return messageCard(queue, m, i === 0);
+      }),
     );
   }
   return h('tr', { class: 'group-open' }, h('td', { colspan: '7' }, content));
 }
 
 /** @param {string} text */
-function pre(text) { return h('pre', { text: text }); }
+function pre(text) {
+  return h('pre', { text: text });
+}
 
 /**
  * The headers, with the stack (shown on its own above) left out.
@@ -219,8 +344,30 @@ function messageCard(queue, m, open) {
       h(
         'div',
         { class: 'actions' },
-        h('button', { class: 'secondary', 'data-action': 'replay-message', disabled: busy, onclick: function () { replayMessage(queue, m); } }, 'Replay'),
-        h('button', { class: 'danger', 'data-action': 'purge-message', disabled: busy, onclick: function () { purgeMessage(queue, m); } }, 'Purge'),
+        h(
+          'button',
+          {
+            class: 'secondary',
+            'data-action': 'replay-message',
+            disabled: busy,
+            onclick: function () {
+              replayMessage(queue, m);
+            },
+          },
+          'Replay',
+        ),
+        h(
+          'button',
+          {
+            class: 'danger',
+            'data-action': 'purge-message',
+            disabled: busy,
+            onclick: function () {
+              purgeMessage(queue, m);
+            },
+          },
+          'Purge',
+        ),
       ),
     ),
     h(
@@ -228,7 +375,9 @@ function messageCard(queue, m, open) {
       {
         open: S.detailsOpen[m.key] === undefined ? open : S.detailsOpen[m.key],
         /** @param {Event} e */
-        ontoggle: function (e) { S.detailsOpen[m.key] = /** @type {HTMLDetailsElement} */ (e.target).open; },
+        ontoggle: function (e) {
+          S.detailsOpen[m.key] = /** @type {HTMLDetailsElement} */ (e.target).open;
+        },
       },
       h('summary', { text: (m.errorName || 'Error') + ': ' + (m.error || '') }),
       h(

@@ -28,17 +28,37 @@ export function render() {
   var queue = S.selected;
   var answer = queue ? S.groups[queue] : null;
   var state = st;
-  once('queues', [st.queues, S.selected], function () { renderQueues(state); });
-  once('queue', [queue && queueView(queue), answer, queue && jobsOf(queue), S.open, openSig(), queue && S.settled[queue], queue && S.reading[queue]], function () { renderQueue(); });
-  once('jobs', [st.jobs], function () { renderJobs(state); });
-  once('table', [st.table, st.tableError], function () { renderTable(state); });
+  once('queues', [st.queues, S.selected], function () {
+    renderQueues(state);
+  });
+  once(
+    'queue',
+    [queue && queueView(queue), answer, queue && jobsOf(queue), S.open, openSig(), queue && S.settled[queue], queue && S.reading[queue]],
+    function () {
+      renderQueue();
+    },
+  );
+  once('jobs', [st.jobs], function () {
+    renderJobs(state);
+  });
+  once('table', [st.table, st.tableError], function () {
+    renderTable(state);
+  });
 }
 
 /** What the opened group shows: its key, and its messages' keys or error. */
 function openSig() {
   var o = S.openMessages;
   if (!o) return null;
-  return [o.key, o.error || null, o.messages ? o.messages.map(function (m) { return m.key; }) : null];
+  return [
+    o.key,
+    o.error || null,
+    o.messages
+      ? o.messages.map(function (m) {
+          return m.key;
+        })
+      : null,
+  ];
 }
 
 /** @type {Record<string, string>} */
@@ -63,13 +83,21 @@ function renderQueues(st) {
   replace(
     list,
     st.queues.map(function (x) {
-      var retry = x.retry.reduce(function (a, r) { return a + r.messages; }, 0);
+      var retry = x.retry.reduce(function (a, r) {
+        return a + r.messages;
+      }, 0);
       return h(
         'li',
         null,
         h(
           'button',
-          { class: 'queue-item' + (x.queue === S.selected ? ' selected' : ''), 'data-queue': x.queue, onclick: function () { select(x.queue); } },
+          {
+            class: 'queue-item' + (x.queue === S.selected ? ' selected' : ''),
+            'data-queue': x.queue,
+            onclick: function () {
+              select(x.queue);
+            },
+          },
           h('span', { class: 'name', text: x.queue }),
           h(
             'span',
@@ -95,10 +123,18 @@ function renderQueues(st) {
 function sourcesText(st) {
   /** @type {Record<string, boolean>} */
   var seen = {};
-  st.queues.forEach(function (x) { x.sources.forEach(function (s) { seen[s] = true; }); });
+  st.queues.forEach(function (x) {
+    x.sources.forEach(function (s) {
+      seen[s] = true;
+    });
+  });
   /** @type {Record<string, string>} */
   var words = { consumer: 'this process’s consumers', named: 'the queues named to the console', management: 'the management API' };
-  return Object.keys(seen).map(function (s) { return words[s] || s; }).join(', ');
+  return Object.keys(seen)
+    .map(function (s) {
+      return words[s] || s;
+    })
+    .join(', ');
 }
 
 /** @param {ConsoleState} st */
@@ -115,7 +151,21 @@ function renderJobs(st) {
     h(
       'table',
       { class: 'jobs' },
-      h('thead', null, h('tr', null, h('th', { text: 'Action' }), h('th', { text: 'Queue' }), h('th', { text: 'Of' }), h('th', { text: 'State' }), h('th', { text: 'Progress' }), h('th', { text: 'Started' }), h('th'))),
+      h(
+        'thead',
+        null,
+        h(
+          'tr',
+          null,
+          h('th', { text: 'Action' }),
+          h('th', { text: 'Queue' }),
+          h('th', { text: 'Of' }),
+          h('th', { text: 'State' }),
+          h('th', { text: 'Progress' }),
+          h('th', { text: 'Started' }),
+          h('th'),
+        ),
+      ),
       h(
         'tbody',
         null,
@@ -127,15 +177,42 @@ function renderJobs(st) {
             h('td', { text: j.kind + (j.ratePerSec ? ' at ' + j.ratePerSec + '/s' : '') }),
             h('td', { class: 'mono', text: j.queue }),
             h('td', { class: 'emsg', text: j.label }),
-            h('td', null, h('span', { class: 'state-' + j.state, text: j.state }), j.error ? h('div', { class: 'error', text: j.error.code + ': ' + j.error.message }) : null),
             h(
               'td',
               null,
-              h('span', { class: 'progress-text', text: j.done + ' of ' + j.total + (!going && typeof j.left === 'number' ? '; ' + j.left + ' left parked' : '') }),
-              h('div', { class: 'progress' + (j.kind === 'purge' ? ' purge' : '') }, h('div', { style: { width: Math.round((100 * j.done) / Math.max(1, j.total)) + '%' } })),
+              h('span', { class: 'state-' + j.state, text: j.state }),
+              j.error ? h('div', { class: 'error', text: j.error.code + ': ' + j.error.message }) : null,
+            ),
+            h(
+              'td',
+              null,
+              h('span', {
+                class: 'progress-text',
+                text: j.done + ' of ' + j.total + (!going && typeof j.left === 'number' ? '; ' + j.left + ' left parked' : ''),
+              }),
+              h(
+                'div',
+                { class: 'progress' + (j.kind === 'purge' ? ' purge' : '') },
+                h('div', { style: { width: Math.round((100 * j.done) / Math.max(1, j.total)) + '%' } }),
+              ),
             ),
             h('td', { class: 'when', text: when(j.startedAt || j.createdAt) }),
-            h('td', null, going ? h('button', { class: 'secondary', onclick: function () { stopJob(j); } }, 'Stop') : null),
+            h(
+              'td',
+              null,
+              going
+                ? h(
+                    'button',
+                    {
+                      class: 'secondary',
+                      onclick: function () {
+                        stopJob(j);
+                      },
+                    },
+                    'Stop',
+                  )
+                : null,
+            ),
           );
         }),
       ),
@@ -151,23 +228,59 @@ function renderTable(st) {
     replace(
       panel,
       h('h2', { text: 'Retry table' }),
-      h('p', { class: st.tableError ? 'error' : 'note', text: st.tableError || 'No retry table: start the console with --db postgres://… (or RETRY_TABLE_URL), or connect its client with { retryTable: { url } }.' }),
+      h('p', {
+        class: st.tableError ? 'error' : 'note',
+        text:
+          st.tableError ||
+          'No retry table: start the console with --db postgres://… (or RETRY_TABLE_URL), or connect its client with { retryTable: { url } }.',
+      }),
     );
     return;
   }
   var deps = t.dependencies.map(function (d) {
     var name = d.dependency === null ? '(none)' : d.dependency;
     const dependency = d.dependency;
-    var actions = dependency === null
-      ? null
-      : h(
-          'div',
-          { class: 'actions' },
-          d.pauseInForce
-            ? h('button', { 'data-action': 'resume', onclick: function () { tableAction('resume', { dependency: dependency }, 'Resumed ' + name); } }, 'Resume')
-            : h('button', { class: 'secondary', 'data-action': 'pause', onclick: function () { tableAction('pause', { dependency: dependency }, 'Paused ' + name); } }, 'Pause'),
-          h('button', { class: 'secondary', 'data-action': 'retry-now', disabled: !d.rows, onclick: function () { tableAction('retry-now', { dependency: dependency }, 'Due now in ' + name); } }, 'Retry now'),
-        );
+    var actions =
+      dependency === null
+        ? null
+        : h(
+            'div',
+            { class: 'actions' },
+            d.pauseInForce
+              ? h(
+                  'button',
+                  {
+                    'data-action': 'resume',
+                    onclick: function () {
+                      tableAction('resume', { dependency: dependency }, 'Resumed ' + name);
+                    },
+                  },
+                  'Resume',
+                )
+              : h(
+                  'button',
+                  {
+                    class: 'secondary',
+                    'data-action': 'pause',
+                    onclick: function () {
+                      tableAction('pause', { dependency: dependency }, 'Paused ' + name);
+                    },
+                  },
+                  'Pause',
+                ),
+            h(
+              'button',
+              {
+                class: 'secondary',
+                'data-action': 'retry-now',
+                disabled: !d.rows,
+                onclick: function () {
+                  tableAction('retry-now', { dependency: dependency }, 'Due now in ' + name);
+                },
+              },
+              'Retry now',
+            ),
+          );
     return h(
       'tr',
       { 'data-dependency': name },
@@ -190,7 +303,20 @@ function renderTable(st) {
       h('td', { class: 'num', text: r.attempt }),
       h('td', { class: 'when', text: r.paused ? 'paused' : r.nextAttemptAt ? when(r.nextAttemptAt) : 'held' }),
       h('td', { class: 'emsg', text: (r.errorName || 'Error') + ': ' + (r.lastError || '') }),
-      h('td', null, h('button', { class: 'secondary', onclick: function () { tableAction('retry-now', { id: r.id }, 'Row ' + r.id + ' due now'); } }, 'Retry now')),
+      h(
+        'td',
+        null,
+        h(
+          'button',
+          {
+            class: 'secondary',
+            onclick: function () {
+              tableAction('retry-now', { id: r.id }, 'Row ' + r.id + ' due now');
+            },
+          },
+          'Retry now',
+        ),
+      ),
     );
   });
   replace(
@@ -210,7 +336,21 @@ function renderTable(st) {
       ? h(
           'table',
           { class: 'dependencies' },
-          h('thead', null, h('tr', null, h('th', { text: 'Dependency' }), h('th', { class: 'num', text: 'Rows' }), h('th', { class: 'num', text: 'Paused' }), h('th', { class: 'num', text: 'Held' }), h('th', { class: 'num', text: 'Due' }), h('th', { text: 'State' }), h('th'))),
+          h(
+            'thead',
+            null,
+            h(
+              'tr',
+              null,
+              h('th', { text: 'Dependency' }),
+              h('th', { class: 'num', text: 'Rows' }),
+              h('th', { class: 'num', text: 'Paused' }),
+              h('th', { class: 'num', text: 'Held' }),
+              h('th', { class: 'num', text: 'Due' }),
+              h('th', { text: 'State' }),
+              h('th'),
+            ),
+          ),
           h('tbody', null, deps),
         )
       : h('p', { class: 'empty', text: 'The retry table is empty.' }),
@@ -220,7 +360,21 @@ function renderTable(st) {
           h(
             'table',
             null,
-            h('thead', null, h('tr', null, h('th', { class: 'num', text: 'Id' }), h('th', { text: 'Queue' }), h('th', { text: 'Dependency' }), h('th', { class: 'num', text: 'Attempt' }), h('th', { text: 'Next attempt' }), h('th', { text: 'Error' }), h('th'))),
+            h(
+              'thead',
+              null,
+              h(
+                'tr',
+                null,
+                h('th', { class: 'num', text: 'Id' }),
+                h('th', { text: 'Queue' }),
+                h('th', { text: 'Dependency' }),
+                h('th', { class: 'num', text: 'Attempt' }),
+                h('th', { text: 'Next attempt' }),
+                h('th', { text: 'Error' }),
+                h('th'),
+              ),
+            ),
             h('tbody', null, rows),
           ),
         ]

@@ -61,17 +61,23 @@ var draw = function () {};
  * Sets what {@link redraw} runs: the page's drawing.
  * @param {() => void} f
  */
-export function drawWith(f) { draw = f; }
+export function drawWith(f) {
+  draw = f;
+}
 
 /** Draws the page again from {@link S}. */
-export function redraw() { draw(); }
+export function redraw() {
+  draw();
+}
 
 /**
  * The jobs of `queue`.
  * @param {string} queue
  */
 export function jobsOf(queue) {
-  return ((S.state && S.state.jobs) || []).filter(function (j) { return j.queue === queue; });
+  return ((S.state && S.state.jobs) || []).filter(function (j) {
+    return j.queue === queue;
+  });
 }
 
 /**
@@ -79,12 +85,16 @@ export function jobsOf(queue) {
  * @param {string} queue
  */
 export function activeJobs(queue) {
-  return jobsOf(queue).filter(function (j) { return j.state === 'queued' || j.state === 'running'; });
+  return jobsOf(queue).filter(function (j) {
+    return j.state === 'queued' || j.state === 'running';
+  });
 }
 
 /** Whether any job is queued or running. */
 export function anyActive() {
-  return ((S.state && S.state.jobs) || []).some(function (j) { return j.state === 'queued' || j.state === 'running'; });
+  return ((S.state && S.state.jobs) || []).some(function (j) {
+    return j.state === 'queued' || j.state === 'running';
+  });
 }
 
 /**

@@ -19,7 +19,10 @@ const delays: Delay[] = ['200ms', '400ms'];
 // The script deletes these queues afterwards.
 if (process.env.RR_SPEC_QUEUES) {
   appendFileSync(process.env.RR_SPEC_QUEUES, [okQueue, ...delays.map((d) => `${okQueue}.retry.${d}`), `${okQueue}.parked`].join('\n') + '\n');
-  appendFileSync(process.env.RR_SPEC_QUEUES, [failingQueue, ...delays.map((d) => `${failingQueue}.retry.${d}`), `${failingQueue}.parked`].join('\n') + '\n');
+  appendFileSync(
+    process.env.RR_SPEC_QUEUES,
+    [failingQueue, ...delays.map((d) => `${failingQueue}.retry.${d}`), `${failingQueue}.parked`].join('\n') + '\n',
+  );
 }
 
 interface Order {
