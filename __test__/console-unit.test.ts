@@ -3,13 +3,13 @@
  * parked messages, the body as the page shows it, which queues a broker's
  * queue list makes work queues, and where the management API is.
  */
-import { readdirSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { fingerprint, normalizeMessage, userFrame } from '../lib/console/fingerprint';
 import { bodyView } from '../lib/console/views';
 import { managementTarget, mergeQueues, workQueuesOf } from '../lib/console/discovery';
-import { SCRIPTS } from '../lib/console/assets';
+import { SCRIPTS, STYLES } from '../lib/console/assets';
 import { isLoopback } from '../lib/console/auth';
 import { assetAt } from '../lib/console/page';
 
@@ -195,11 +195,17 @@ describe('discovery', () => {
 });
 
 describe("the page's files", () => {
-  test('every script module of the page is served, and nothing else beside it', () => {
-    const scripts = readdirSync(join(__dirname, '..', 'lib', 'console', 'assets')).filter((f) => f.endsWith('.js'));
+  test('every script module and style sheet of the page is served, and nothing else beside it', () => {
+    const files = readdirSync(join(__dirname, '..', 'lib', 'console', 'assets'));
+    const scripts = files.filter((f) => f.endsWith('.js'));
+    const styles = files.filter((f) => f.endsWith('.css'));
     expect([...SCRIPTS].sort()).toEqual(scripts.sort());
-    for (const name of scripts) expect(assetAt(`/${name}`)).toBe(name);
-    expect(assetAt('/console.css')).toBe('console.css');
+    expect([...STYLES].sort()).toEqual(styles.sort());
+    for (const name of [...scripts, ...styles]) expect(assetAt(`/${name}`)).toBe(name);
+    // The page links every style sheet, in the order of STYLES.
+    const page = readFileSync(join(__dirname, '..', 'lib', 'console', 'assets', 'index.html'), 'utf8');
+    const linked = [...page.matchAll(/<link rel="stylesheet" href="([^"]+)"/g)].map((m) => m[1]);
+    expect(linked).toEqual([...STYLES]);
     expect(assetAt('/index.html')).toBeUndefined();
     expect(assetAt('/api.js/x')).toBeUndefined();
     expect(assetAt('console.js')).toBeUndefined();

@@ -530,6 +530,9 @@ describe('mounted in a service', () => {
     expect((await fetch(`${root}/console.js`)).status).toBe(200);
     // The modules it imports, named from beside it.
     expect((await fetch(`${root}/render.js`)).status).toBe(200);
+    // Both style sheets, named from the mount path.
+    expect(html).toContain('<link rel="stylesheet" href="/ops/rabbit-retry/tables.css" />');
+    expect((await fetch(`${root}/tables.css`)).status).toBe(200);
     const st = await state(api);
     expect(st.queues).toEqual([expect.objectContaining({ queue, sources: ['consumer'], parked: 0, work: { messages: 0, consumers: 1 } })]);
     expect(st.queues[0].retry).toEqual([{ delay: '5s', queue: `${queue}.retry.5s`, messages: 0 }]);

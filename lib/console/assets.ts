@@ -11,8 +11,11 @@ import { reasonOf } from '../error-text';
 /** The page's script modules: `console.js` starts the page and imports the others. */
 export const SCRIPTS = ['console.js', 'actions.js', 'api.js', 'dom.js', 'reading.js', 'render.js', 'render-queue.js', 'store.js'] as const;
 
+/** The page's style sheets, linked in this order by `index.html`. */
+export const STYLES = ['console.css', 'tables.css'] as const;
+
 /** The page's files. */
-export type AssetName = 'index.html' | 'console.css' | (typeof SCRIPTS)[number];
+export type AssetName = 'index.html' | (typeof STYLES)[number] | (typeof SCRIPTS)[number];
 
 const cache = new Map<AssetName, Buffer>();
 

@@ -4,7 +4,7 @@
  */
 import type { ServerResponse } from 'node:http';
 
-import { type AssetName, SCRIPTS, asset } from './assets';
+import { type AssetName, SCRIPTS, STYLES, asset } from './assets';
 import { HttpError } from './http';
 
 /** What the page shows of the console's token and mount. */
@@ -28,7 +28,8 @@ export function servePage(res: ServerResponse, method: string, setup: PageSetup)
   if (setup.basePath !== '') {
     // Under a known path the assets are named from the root, whether or not the page's URL ends with a slash.
     const at = attribute(setup.basePath);
-    text = text.replace('href="console.css"', `href="${at}/console.css"`).replace('src="console.js"', `src="${at}/console.js"`);
+    for (const css of STYLES) text = text.replace(`href="${css}"`, `href="${at}/${css}"`);
+    text = text.replace('src="console.js"', `src="${at}/console.js"`);
   }
   const html = Buffer.from(text, 'utf8');
   res.writeHead(200, {
@@ -47,7 +48,7 @@ export function servePage(res: ServerResponse, method: string, setup: PageSetup)
 /** The page's files other than the page itself, served at `<path>/<name>`. */
 type FileName = Exclude<AssetName, 'index.html'>;
 
-const FILES: ReadonlySet<string> = new Set<FileName>([...SCRIPTS, 'console.css']);
+const FILES: ReadonlySet<string> = new Set<FileName>([...SCRIPTS, ...STYLES]);
 
 /** The file at `sub` (`/console.js`), the path under the console, if it is one of the page's. */
 export function assetAt(sub: string): FileName | undefined {
