@@ -26,7 +26,7 @@ export function asset(name: AssetName): Buffer {
     try {
       b = readFileSync(join(__dirname, 'assets', name));
     } catch (err) {
-      throw new Error(`rabbit-retry: the console's ${name} is missing beside ${__dirname}; the package is incomplete (${reasonOf(err)})`);
+      throw new Error(`rabbit-retry: the console's ${name} is missing beside ${__dirname}; the package is incomplete (${reasonOf(err)})`, { cause: err });
     }
     cache.set(name, b);
   }

@@ -166,7 +166,7 @@ export class RequestGate {
    * answer, and a request that changes anything from a page of another origin.
    */
   checkHost(req: IncomingMessage, method: string): void {
-    const host = splitHost(String(req.headers.host ?? ''));
+    const host = splitHost(req.headers.host ?? '');
     if (!host || !answers(this.allowed, host)) {
       throw new HttpError(403, 'FORBIDDEN_HOST', 'the console does not answer to this Host: it answers 127.0.0.1, localhost, [::1] and its allowedHosts');
     }

@@ -109,10 +109,14 @@ export class RabbitRetryConsole {
         res.end();
         return;
       }
-      return servePage(res, method, this.#page);
+      servePage(res, method, this.#page);
+      return;
     }
     const name = assetAt(sub);
-    if (name !== undefined) return serveAsset(res, method, name);
+    if (name !== undefined) {
+      serveAsset(res, method, name);
+      return;
+    }
     if (!sub.startsWith('/api/')) throw new HttpError(404, 'NOT_FOUND', `nothing at ${sub}`);
     this.#gate.authorize(req);
     const parts = sub

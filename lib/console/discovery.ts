@@ -114,6 +114,7 @@ export async function managementQueueNames(target: ManagementTarget, timeoutMs =
       redirect: 'error',
     });
   } catch (err) {
+    // eslint-disable-next-line preserve-caught-error -- the cause would carry the URL and credentials that the message leaves out.
     throw new Error(redactIn(why(err), [withCredentials(target)]));
   }
   if (!res.ok) {

@@ -127,7 +127,7 @@ const MAX_BODY = 16 * 1024;
 
 /** The request's JSON object body (already parsed by a framework, or read here). */
 export async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
-  const type = String(req.headers['content-type'] ?? '');
+  const type = req.headers['content-type'] ?? '';
   if (!/^application\/json\b/i.test(type)) throw new HttpError(400, 'BAD_REQUEST', 'send the body as application/json');
   const parsed = (req as IncomingMessage & { body?: unknown }).body;
   let value: unknown = parsed;

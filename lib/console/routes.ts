@@ -41,35 +41,41 @@ export async function serveApi(
   const post = method === 'POST';
   if (parts.length === 1 && first === 'state') {
     if (!get) throw new HttpError(405, 'METHOD_NOT_ALLOWED', 'read the state with GET');
-    return sendJson(res, 200, await host.state.state());
+    sendJson(res, 200, await host.state.state());
+    return;
   }
   if (first === 'queues' && second !== undefined) {
     const queue = await host.queues.known(second);
     if (parts.length === 3 && third === 'groups') {
       if (!get) throw new HttpError(405, 'METHOD_NOT_ALLOWED', 'read the groups with GET');
-      return sendJson(res, 200, await host.groupings.read(queue, query.get('refresh') === '1'));
+      sendJson(res, 200, await host.groupings.read(queue, query.get('refresh') === '1'));
+      return;
     }
     if (parts.length === 5 && third === 'groups' && fifth === 'messages') {
       if (!get) throw new HttpError(405, 'METHOD_NOT_ALLOWED', 'read the messages with GET');
       const limit = Math.min(MAX_MESSAGES, Math.max(1, Number(query.get('limit') ?? 20) || 20));
-      return sendJson(res, 200, await host.groupings.messages(queue, fourth, limit));
+      sendJson(res, 200, await host.groupings.messages(queue, fourth, limit));
+      return;
     }
     if (parts.length === 3 && (third === 'replay' || third === 'purge')) {
       if (!post) throw new HttpError(405, 'METHOD_NOT_ALLOWED', `${third} with POST`);
       const body = await readJson(req);
       const job = third === 'replay' ? host.actions.replay(queue, body) : host.actions.purge(queue, body);
-      return sendJson(res, 202, { job });
+      sendJson(res, 202, { job });
+      return;
     }
   }
   if (first === 'jobs' && parts.length === 3 && third === 'stop') {
     if (!post) throw new HttpError(405, 'METHOD_NOT_ALLOWED', 'stop a job with POST');
     await readJson(req);
-    return sendJson(res, 200, { stopped: host.jobs.stop(Number(second)) });
+    sendJson(res, 200, { stopped: host.jobs.stop(Number(second)) });
+    return;
   }
   if (first === 'table' && parts.length === 2 && (second === 'pause' || second === 'resume' || second === 'retry-now')) {
     if (!post) throw new HttpError(405, 'METHOD_NOT_ALLOWED', `${second} with POST`);
     const body = await readJson(req);
-    return sendJson(res, 200, { rows: await host.actions.table(second, body) });
+    sendJson(res, 200, { rows: await host.actions.table(second, body) });
+    return;
   }
   throw new HttpError(404, 'NOT_FOUND', `no API at ${parts.join('/')}`);
 }

@@ -2,7 +2,7 @@
 // What the operator does: replays and purges, each confirmed with the count
 // it acts on, stops of jobs, and the retry table's actions.
 
-import { startJob, stopJob as askStop, tableAction as askTable } from './api.js';
+import { messageOf, refused, startJob, stopJob as askStop, tableAction as askTable } from './api.js';
 import { $, toast } from './dom.js';
 import { loadMessages, poll } from './reading.js';
 import { S, liveCount, redraw } from './store.js';
@@ -66,9 +66,9 @@ function started(job) {
   poll();
 }
 
-/** @param {{ status?: number, message: string } | undefined} e */
+/** @param {unknown} e */
 function failed(e) {
-  if (e && e.status !== 401) toast(e.message, true);
+  if (!refused(e)) toast(messageOf(e), true);
 }
 
 /** @param {{ job: JobView }} a */
@@ -99,10 +99,11 @@ export function replayGroup(queue, g) {
       r +
       ' a second, with retry-attempt reset to 0.',
     'Replay ' + count,
-  ).then(function (ok) {
-    if (!ok) return;
-    startJob('replay', queue, { scope: 'group', key: g.key, count: count, ratePerSec: r }).then(startedJob, failed);
-  });
+  )
+    .then(function (ok) {
+      if (ok) return startJob('replay', queue, { scope: 'group', key: g.key, count: count, ratePerSec: r }).then(startedJob);
+    })
+    .catch(failed);
 }
 
 /**
@@ -124,10 +125,11 @@ export function purgeGroup(queue, g) {
       '" are deleted for good. The other parked messages stay, in their order.',
     'Purge ' + count + ' message' + (count === 1 ? '' : 's'),
     true,
-  ).then(function (ok) {
-    if (!ok) return;
-    startJob('purge', queue, { scope: 'group', key: g.key, count: count }).then(startedJob, failed);
-  });
+  )
+    .then(function (ok) {
+      if (ok) return startJob('purge', queue, { scope: 'group', key: g.key, count: count }).then(startedJob);
+    })
+    .catch(failed);
 }
 
 /**
@@ -140,10 +142,11 @@ export function replayQueue(queue, count) {
     'Replay ' + count + ' parked message' + (count === 1 ? '' : 's') + '?',
     'Every parked message of ' + queue + ', at most ' + count + ', goes back to the work queue at ' + r + ' a second, with retry-attempt reset to 0.',
     'Replay ' + count,
-  ).then(function (ok) {
-    if (!ok) return;
-    startJob('replay', queue, { scope: 'queue', count: count, ratePerSec: r }).then(startedJob, failed);
-  });
+  )
+    .then(function (ok) {
+      if (ok) return startJob('replay', queue, { scope: 'queue', count: count, ratePerSec: r }).then(startedJob);
+    })
+    .catch(failed);
 }
 
 /** @param {MessageDetail} m */
@@ -156,10 +159,11 @@ function messageName(m) {
  * @param {MessageDetail} m
  */
 export function replayMessage(queue, m) {
-  confirmAction('Replay 1 message?', messageName(m) + ' goes back to ' + queue + ', with retry-attempt reset to 0.', 'Replay 1').then(function (ok) {
-    if (!ok) return;
-    startJob('replay', queue, { scope: 'message', key: m.key, count: 1, ratePerSec: rate() }).then(startedJob, failed);
-  });
+  confirmAction('Replay 1 message?', messageName(m) + ' goes back to ' + queue + ', with retry-attempt reset to 0.', 'Replay 1')
+    .then(function (ok) {
+      if (ok) return startJob('replay', queue, { scope: 'message', key: m.key, count: 1, ratePerSec: rate() }).then(startedJob);
+    })
+    .catch(failed);
 }
 
 /**
@@ -167,10 +171,11 @@ export function replayMessage(queue, m) {
  * @param {MessageDetail} m
  */
 export function purgeMessage(queue, m) {
-  confirmAction('Purge 1 message?', messageName(m) + ' is deleted for good.', 'Purge 1 message', true).then(function (ok) {
-    if (!ok) return;
-    startJob('purge', queue, { scope: 'message', key: m.key, count: 1 }).then(startedJob, failed);
-  });
+  confirmAction('Purge 1 message?', messageName(m) + ' is deleted for good.', 'Purge 1 message', true)
+    .then(function (ok) {
+      if (ok) return startJob('purge', queue, { scope: 'message', key: m.key, count: 1 }).then(startedJob);
+    })
+    .catch(failed);
 }
 
 /** @param {JobView} job */

@@ -14,12 +14,12 @@ var TOKEN_HEADER = 'x-rabbit-retry-token';
 /** Where the tab keeps the token the operator gave. */
 export var TOKEN_KEY = 'rabbit-retry-console-token';
 var base = location.pathname.replace(/index\.html$/, '');
-if (base.slice(-1) !== '/') base += '/';
+if (!base.endsWith('/')) base += '/';
 
 /** The token: the page's own, one given in the URL's fragment (kept for the tab), or the tab's. */
 export function readToken() {
-  var meta = document.querySelector('meta[name="rabbit-retry-token"]');
-  if (meta && meta.getAttribute('content')) return meta.getAttribute('content');
+  var own = document.querySelector('meta[name="rabbit-retry-token"]')?.getAttribute('content');
+  if (own) return own;
   var m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
   if (m) {
     var t = decodeURIComponent(m[1]);
@@ -41,17 +41,34 @@ export function showLogin(message) {
 }
 
 /** An error the API answered. */
-export class ApiError {
+export class ApiError extends Error {
   /**
    * @param {number} status
    * @param {string} code
    * @param {string} message
    */
   constructor(status, code, message) {
+    super(message);
+    this.name = 'ApiError';
     this.status = status;
     this.code = code;
-    this.message = message;
   }
+}
+
+/**
+ * Whether `e` is the API refusing the token: the login already asks for another, so nothing else is shown.
+ * @param {unknown} e
+ */
+export function refused(e) {
+  return e instanceof ApiError && e.status === 401;
+}
+
+/**
+ * What a failed request or drawing says, for the operator.
+ * @param {unknown} e an {@link ApiError}, or fetch's error when the console does not answer
+ */
+export function messageOf(e) {
+  return e instanceof Error ? e.message : String(e);
 }
 
 /**
@@ -76,9 +93,10 @@ function api(path, body) {
       .catch(function () {
         return {};
       })
-      .then(function (data) {
+      .then(function (/** @type {unknown} */ data) {
         if (res.ok) return data;
-        var e = (data && data.error) || {};
+        // The console's errors are `{ error: { code, message } }`; anything else falls back to the HTTP status.
+        var e = /** @type {{ error?: { code?: string, message?: string } } | null} */ (data)?.error ?? {};
         if (res.status === 401) showLogin(S.token ? 'That token was refused.' : '');
         throw new ApiError(res.status, e.code || 'HTTP_' + res.status, e.message || res.statusText);
       });

@@ -14,7 +14,7 @@
  * An element's attributes: `class`, `text` (its text), `on<event>` (a
  * listener), `disabled` and `open` (properties), `style` (an object of
  * properties), and any other attribute; null, undefined and false set nothing.
- * @typedef {Record<string, unknown>} Attrs
+ * @typedef {Record<string, string | number | boolean | null | undefined | ((e: Event) => void) | Partial<CSSStyleDeclaration>>} Attrs
  */
 
 /**
@@ -30,12 +30,16 @@ export function h(tag, attrs, ...children) {
     Object.keys(attrs).forEach(function (k) {
       var v = attrs[k];
       if (v === undefined || v === null || v === false) return;
-      if (k === 'class') el.className = String(v);
-      else if (k === 'text') el.textContent = String(v);
-      else if (k.slice(0, 2) === 'on') el.addEventListener(k.slice(2), /** @type {EventListener} */ (v));
+      if (k.startsWith('on')) el.addEventListener(k.slice(2), /** @type {EventListener} */ (v));
       else if (k === 'disabled' || k === 'open') Reflect.set(el, k, Boolean(v));
       else if (k === 'style') Object.assign(el.style, v);
-      else el.setAttribute(k, String(v));
+      else if (typeof v !== 'object' && typeof v !== 'function') {
+        // The rest are text; a listener or a style object under another name sets nothing.
+        var text = String(v);
+        if (k === 'class') el.className = text;
+        else if (k === 'text') el.textContent = text;
+        else el.setAttribute(k, text);
+      }
     });
   }
   children.forEach(function (c) {
@@ -110,7 +114,7 @@ function pad(x) {
 export function when(iso) {
   if (!iso) return '–';
   var d = new Date(iso);
-  if (isNaN(d.getTime())) return String(iso);
+  if (isNaN(d.getTime())) return iso;
   var t = pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds());
   var now = new Date();
   if (d.toDateString() === now.toDateString()) return t;

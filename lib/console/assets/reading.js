@@ -3,7 +3,7 @@
 // selected queue's groups, read again when a job on it ended or its parked
 // depth moved.
 
-import { getGroups, getMessages, getState } from './api.js';
+import { getGroups, getMessages, getState, messageOf, refused } from './api.js';
 import { $, toast, when } from './dom.js';
 import { S, anyActive, jobsOf, queueView, redraw } from './store.js';
 
@@ -13,7 +13,7 @@ import { S, anyActive, jobsOf, queueView, redraw } from './store.js';
  * Reads the groups of `queue`, again from the parked queue when `refresh`.
  * @param {string} queue
  * @param {boolean} refresh
- * @returns {Promise<void>}
+ * @returns {Promise<void>} settles once read; a failure is shown, never passed on
  */
 export function readGroups(queue, refresh) {
   if (S.reading[queue]) return Promise.resolve();
@@ -21,7 +21,7 @@ export function readGroups(queue, refresh) {
   var before = S.groups[queue];
   return getGroups(queue, refresh)
     .then(function (answer) {
-      if (before && before.grouping && answer.grouping && answer.grouping !== before.grouping) keepSettled(queue, before, answer);
+      if (before?.grouping && answer.grouping && answer.grouping !== before.grouping) keepSettled(queue, before, answer);
       S.groups[queue] = answer;
       S.lastGrouped[queue] = Date.now();
       var open = S.open;
@@ -37,8 +37,8 @@ export function readGroups(queue, refresh) {
       }
       redraw();
     })
-    .catch(function (e) {
-      if (e.status !== 401) toast('Reading ' + queue + ' failed: ' + e.message, true);
+    .catch(function (/** @type {unknown} */ e) {
+      if (!refused(e)) toast('Reading ' + queue + ' failed: ' + messageOf(e), true);
     })
     .then(function () {
       S.reading[queue] = false;
@@ -65,9 +65,9 @@ function keepSettled(queue, before, answer) {
     S.absorbed[j.id] = true;
     Object.keys(j.byGroup).forEach(function (key) {
       if (now[key]) return;
-      var g = grouping.groups.filter(function (x) {
+      var g = grouping.groups.find(function (x) {
         return x.key === key;
-      })[0];
+      });
       if (!g) return;
       var verb = j.kind === 'replay' ? 'replayed' : 'purged';
       kept[key] = { group: g, note: verb + ' ' + j.byGroup[key] + ' at ' + when(j.finishedAt) };
@@ -87,14 +87,17 @@ export function loadMessages(queue, key) {
       S.openMessages = { key: key, messages: r.messages, scanned: r.scanned, truncated: r.truncated };
       redraw();
     })
-    .catch(function (e) {
+    .catch(function (/** @type {unknown} */ e) {
       if (S.open !== key) return;
-      S.openMessages = { key: key, error: e.message };
+      S.openMessages = { key: key, error: messageOf(e) };
       redraw();
     });
 }
 
-/** Reads the selected queue again when a job on it ended, or its parked depth moved. */
+/**
+ * Reads the selected queue again when a job on it ended, or its parked depth moved.
+ * @returns {Promise<void> | undefined} the reading started, which never rejects
+ */
 function maybeRead() {
   var queue = S.selected;
   if (!queue || S.reading[queue]) return;
@@ -110,27 +113,29 @@ function maybeRead() {
   if (!g) return readGroups(queue, true);
   var took = g.tookMs || 0;
   var gap = Math.max(3000, took * 10);
-  if (view.parked !== null && view.parked !== g.depth && Date.now() - (S.lastGrouped[queue] || 0) > gap) readGroups(queue, true);
+  if (view.parked !== null && view.parked !== g.depth && Date.now() - (S.lastGrouped[queue] || 0) > gap) return readGroups(queue, true);
 }
 
 /** Reads the state now, and again in 0.7 s while a job acts, 2 s otherwise. */
 export function poll() {
   clearTimeout(S.pollTimer);
-  getState()
+  // The chain catches its failures (shown in the header) and then sets the next poll: nothing is left to await.
+  void getState()
     .then(function (state) {
       S.state = state;
-      if (S.rate === null) S.rate = state.ratePerSec;
+      S.rate ??= state.ratePerSec;
       if (!S.selected && state.queues.length) {
-        var withParked = state.queues.filter(function (x) {
+        var withParked = state.queues.find(function (x) {
           return x.parked;
-        })[0];
-        select((withParked || state.queues[0]).queue);
+        });
+        select((withParked ?? state.queues[0]).queue);
       }
       redraw();
-      maybeRead();
+      // Not awaited: the next poll is timed from the state, whatever the groups take.
+      void maybeRead();
     })
-    .catch(function (e) {
-      if (e.status !== 401) $('updated').textContent = 'not updated: ' + e.message;
+    .catch(function (/** @type {unknown} */ e) {
+      if (!refused(e)) $('updated').textContent = 'not updated: ' + messageOf(e);
     })
     .then(function () {
       S.pollTimer = setTimeout(poll, anyActive() ? 700 : 2000);
@@ -149,5 +154,5 @@ export function select(queue) {
   S.selected = queue;
   S.settled[queue] = {};
   redraw();
-  readGroups(queue, true);
+  void readGroups(queue, true);
 }

@@ -23,7 +23,7 @@ export function renderQueue() {
     return;
   }
   var answer = S.groups[queue];
-  var grouping = answer && answer.grouping;
+  var grouping = answer?.grouping;
   var active = activeJobs(queue);
   var tiles = [
     tile(
@@ -39,25 +39,24 @@ export function renderQueue() {
   tiles.push(tile('parked', view.parked === null ? 'missing' : n(view.parked), view.parked ? 'parked' : ''));
   if (view.tableRows !== null) tiles.push(tile('retry table', n(view.tableRows), '', 'rows'));
 
+  // Made once and kept, so that a redraw neither loses what is being typed nor the focus.
+  S.rateInput ??= /** @type {HTMLInputElement} */ (
+    h('input', {
+      type: 'number',
+      min: '0.1',
+      step: 'any',
+      id: 'rate',
+      value: String(rate()),
+      'aria-label': 'replay rate',
+      /** @param {Event} e */
+      oninput: function (e) {
+        S.rate = /** @type {HTMLInputElement} */ (e.target).value;
+      },
+    })
+  );
   var rateInput = S.rateInput;
-  if (!rateInput) {
-    rateInput = S.rateInput = /** @type {HTMLInputElement} */ (
-      h('input', {
-        type: 'number',
-        min: '0.1',
-        step: 'any',
-        id: 'rate',
-        value: String(rate()),
-        'aria-label': 'replay rate',
-        /** @param {Event} e */
-        oninput: function (e) {
-          S.rate = /** @type {HTMLInputElement} */ (e.target).value;
-        },
-      })
-    );
-  }
   var focused = document.activeElement === rateInput;
-  var parkedCount = view.parked || 0;
+  var parkedCount = view.parked ?? 0;
   var shown = queue;
   var controls = h(
     'div',
@@ -82,14 +81,15 @@ export function renderQueue() {
         disabled: active.length > 0,
         onclick: function () {
           S.settled[shown] = {};
-          readGroups(shown, true);
+          void readGroups(shown, true);
         },
       },
       'Read again',
     ),
   );
 
-  var scan = null;
+  /** @type {HTMLElement} */
+  var scan;
   if (grouping) {
     var text = grouping.truncated
       ? 'Grouped the first ' +
@@ -108,11 +108,7 @@ export function renderQueue() {
     scan = h('p', {
       class: 'scan',
       id: 'scan',
-      text: S.reading[queue]
-        ? 'Reading the parked messages…'
-        : answer && answer.busy
-          ? 'A replay or purge is running; the messages are read when it ends.'
-          : '',
+      text: S.reading[queue] ? 'Reading the parked messages…' : answer?.busy ? 'A replay or purge is running; the messages are read when it ends.' : '',
     });
   }
 
@@ -187,9 +183,9 @@ function groupsTable(queue, grouping, active) {
  * @param {string | null} settledNote what a finished job did, when it emptied the group
  */
 function groupRow(queue, g, count, active, settledNote) {
-  var job = active.filter(function (j) {
+  var job = active.find(function (j) {
     return j.scope === 'group' && j.key === g.key;
-  })[0];
+  });
   var busy = active.length > 0;
   var reasons = Object.keys(g.reasons).map(function (r) {
     return h('span', { class: 'badge zero', text: r + ' ' + g.reasons[r] });
@@ -287,7 +283,7 @@ function groupRow(queue, g, count, active, settledNote) {
 function openRow(queue, g) {
   var o = S.openMessages;
   var content;
-  if (!o || o.key !== g.key) content = h('p', { class: 'empty', text: 'Reading the messages…' });
+  if (o?.key !== g.key) content = h('p', { class: 'empty', text: 'Reading the messages…' });
   else if (o.error) content = h('p', { class: 'error', text: o.error });
   else if (o.messages) {
     var more = g.count > o.messages.length ? 'The first ' + o.messages.length + ' of ' + n(g.count) + ' messages of this group.' : '';
@@ -373,7 +369,7 @@ function messageCard(queue, m, open) {
     h(
       'details',
       {
-        open: S.detailsOpen[m.key] === undefined ? open : S.detailsOpen[m.key],
+        open: S.detailsOpen[m.key] ?? open,
         /** @param {Event} e */
         ontoggle: function (e) {
           S.detailsOpen[m.key] = /** @type {HTMLDetailsElement} */ (e.target).open;

@@ -102,7 +102,7 @@ function renderQueues(st) {
           h(
             'span',
             { class: 'badges' },
-            h('span', { class: 'badge parked' + (x.parked ? '' : ' zero'), text: n(x.parked || 0) + ' parked' }),
+            h('span', { class: 'badge parked' + (x.parked ? '' : ' zero'), text: n(x.parked ?? 0) + ' parked' }),
             h('span', { class: 'badge' + (retry ? ' warn' : ' zero'), text: n(retry) + ' retrying' }),
             x.work ? h('span', { class: 'badge zero', text: n(x.work.messages) + ' ready' }) : null,
             x.busy ? h('span', { class: 'badge', text: 'acting' }) : null,
@@ -238,7 +238,7 @@ function renderTable(st) {
     return;
   }
   var deps = t.dependencies.map(function (d) {
-    var name = d.dependency === null ? '(none)' : d.dependency;
+    var name = d.dependency ?? '(none)';
     const dependency = d.dependency;
     var actions =
       dependency === null

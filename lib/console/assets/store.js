@@ -55,7 +55,9 @@ export var S = {
 };
 
 /** @type {() => void} */
-var draw = function () {};
+var draw = function () {
+  // Nothing to draw until console.js hands over the page's drawing.
+};
 
 /**
  * Sets what {@link redraw} runs: the page's drawing.
@@ -75,7 +77,7 @@ export function redraw() {
  * @param {string} queue
  */
 export function jobsOf(queue) {
-  return ((S.state && S.state.jobs) || []).filter(function (j) {
+  return (S.state?.jobs ?? []).filter(function (j) {
     return j.queue === queue;
   });
 }
@@ -92,7 +94,7 @@ export function activeJobs(queue) {
 
 /** Whether any job is queued or running. */
 export function anyActive() {
-  return ((S.state && S.state.jobs) || []).some(function (j) {
+  return (S.state?.jobs ?? []).some(function (j) {
     return j.state === 'queued' || j.state === 'running';
   });
 }
@@ -117,7 +119,6 @@ export function liveCount(queue, g) {
  * @returns {QueueView | null}
  */
 export function queueView(name) {
-  var list = (S.state && S.state.queues) || [];
-  for (var i = 0; i < list.length; i++) if (list[i].queue === name) return list[i];
+  for (var q of S.state?.queues ?? []) if (q.queue === name) return q;
   return null;
 }
