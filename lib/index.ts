@@ -110,6 +110,7 @@ export {
   messageKey,
   CONSOLE_TOKEN_HEADER,
   CONSOLE_TOKEN_ENV,
+  CONSOLE_MIN_TOKEN_LENGTH,
   DEFAULT_CONSOLE_PORT,
   type ConsoleOptions,
   type ConsoleHandler,

@@ -47,10 +47,17 @@ export interface JobView {
   /** Messages done, by the key of their group. */
   byGroup: Record<string, number>;
   /** Why it failed. */
-  error: { code: string; message: string } | null;
-  /** When it was asked for, started and ended, ISO 8601. */
+  error: {
+    /** The error's stable code. */
+    code: string;
+    /** What happened. */
+    message: string;
+  } | null;
+  /** When it was asked for, ISO 8601. */
   createdAt: string;
+  /** When it started, ISO 8601; null while queued. */
   startedAt: string | null;
+  /** When it ended, ISO 8601; null until then. */
   finishedAt: string | null;
 }
 

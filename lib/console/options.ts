@@ -35,7 +35,7 @@ export interface ConsoleOptions {
    *
    * A token is never blank, and does not begin or end with spaces. When
    * `allowedHosts` names a host beyond the loopback, it has at least
-   * {@link CONSOLE_MIN_TOKEN_LENGTH} (16) characters: the console refuses a
+   * {@link index!CONSOLE_MIN_TOKEN_LENGTH} (16) characters: the console refuses a
    * shorter one with an {@link InvalidOptionsError}.
    */
   token?: string;

@@ -17,9 +17,21 @@ export interface QueueView {
   /** Where the console learned of it. */
   sources: KnownQueue['sources'];
   /** The work queue's ready messages and consumers; null when it does not exist. */
-  work: { messages: number; consumers: number } | null;
+  work: {
+    /** Ready messages. */
+    messages: number;
+    /** Consumers on it. */
+    consumers: number;
+  } | null;
   /** Each retry queue that exists: its delay's label, name and ready messages. */
-  retry: { delay: string; queue: string; messages: number }[];
+  retry: {
+    /** The delay's label (`5s`). */
+    delay: string;
+    /** The retry queue's name. */
+    queue: string;
+    /** Messages waiting in it. */
+    messages: number;
+  }[];
   /** The parked queue's name. */
   parkedQueue: string;
   /** Parked messages; null when the parked queue does not exist. */
