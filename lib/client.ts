@@ -303,7 +303,7 @@ export class RabbitRetry {
     const published = { exchange, routingKey, messageId: options.messageId, bodySize: buf.length };
     await tracedPublish(published, (trace) => {
       // The caller's own trace headers, when it wrote them, win.
-      if (trace) props.headers = { ...trace, ...props.headers };
+      if (trace) props.headers = { ...trace, ...options.headers };
       return native(() => this.inner.publish(exchange, routingKey, buf, props));
     });
   }
@@ -322,7 +322,7 @@ export class RabbitRetry {
     const props = toNativeProps(options, undefined);
     const published = { exchange: '', routingKey: replyTo, messageId: options.messageId, bodySize: body.length };
     await tracedPublish(published, (trace) => {
-      if (trace) props.headers = { ...trace, ...props.headers };
+      if (trace) props.headers = { ...trace, ...options.headers };
       return native(() => this.inner.reply(replyTo, body, props));
     });
   }
@@ -358,7 +358,12 @@ export class RabbitRetry {
   }
 
   /** Messages and consumers of `queue`, or `null` when it does not exist. */
-  async queueInfo(queue: string): Promise<{ messages: number; consumers: number } | null> {
+  async queueInfo(queue: string): Promise<{
+    /** Messages ready in the queue (the broker does not count those delivered and not yet acked). */
+    messages: number;
+    /** Consumers of the queue. */
+    consumers: number;
+  } | null> {
     this.assertOpen();
     return (await native(() => this.inner.queueInfo(queue))) ?? null;
   }
@@ -405,6 +410,7 @@ export class RabbitRetry {
     try {
       timeoutMs = checkCloseOptions(options);
     } catch (err) {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on what the check threw (a getter of the options may throw anything)
       return Promise.reject(err);
     }
     const caller = runningConsumer();

@@ -49,6 +49,7 @@ function textOf(v: unknown): string {
     // Not JSON: a cycle, a BigInt, a throwing toJSON or getter; try String().
   }
   try {
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the last resort: the object's own toString, else its tag
     return String(v);
   } catch (e) {
     return `an object that can be neither read as JSON nor turned into a string (${reasonOf(e)})`;

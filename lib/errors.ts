@@ -247,8 +247,8 @@ export function fromConversion(err: unknown): InvalidOptionsError | undefined {
     (rust === undefined ? undefined : expectedOfRustType(rust)) ??
     (byCode ? NAPI_EXPECTED[code as string] : undefined) ??
     (statusInText ? NAPI_EXPECTED[statusInText[1]] : undefined);
-  if (/Missing field/.test(message) && name !== undefined) return new InvalidOptionsError(`${name} is required`);
-  const what = name === undefined ? 'an option or argument' : name;
+  if (message.includes('Missing field') && name !== undefined) return new InvalidOptionsError(`${name} is required`);
+  const what = name ?? 'an option or argument';
   return new InvalidOptionsError(
     `${what} has the wrong type${expected ? `: it must be ${expected}` : ''} (the value is not shown: it could hold a secret)`,
   );

@@ -35,14 +35,19 @@ export interface ConsumerMetrics {
   stop(): void;
 }
 
+/** Each instrument of the no-op meter. */
+function nothing(): void {
+  // Without a meter provider there is nothing to record.
+}
+
 const noop: ConsumerMetrics = {
-  acked() {},
-  retried() {},
-  parked() {},
-  publishFailed() {},
-  handlerDuration() {},
-  circuitOpened() {},
-  stop() {},
+  acked: nothing,
+  retried: nothing,
+  parked: nothing,
+  publishFailed: nothing,
+  handlerDuration: nothing,
+  circuitOpened: nothing,
+  stop: nothing,
 };
 
 /** Instruments for `queue`, or no-ops when OpenTelemetry is not there. @internal */

@@ -43,7 +43,7 @@ function packageRoot(): string {
 
 /** The loaded binding. @internal */
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-export const binding: typeof Native = require(join(packageRoot(), 'binding.js'));
+export const binding = require(join(packageRoot(), 'binding.js')) as typeof Native;
 
 // The names the library gives queues and headers come from the native side,
 // which declares them for its own use (src/retry/names.rs, src/retry/headers.rs).

@@ -3,7 +3,7 @@
  * traces, the consumers' metrics and the retry table's gauge all reach it
  * through {@link otelApi}, and each works without it.
  */
-import type { Context, Span, Tracer } from '@opentelemetry/api';
+import type { Context, Span, SpanKind, SpanStatusCode, Tracer } from '@opentelemetry/api';
 
 /** The part of an OpenTelemetry `MeterProvider` rabbit-retry uses. */
 export interface MeterProviderLike {
@@ -26,6 +26,10 @@ export interface OtelApi {
   /** The global meter provider. */
   metrics: MeterProviderLike;
   ROOT_CONTEXT: Context;
+  /** The span kinds. */
+  SpanKind: typeof SpanKind;
+  /** A span status's codes. */
+  SpanStatusCode: typeof SpanStatusCode;
 }
 
 /**

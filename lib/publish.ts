@@ -73,7 +73,7 @@ export function checkPublishOptions(opts: PublishOptions): void {
   if (headers !== undefined && (headers === null || typeof headers !== 'object' || Array.isArray(headers) || Buffer.isBuffer(headers))) {
     throw new InvalidOptionsError(`headers must be an object of header names to values, got ${kindOf(headers)}`);
   }
-  if (headers !== undefined) checkHeaderTable('headers', headers as object, new Set());
+  if (headers !== undefined) checkHeaderTable('headers', headers, new Set());
 }
 
 /**

@@ -75,7 +75,12 @@ export interface RetryTableStats {
   /** Rows due now and not paused. */
   due: number;
   /** Rows by dependency (`null` for rows without one). */
-  byDependency: { dependency: string | null; rows: number }[];
+  byDependency: {
+    /** The dependency, or `null` for rows without one. */
+    dependency: string | null;
+    /** Its rows. */
+    rows: number;
+  }[];
   /**
    * Age in ms of the oldest row whose due time has passed; 0 when none. When
    * it keeps growing, no scheduler is draining the table: alert on it.
@@ -199,7 +204,14 @@ export class RetryTable {
   }
 
   /** The shared drain rates: the whole table's (`dependency: null`) and each dependency's own, rows a second. */
-  async rates(): Promise<{ dependency: string | null; ratePerSec: number }[]> {
+  async rates(): Promise<
+    {
+      /** The dependency, or `null` for the whole table's rate. */
+      dependency: string | null;
+      /** Rows a second. */
+      ratePerSec: number;
+    }[]
+  > {
     const rates = await native(() => this.client.tableRates());
     return rates.map((r) => ({ dependency: r.dependency === '' ? null : r.dependency, ratePerSec: r.rate }));
   }

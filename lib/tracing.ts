@@ -22,11 +22,6 @@ import { errorInfo } from './error-text';
 import { type OtelApi, otelApi } from './otel';
 import type { WireEvent } from './wire';
 
-/** Span kinds and status codes, as `@opentelemetry/api` numbers them. */
-const PRODUCER = 3;
-const CONSUMER = 4;
-const ERROR = 2;
-
 /** The API once loaded (null: not installed): a span per message should not look it up each time. */
 let api: OtelApi | null | undefined;
 
@@ -100,7 +95,6 @@ function tracerOf(a: OtelApi): Tracer {
 
 const BASE = { 'messaging.system': 'rabbitmq' } as const;
 const SEND = { ...BASE, 'messaging.operation.type': 'send', 'messaging.operation.name': 'send' } as const;
-const PROCESS: SpanOptions = { kind: CONSUMER };
 
 /** The trace headers that carry `span`'s context, as the global propagator writes them. */
 function injected(a: OtelApi, ctx: Context, span: Span): TraceHeaders {
@@ -128,7 +122,7 @@ export async function tracedPublish<T>(m: PublishedMessage, send: (trace: TraceH
   const destination = m.exchange || m.routingKey;
   const parked = m.replayOf ? a.trace.getSpan(a.propagation.extract(a.ROOT_CONTEXT, m.replayOf, headerGetter))?.spanContext() : undefined;
   const options: SpanOptions = {
-    kind: PRODUCER,
+    kind: a.SpanKind.PRODUCER,
     links: parked ? [{ context: parked, attributes: { 'rabbit_retry.link': 'parked' } }] : [],
   };
   const span = tracerOf(a).startSpan(`send ${destination}`, options);
@@ -145,17 +139,17 @@ export async function tracedPublish<T>(m: PublishedMessage, send: (trace: TraceH
   try {
     return await send(injected(a, a.context.active(), span));
   } catch (err) {
-    failed(span, err);
+    failed(a, span, err);
     throw err;
   } finally {
     span.end();
   }
 }
 
-function failed(span: Span, err: unknown): void {
+function failed(a: OtelApi, span: Span, err: unknown): void {
   const info = errorInfo(err);
   span.recordException({ name: info.name, message: info.message, stack: info.stack });
-  span.setStatus({ code: ERROR, message: info.message });
+  span.setStatus({ code: a.SpanStatusCode.ERROR, message: info.message });
 }
 
 /** The spans of the consumer of `queue`. @internal */
@@ -166,7 +160,7 @@ export function consumerTracing(queue: string): ConsumerTracing {
       const a = loadApi();
       if (!a) return undefined;
       const parent = a.propagation.extract(a.ROOT_CONTEXT, headers, headerGetter);
-      const span = tracerOf(a).startSpan(`process ${queue}`, PROCESS, parent);
+      const span = tracerOf(a).startSpan(`process ${queue}`, { kind: a.SpanKind.CONSUMER }, parent);
       // Without a provider the span is a no-op: nothing more to do, nothing to end.
       if (!span.isRecording()) return undefined;
       const msg = describe();
@@ -185,11 +179,11 @@ export function consumerTracing(queue: string): ConsumerTracing {
       return {
         run: (fn) => a.context.with(ctx, fn),
         end(error, threw) {
-          if (threw) failed(span, error);
+          if (threw) failed(a, span, error);
           span.end();
         },
         moving(id) {
-          const move = tracerOf(a).startSpan(`send ${queue}`, { kind: PRODUCER, attributes: SEND }, ctx);
+          const move = tracerOf(a).startSpan(`send ${queue}`, { kind: a.SpanKind.PRODUCER, attributes: SEND }, ctx);
           moves.set(id, move);
           return injected(a, ctx, move);
         },
@@ -197,8 +191,10 @@ export function consumerTracing(queue: string): ConsumerTracing {
     },
     settled(e) {
       if (e.kind !== 'retry' && e.kind !== 'parked' && e.kind !== 'stored' && e.kind !== 'publish-failed') return;
+      // A move span exists only once the API loaded.
+      const a = loadApi();
       const span = moves.get(e.id);
-      if (!span) return;
+      if (!a || !span) return;
       moves.delete(e.id);
       // Where the copy went: its queue, or the retry table.
       const target = e.kind === 'stored' ? 'retry-table' : e.target;
@@ -226,7 +222,7 @@ export function consumerTracing(queue: string): ConsumerTracing {
           });
           break;
         case 'publish-failed':
-          span.setStatus({ code: ERROR, message: e.error });
+          span.setStatus({ code: a.SpanStatusCode.ERROR, message: e.error });
           break;
       }
       span.end();
@@ -275,7 +271,7 @@ export function drainTracing(): DrainTracing | undefined {
       if (row.traceparent) carrier.traceparent = row.traceparent;
       if (row.tracestate) carrier.tracestate = row.tracestate;
       const parent = a.propagation.extract(a.ROOT_CONTEXT, carrier, headerGetter);
-      const span = tracerOf(a).startSpan(`send ${row.queue}`, { kind: PRODUCER }, parent);
+      const span = tracerOf(a).startSpan(`send ${row.queue}`, { kind: a.SpanKind.PRODUCER }, parent);
       // Without a provider the span is a no-op: the row keeps its own context.
       if (!span.isRecording()) return null;
       span.setAttributes({
@@ -300,7 +296,7 @@ export function drainTracing(): DrainTracing | undefined {
       const span = drains.get(drain.rowId);
       if (!span) return;
       drains.delete(drain.rowId);
-      if (drain.error) span.setStatus({ code: ERROR, message: drain.error });
+      if (drain.error) span.setStatus({ code: a.SpanStatusCode.ERROR, message: drain.error });
       span.end();
     },
   };

@@ -112,7 +112,8 @@ if (require.main === module) {
   void run(process.argv.slice(2), {
     out: (t) => process.stdout.write(t.endsWith('\n') ? t : `${t}\n`),
     err: (t) => process.stderr.write(t),
-    isTTY: Boolean(process.stderr.isTTY),
+    // A piped stderr has no isTTY, whatever its type says.
+    isTTY: process.stderr.isTTY ?? false,
     env: process.env,
   }).then((code) => {
     process.exitCode = code;

@@ -128,6 +128,7 @@ function peekCommand(parked: Command, cli: Cli): void {
             m.reason ?? '-',
             String(m.attempt),
             cut(`${m.errorName ?? 'Error'}: ${m.errorMessage ?? ''}`, 60),
+            // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a header of any type shows as its text
             String(m.headers[HEADERS.failedAt] ?? '-'),
           ]),
         ),

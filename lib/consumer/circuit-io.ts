@@ -76,6 +76,12 @@ export class CircuitIo {
   }
 }
 
+/** A stored field as text: empty when missing or null, else as `String` writes it. */
+function fieldText(v: unknown): string {
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a field of any JSON type reads as its text
+  return v === undefined || v === null ? '' : String(v);
+}
+
 /**
  * What the state queue `stateQueue` holds, read without taking it away;
  * undefined when it is empty, missing or unreadable. @internal
@@ -87,9 +93,10 @@ export async function readCircuitState(client: NativeClient, stateQueue: string,
     const held = await native(() => s.get(1));
     const [d] = deliveriesOf(held.batch);
     if (!d) return undefined;
-    const r = JSON.parse(messageOf(d, held.batch).msg.body.toString('utf8')) as Partial<CircuitRecord>;
+    // The queue holds whatever was published to it: a field may be missing or of any JSON type.
+    const r = JSON.parse(messageOf(d, held.batch).msg.body.toString('utf8')) as { [K in keyof CircuitRecord]?: unknown };
     if (r.state !== 'closed' && r.state !== 'open' && r.state !== 'halfOpen') return undefined;
-    return { dependency: String(r.dependency ?? ''), state: r.state, since: String(r.since ?? ''), probing: r.probing === true };
+    return { dependency: fieldText(r.dependency), state: r.state, since: fieldText(r.since), probing: r.probing === true };
   } catch {
     return undefined;
   } finally {

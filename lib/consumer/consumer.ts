@@ -7,7 +7,7 @@
  */
 import { EventEmitter } from 'node:events';
 
-import type { Circuit, CircuitMember } from '../circuit';
+import type { Circuit } from '../circuit';
 import { reasonOf } from '../error-text';
 import { native } from '../errors';
 import { type Log, logTo } from '../log';
@@ -182,7 +182,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         finishing: () => this.shutdown.finishing,
         handle: (d, batch) => this.handling.handle(d, batch),
         returnedEarly: (n) => this.tally.returnedEarly(n),
-        notify: ((...notice: CircuitNotice) => this.reporter.circuit(...notice)) as CircuitMember['notify'],
+        notify: (...notice: CircuitNotice) => this.reporter.circuit(...notice),
       });
     }
     inner.start(ctx.batchSize, this.onBatch);

@@ -104,7 +104,15 @@ export interface ConsumerStats {
   released: number;
   /** Messages sent back from the retry queues early, when the circuit closed. */
   returnedEarly: number;
-  handlerMs: { count: number; total: number; max: number };
+  /** How long the handler calls that ended took, in milliseconds. */
+  handlerMs: {
+    /** Handler calls that ended. */
+    count: number;
+    /** Milliseconds they took in all. */
+    total: number;
+    /** Milliseconds the longest one took. */
+    max: number;
+  };
   /** Handlers running now for longer than `stuckAfterMs`. */
   stuck: number;
   /** Milliseconds the longest-running handler has been running; 0 when none runs. */

@@ -68,7 +68,7 @@ export class Handling {
       let threw = false;
       let error: unknown;
       // The handler runs with the consumer, which holds it, as `this`: its frame reads `Consumer.<name> [as handler]`.
-      const call = () => inHandler(r, () => Reflect.apply(host.handler, host.owner, [msg]) as unknown);
+      const call = () => inHandler(r, () => Reflect.apply(host.handler, host.owner, [msg]));
       try {
         await (span ? span.run(call) : call());
       } catch (err) {

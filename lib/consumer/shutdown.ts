@@ -75,6 +75,7 @@ export class Shutdown {
     try {
       timeoutMs = checkCloseOptions(options);
     } catch (err) {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on what the check threw (a getter of the options may throw anything)
       return Promise.reject(err);
     }
     if (!this.#closed) this.#bound.by(timeoutMs);
