@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use self::drain::Drainer;
+use self::publish::Drainer;
 use self::stop::{STOP_BOUND, STOP_COUNT_WAIT};
 use self::trace::TracerSlot;
 use super::store::RetryStore;

@@ -3,29 +3,18 @@
 //! same transaction.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::publish::{publish_all, Outcome};
+use super::publish::{publish_all, Claimed, Drainer, Outcome};
 use super::stop::{within_grace, STOP_COMMIT_WAIT, STOP_CONFIRM_WAIT};
-use super::trace::TracerSlot;
 use super::SchedulerCounters;
-use crate::amqp::connection::Broker;
 use crate::error::{Error, ErrorKind, Result};
 use crate::table::row::{column, pg_text};
-use crate::table::store::RetryStore;
 
 /// How long a row whose publish failed waits before the next try.
 const FAILED_PUBLISH_BACKOFF_SECS: f64 = 30.0;
-
-/// What publishing a row takes.
-pub(super) struct Drainer {
-    pub(super) store: Arc<RetryStore>,
-    pub(super) broker: Arc<Broker>,
-    pub(super) tracer: TracerSlot,
-}
 
 /// What one batch did.
 #[derive(Debug, Default)]
@@ -39,19 +28,6 @@ pub(super) struct Drained {
     /// Rows published whose confirm had not come when a stop cut the wait
     /// short (they stay in the table).
     pub(super) unconfirmed: u64,
-}
-
-/// A claimed row.
-pub(super) struct Claimed {
-    pub(super) id: i64,
-    pub(super) queue: String,
-    pub(super) body: Vec<u8>,
-    pub(super) properties: serde_json::Value,
-    pub(super) attempt: i32,
-    pub(super) dependency: Option<String>,
-    pub(super) message_id: Option<String>,
-    pub(super) error: Option<String>,
-    pub(super) waited_ms: f64,
 }
 
 impl Drainer {

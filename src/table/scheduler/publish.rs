@@ -2,17 +2,39 @@
 //! together with pipelined confirms, and what a stop leaves of them.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::BasicProperties;
 use serde::Deserialize;
 use tokio::sync::watch;
 
-use super::drain::{Claimed, Drainer};
 use super::stop::{within_grace, STOP_CONFIRM_WAIT};
-use super::trace::{stored_trace, DrainRow, DrainTracer, TRACER_WAIT};
+use super::trace::{stored_trace, DrainRow, DrainTracer, TracerSlot, TRACER_WAIT};
+use crate::amqp::connection::Broker;
 use crate::amqp::fields::with_trace;
 use crate::error::{Error, ErrorKind, Result};
+use crate::table::store::RetryStore;
+
+/// What publishing a row takes.
+pub(super) struct Drainer {
+    pub(super) store: Arc<RetryStore>,
+    pub(super) broker: Arc<Broker>,
+    pub(super) tracer: TracerSlot,
+}
+
+/// A claimed row.
+pub(super) struct Claimed {
+    pub(super) id: i64,
+    pub(super) queue: String,
+    pub(super) body: Vec<u8>,
+    pub(super) properties: serde_json::Value,
+    pub(super) attempt: i32,
+    pub(super) dependency: Option<String>,
+    pub(super) message_id: Option<String>,
+    pub(super) error: Option<String>,
+    pub(super) waited_ms: f64,
+}
 
 /// How the publish of one row of a batch ended.
 #[derive(Debug)]

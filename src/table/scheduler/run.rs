@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::drain::Drainer;
+use super::publish::Drainer;
 use super::rates::{LocalLimit, SchedulerRates, DEFAULT_TABLE_RATE};
 use super::stop::{pause, within_grace, STOP_GIVE_BACK_WAIT};
 use super::SchedulerCounters;
