@@ -287,4 +287,4 @@ pub(crate) fn is_broker_death_header(name: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -12,7 +12,14 @@ fn retry_route() -> Route {
     }
 }
 
-fn input<'a>(route: &'a Route) -> FailureInput<'a> {
+/// The failure every test here starts from: a `TypeError` of a delivery of
+/// `shop`/`order.created` from `orders`, with the whole frame as room.
+pub(crate) fn input(route: &Route) -> FailureInput<'_> {
+    input_with_room(route, FRAME_MAX)
+}
+
+/// [`input`] with `room` bytes left for the headers.
+pub(crate) fn input_with_room(route: &Route, room: usize) -> FailureInput<'_> {
     FailureInput {
         route,
         queue: "orders",
@@ -25,7 +32,7 @@ fn input<'a>(route: &'a Route) -> FailureInput<'a> {
         previous_first_failed_at: None,
         previous_original_exchange: None,
         previous_original_routing_key: None,
-        room: FRAME_MAX,
+        room,
     }
 }
 

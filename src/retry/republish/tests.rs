@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::retry::delay::Delay;
+use crate::retry::headers::tests::input_with_room as input;
 use crate::retry::headers::RETRY_REASON;
 use crate::retry::route::ParkReason;
 
@@ -18,23 +19,6 @@ fn too_large() -> Route {
     Route::Park {
         reason: ParkReason::HeadersTooLarge,
         attempt: 0,
-    }
-}
-
-fn input(route: &Route, room: usize) -> FailureInput<'_> {
-    FailureInput {
-        route,
-        queue: "orders",
-        error_name: "TypeError",
-        error_message: "boom",
-        error_stack: "TypeError: boom\n    at f (a.js:1:1)",
-        now_ms: 1_798_590_862_123,
-        delivery_exchange: "shop",
-        delivery_routing_key: "order.created",
-        previous_first_failed_at: None,
-        previous_original_exchange: None,
-        previous_original_routing_key: None,
-        room,
     }
 }
 
