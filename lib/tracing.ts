@@ -19,7 +19,7 @@
 import type { Context, Span, SpanOptions, Tracer } from '@opentelemetry/api';
 
 import { errorInfo } from './error-text';
-import { type OtelApi, otelApi } from './otel';
+import { type OtelApi, otelApi } from './otel-api';
 import type { WireEvent } from './wire';
 
 /** The API once loaded (null: not installed): a span per message should not look it up each time. */

@@ -2,7 +2,7 @@
  * The layers of lib/, from the ground up, for .dependency-cruiser.cjs and scripts/check-structure.mjs. A module
  * may import modules of its own layer and of lower ones:
  *
- *   base      native, errors, error-text, otel, redact: no library module below them
+ *   base      native, errors, error-text, otel, otel-api, redact: no library module below them
  *   model     options, message, wire, metrics: what the options and a message are
  *   tools     names, check-options, fence, log, tracing, publish, replies
  *   circuit   circuit: one dependency's breaker, which consumers share
@@ -18,7 +18,7 @@
  * module is placed on purpose.
  */
 const LAYERS = [
-  ['base', ['native', 'errors', 'error-text', 'otel', 'redact']],
+  ['base', ['native', 'errors', 'error-text', 'otel', 'otel-api', 'redact']],
   ['model', ['options', 'message', 'wire', 'metrics']],
   ['tools', ['names', 'check-options', 'fence', 'log', 'tracing', 'publish', 'replies']],
   ['circuit', ['circuit']],
