@@ -165,6 +165,14 @@ export interface OnFailureOptions {
    */
   delays?: readonly Delay[];
   /**
+   * RabbitMQ 4.3 quorum queues only, instead of `delays`: a retryable failure
+   * is returned to the broker (`basic.reject` with requeue), which holds it for
+   * `min × failures`, up to `max`, before delivering it again; after `attempts`
+   * returns it parks. No retry queue is declared. See the guide
+   * (docs/broker-delay.md) for what this mode cannot give.
+   */
+  brokerDelay?: BrokerDelayOptions;
+  /**
    * Whether an error is worth another attempt: `true` retries the message,
    * `false` parks it at once (`retry-reason: non-retryable`). It is called
    * synchronously and must return a boolean. Anything else it returns
@@ -193,7 +201,26 @@ export interface OnFailureOptions {
 }
 
 /** The keys of {@link OnFailureOptions}. @internal */
-export const ON_FAILURE_OPTION_KEYS = { delays: true, retryable: true, table: true, circuit: true } satisfies OptionKeys<OnFailureOptions>;
+export const ON_FAILURE_OPTION_KEYS = {
+  delays: true,
+  brokerDelay: true,
+  retryable: true,
+  table: true,
+  circuit: true,
+} satisfies OptionKeys<OnFailureOptions>;
+
+/** The broker's own delayed retry (see {@link OnFailureOptions.brokerDelay}). */
+export interface BrokerDelayOptions {
+  /** The delay after the first failure, and the step each later failure adds: `'5s'`, or milliseconds. */
+  min: Delay;
+  /** The longest delay: `'5m'`, or milliseconds. */
+  max: Delay;
+  /** Returns to the broker before a retryable failure parks as exhausted; at least 1. */
+  attempts: number;
+}
+
+/** The keys of {@link BrokerDelayOptions}. @internal */
+export const BROKER_DELAY_OPTION_KEYS = { min: true, max: true, attempts: true } satisfies OptionKeys<BrokerDelayOptions>;
 
 /** A consumer's circuit breaker (see {@link OnFailureOptions.circuit}). */
 export interface CircuitOptions {

@@ -143,8 +143,9 @@ impl Current {
 
     fn number(&self) -> Option<i64> {
         match self {
-            Current::Value { value, .. } => value.parse().ok(),
-            _ => None,
+            // 4.3 writes a number without its type: "current is '200'".
+            Current::Value { value, .. } | Current::Plain(value) => value.parse().ok(),
+            Current::None => None,
         }
     }
 

@@ -225,7 +225,7 @@ fn broker_delay_sets_the_work_queue_and_no_retry_queue() {
         .contains("onFailure.brokerDelay sets it"));
     q.extra.work = FieldTable::default();
 
-    let min = "PRECONDITION_FAILED - inequivalent arg 'x-delayed-retry-min' for queue 'orders' in vhost '/': received the value '200' of type 'long' but current is the value '500' of type 'long'";
+    let min = "PRECONDITION_FAILED - inequivalent arg 'x-delayed-retry-min' for queue 'orders' in vhost '/': received '200' but current is '500'";
     assert!(q
         .mismatch(Role::Work, "orders", min)
         .message
