@@ -29,6 +29,9 @@ import {
 const URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 const N = Number(process.env.FAULT_N ?? 2000);
 const DELAYS: Delay[] = ['100ms', '200ms'];
+// FAULT_BROKER_DELAY=100ms,200ms,2 runs the suite with onFailure.brokerDelay on RabbitMQ 4.3: the same
+// number of attempts as DELAYS, so the same handler calls are needed, and no retry queue to delete.
+const BROKER_DELAY = Boolean(process.env.FAULT_BROKER_DELAY);
 const DEADLINE_MS = 150_000;
 
 jest.setTimeout(240_000);
@@ -228,6 +231,10 @@ describe(`fault suite (N=${N}, every message acked or parked)`, () => {
   });
 
   it('(d) a retry queue deleted mid-run, then declared again by the consumer', async () => {
+    if (BROKER_DELAY) {
+      console.warn('skipped with FAULT_BROKER_DELAY: onFailure.brokerDelay declares no retry queue');
+      return;
+    }
     const r = await ledger('retry-queue-deleted', async (run) => {
       await waitForProgress(run, N / 4);
       run.deletedQueue = retryQueueName(run.queue, DELAYS[0]);
