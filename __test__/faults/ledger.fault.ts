@@ -81,10 +81,15 @@ const waitForProgress = (run: Run, successes: number) => progress(run, successes
 
 const ids = Array.from({ length: N }, (_, i) => `m-${i}`);
 
+/** Where messages wait: Q and its retry queues (with brokerDelay, Q alone, where delayed ones are not counted). */
+function waitingQueues(run: Run): string[] {
+  return [run.queue, ...(BROKER_DELAY ? [] : DELAYS.map((d) => retryQueueName(run.queue, d)))];
+}
+
 /** Waits until every message is acked or parked and nothing waits in Q or its retry queues. */
 async function waitForSettled(run: Run): Promise<void> {
   const deadline = Date.now() + DEADLINE_MS;
-  const queues = [run.queue, ...DELAYS.map((d) => retryQueueName(run.queue, d))];
+  const queues = waitingQueues(run);
   let last = -1;
   let quietSince = Date.now();
   for (;;) {
@@ -134,7 +139,7 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
     const parked = await drainParked(run.queue);
     const leftover = await withChannel(async (ch) => {
       const out: string[] = [];
-      for (const q of [run.queue, ...DELAYS.map((d) => retryQueueName(run.queue, d))]) {
+      for (const q of waitingQueues(run)) {
         for (let m = await ch.get(q, { noAck: true }); m; m = await ch.get(q, { noAck: true })) {
           out.push(`${String(m.properties.messageId)}@${q}`);
         }
