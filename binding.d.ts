@@ -261,8 +261,14 @@ export interface ConsumeOptions {
   queueType?: string
   /** The retry delays, in order. */
   delays: Array<string>
-  /** Quorum only: deliveries after which a message parks without reaching the handler. @default `consumeDefaults().deliveryLimit` */
+  /** Quorum only: deliveries after which a message parks without reaching the handler. @default `consumeDefaults().deliveryLimit`; with `brokerDelay`, its `attempts` + 1 */
   deliveryLimit?: number
+  /** `onFailure.brokerDelay.min`: the broker's delay after the first failure, and its step. */
+  brokerDelayMin?: string
+  /** `onFailure.brokerDelay.max`: the broker's longest delay. */
+  brokerDelayMax?: string
+  /** `onFailure.brokerDelay.attempts`: retries before a retryable failure parks. */
+  brokerDelayAttempts?: number
   /** Quorum only: the broker takes a delivery back after this many ms unacked (`x-consumer-timeout`). @default `consumeDefaults().consumerTimeoutMs` */
   consumerTimeoutMs?: number
   /** First wait before reconnecting, in ms. @default `consumeDefaults().recoveryInitialDelayMs` */

@@ -23,6 +23,7 @@ const TS_CODES = Object.keys({
   CLOSED: true,
   RETRY_TABLE: true,
   REPLY_REFUSED: true,
+  BROKER_UNSUPPORTED: true,
 } satisfies Record<ErrorCode, true>) as ErrorCode[];
 
 describe('error codes', () => {

@@ -12,6 +12,7 @@ import { binding } from './native';
 import { redactUrl } from './redact';
 import {
   ALERT_OPTION_KEYS,
+  BROKER_DELAY_OPTION_KEYS,
   CIRCUIT_OPTION_KEYS,
   CLOSE_OPTION_KEYS,
   CONNECT_OPTION_KEYS,
@@ -397,6 +398,17 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
       checkNativeWhole('onFailure.table.maxAttempts', t.maxAttempts, 'a whole number of at least 1');
     }
     if (f.circuit !== undefined) checkCircuit('onFailure.circuit', f.circuit);
+    if (f.brokerDelay !== undefined) {
+      if (f.delays !== undefined) {
+        throw new InvalidOptionsError(
+          'onFailure.delays and onFailure.brokerDelay are two ways to retry: use one, brokerDelay (the broker holds the message, RabbitMQ 4.3 quorum queues) or delays (retry queues)',
+        );
+      }
+      checkDelay('onFailure.brokerDelay.min', f.brokerDelay.min);
+      checkDelay('onFailure.brokerDelay.max', f.brokerDelay.max);
+      if (f.brokerDelay.attempts === undefined) throw new InvalidOptionsError('onFailure.brokerDelay.attempts is required: a whole number of at least 1');
+      checkNativeWhole('onFailure.brokerDelay.attempts', f.brokerDelay.attempts, 'a whole number of at least 1');
+    }
   }
 }
 
@@ -454,6 +466,11 @@ export function checkOnFailureKeys(path: string, f: unknown): void {
   if (t !== undefined) {
     checkObject(`${path}.table`, t);
     checkKeys(`${path}.table`, t, TABLE_ROUTE_OPTION_KEYS);
+  }
+  const b = (f as OnFailureOptions).brokerDelay;
+  if (b !== undefined) {
+    checkObject(`${path}.brokerDelay`, b, "an object such as { min: '5s', max: '5m', attempts: 5 }");
+    checkKeys(`${path}.brokerDelay`, b, BROKER_DELAY_OPTION_KEYS);
   }
   const c = (f as OnFailureOptions).circuit;
   if (c !== undefined) {

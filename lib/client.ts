@@ -180,7 +180,9 @@ export class RabbitRetry {
     this.assertOpen();
     checkConsumeOptions(options);
     if (typeof handler !== 'function') throw new InvalidOptionsError('handler must be a function (msg) => Promise<void>');
-    const delays = delayStrings(options.onFailure?.delays);
+    const brokerDelay = options.onFailure?.brokerDelay;
+    // With brokerDelay no retry queue is declared: the default delays do not apply.
+    const delays = delayStrings(options.onFailure?.delays ?? (brokerDelay ? [] : undefined));
     // The alert is TypeScript's own: checked before the native layer declares
     // anything or starts the consumer.
     let alert;
@@ -214,6 +216,9 @@ export class RabbitRetry {
         table: options.onFailure?.table !== undefined,
         tableMaxAttempts: options.onFailure?.table?.maxAttempts,
         delays,
+        brokerDelayMin: brokerDelay && delayStrings([brokerDelay.min], 'onFailure.brokerDelay.min')[0],
+        brokerDelayMax: brokerDelay && delayStrings([brokerDelay.max], 'onFailure.brokerDelay.max')[0],
+        brokerDelayAttempts: brokerDelay?.attempts,
         recoveryInitialDelayMs: options.recovery?.initialDelayMs,
         recoveryMaxDelayMs: options.recovery?.maxDelayMs,
         recoveryStepTimeoutMs: options.recovery?.stepTimeoutMs,

@@ -16,7 +16,8 @@ export type ErrorCode =
   | 'INVALID_OPTIONS'
   | 'CLOSED'
   | 'RETRY_TABLE'
-  | 'REPLY_REFUSED';
+  | 'REPLY_REFUSED'
+  | 'BROKER_UNSUPPORTED';
 
 /** The base class of rabbit-retry's errors. */
 export class RabbitRetryError extends Error {
@@ -139,6 +140,17 @@ export class ReplyRefusedError extends RabbitRetryError {
   }
 }
 
+/**
+ * The broker cannot do what an option asks: `onFailure.brokerDelay` on a
+ * RabbitMQ older than 4.3. Raised before anything is declared; the message
+ * says what to use instead.
+ */
+export class BrokerUnsupportedError extends RabbitRetryError {
+  constructor(message: string) {
+    super('BROKER_UNSUPPORTED', message);
+  }
+}
+
 const byCode: Record<string, new (message: string) => RabbitRetryError> = {
   NON_RETRYABLE: NonRetryableError,
   TOPOLOGY_MISMATCH: TopologyMismatchError,
@@ -150,6 +162,7 @@ const byCode: Record<string, new (message: string) => RabbitRetryError> = {
   CLOSED: ClosedError,
   RETRY_TABLE: RetryTableError,
   REPLY_REFUSED: ReplyRefusedError,
+  BROKER_UNSUPPORTED: BrokerUnsupportedError,
 };
 
 /**
@@ -202,6 +215,9 @@ const OPTION_NAMES: Record<string, string> = {
   recoveryStepTimeoutMs: 'recovery.stepTimeoutMs',
   tableMaxAttempts: 'onFailure.table.maxAttempts',
   delays: 'onFailure.delays',
+  brokerDelayMin: 'onFailure.brokerDelay.min',
+  brokerDelayMax: 'onFailure.brokerDelay.max',
+  brokerDelayAttempts: 'onFailure.brokerDelay.attempts',
   kind: 'type',
 };
 

@@ -38,6 +38,7 @@ export {
   type ConsumeOptions,
   type QueueArguments,
   type OnFailureOptions,
+  type BrokerDelayOptions,
   type Delay,
   type Logger,
   type AlertOptions,
@@ -64,6 +65,7 @@ export {
   ClosedError,
   RetryTableError,
   ReplyRefusedError,
+  BrokerUnsupportedError,
   type ErrorCode,
 } from './errors';
 export {

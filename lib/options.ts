@@ -4,17 +4,11 @@
  * The defaults of the consume options the native layer takes are the native
  * layer's (`consumeDefaults()`); the `@default`s here describe them.
  */
+import type { BrokerDelayOptions, Delay } from './delay';
 import type { Message, MessageProperties } from './message';
 import type { MeterProviderLike } from './otel';
 
-/**
- * A delay: a positive whole number with a unit of `ms`, `s`, `m` or `h`
- * (`'500ms'`, `'5s'`, `'90s'`, `'1m'`, `'2h'`), or a number of milliseconds
- * (`500`, or the string `'500'`). Spellings such as `'5 seconds'`, `'5sec'` or
- * `'5d'` do not compile; what the type cannot tell apart (`'1.5s'`, `'0s'`,
- * `'-5s'`) is refused at run time with an {@link InvalidOptionsError}.
- */
-export type Delay = number | `${number}` | `${number}ms` | `${number}s` | `${number}m` | `${number}h`;
+export { type BrokerDelayOptions, type Delay, DEFAULT_DELAYS } from './delay';
 
 /**
  * Every key of `T` mapped to `true`: the type of a table of an options
@@ -165,6 +159,11 @@ export interface OnFailureOptions {
    */
   delays?: readonly Delay[];
   /**
+   * RabbitMQ 4.3 quorum queues, instead of `delays`: the broker holds a failed
+   * message itself, without retry queues (docs/broker-delay.md).
+   */
+  brokerDelay?: BrokerDelayOptions;
+  /**
    * Whether an error is worth another attempt: `true` retries the message,
    * `false` parks it at once (`retry-reason: non-retryable`). It is called
    * synchronously and must return a boolean. Anything else it returns
@@ -193,7 +192,16 @@ export interface OnFailureOptions {
 }
 
 /** The keys of {@link OnFailureOptions}. @internal */
-export const ON_FAILURE_OPTION_KEYS = { delays: true, retryable: true, table: true, circuit: true } satisfies OptionKeys<OnFailureOptions>;
+export const ON_FAILURE_OPTION_KEYS = {
+  delays: true,
+  brokerDelay: true,
+  retryable: true,
+  table: true,
+  circuit: true,
+} satisfies OptionKeys<OnFailureOptions>;
+
+/** The keys of {@link BrokerDelayOptions}. @internal */
+export const BROKER_DELAY_OPTION_KEYS = { min: true, max: true, attempts: true } satisfies OptionKeys<BrokerDelayOptions>;
 
 /** A consumer's circuit breaker (see {@link OnFailureOptions.circuit}). */
 export interface CircuitOptions {
@@ -476,9 +484,6 @@ export const RECOVERY_OPTION_KEYS = {
   maxAttempts: true,
   stepTimeoutMs: true,
 } satisfies OptionKeys<RecoveryOptions>;
-
-/** Default retry delays. */
-export const DEFAULT_DELAYS: readonly Delay[] = ['5s', '1m', '10m'];
 
 /** Options of {@link RabbitRetry.publish}. */
 export interface PublishOptions extends Omit<MessageProperties, 'timestamp' | 'expiration' | 'deliveryMode'> {

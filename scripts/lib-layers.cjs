@@ -3,7 +3,7 @@
  * may import modules of its own layer and of lower ones:
  *
  *   base      native, errors, error-text, otel, otel-api, redact: no library module below them
- *   model     options, message, wire, metrics: what the options and a message are
+ *   model     options, delay, message, wire, metrics: what the options and a message are
  *   tools     names, check-options, fence, log, tracing, publish, replies
  *   circuit   circuit: one dependency's breaker, which consumers share
  *   parts     table, parked, consumer/: each stands alone, none imports another
@@ -19,7 +19,7 @@
  */
 const LAYERS = [
   ['base', ['native', 'errors', 'error-text', 'otel', 'otel-api', 'redact']],
-  ['model', ['options', 'message', 'wire', 'metrics']],
+  ['model', ['options', 'delay', 'message', 'wire', 'metrics']],
   ['tools', ['names', 'check-options', 'fence', 'log', 'tracing', 'publish', 'replies']],
   ['circuit', ['circuit']],
   ['parts', ['table', 'parked', 'consumer']],

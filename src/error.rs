@@ -27,11 +27,13 @@ pub(crate) enum ErrorKind {
     /// The broker refuses a reply for what it holds (its `reply-to`, a
     /// property), or closed the channel or connection over it.
     ReplyRefused,
+    /// The broker cannot do what an option asks (an older RabbitMQ).
+    BrokerUnsupported,
 }
 
 impl ErrorKind {
     /// Every kind, in the order the codes are listed to JavaScript.
-    pub(crate) const ALL: [ErrorKind; 9] = [
+    pub(crate) const ALL: [ErrorKind; 10] = [
         ErrorKind::TopologyMismatch,
         ErrorKind::Unroutable,
         ErrorKind::PublishNacked,
@@ -41,6 +43,7 @@ impl ErrorKind {
         ErrorKind::Closed,
         ErrorKind::RetryTable,
         ErrorKind::ReplyRefused,
+        ErrorKind::BrokerUnsupported,
     ];
 
     /// The stable code carried across to JavaScript.
@@ -55,6 +58,7 @@ impl ErrorKind {
             ErrorKind::Closed => "CLOSED",
             ErrorKind::RetryTable => "RETRY_TABLE",
             ErrorKind::ReplyRefused => "REPLY_REFUSED",
+            ErrorKind::BrokerUnsupported => "BROKER_UNSUPPORTED",
         }
     }
 }

@@ -8,7 +8,7 @@
  */
 import { appendFileSync } from 'node:fs';
 
-import { type Delay, NonRetryableError, RabbitRetry } from '../../lib';
+import { type ConsumeOptions, type Delay, NonRetryableError, RabbitRetry } from '../../lib';
 import { expectedOutcome } from './plan';
 
 const queue = process.env.FAULT_QUEUE ?? '';
@@ -22,22 +22,26 @@ const workMs = Number(process.env.FAULT_WORK_MS ?? '25');
 // The cluster test: quorum queues, and the nodes of AMQP_URL tried as listed.
 const queueType = process.env.FAULT_QUEUE_TYPE === 'quorum' ? 'quorum' : undefined;
 const hostOrder = process.env.FAULT_HOST_ORDER === 'ordered' ? 'ordered' : undefined;
+// FAULT_BROKER_DELAY=min,max,attempts: RabbitMQ 4.3's delayed retry on a quorum queue instead of
+// retry queues. The delivery limit leaves room for one fault's lost delivery (it counts as failed).
+const [bdMin, bdMax, bdAttempts] = (process.env.FAULT_BROKER_DELAY ?? '').split(',');
+const brokerDelay = bdAttempts ? { min: bdMin as Delay, max: bdMax as Delay, attempts: Number(bdAttempts) } : undefined;
+const failureOptions: Partial<ConsumeOptions> = brokerDelay
+  ? { queueType: 'quorum' as const, deliveryLimit: brokerDelay.attempts + 2, onFailure: { brokerDelay } }
+  : { queueType, onFailure: { delays } };
 
 async function main(): Promise<void> {
   const rr = await RabbitRetry.connect({ connectionName: `fault-consumer-${process.pid}`, hostOrder });
-  const consumer = await rr.consume(
-    { queue, prefetch, queueType, onFailure: { delays }, recovery: { initialDelayMs: 200, maxDelayMs: 2000 } },
-    async (msg) => {
-      const id = msg.properties.messageId ?? '?';
-      appendFileSync(callsFile, `${id}\n`);
-      await new Promise((r) => setTimeout(r, workMs));
-      const outcome = expectedOutcome(id);
-      if (outcome === 'exhausted') throw new Error(`carrier down for ${id}`);
-      if (outcome === 'non-retryable') throw new NonRetryableError(`${id} has no address`);
-      if (outcome === 'flaky' && msg.attempt === 0) throw new Error(`first attempt of ${id} fails`);
-      appendFileSync(successFile, `${id}\n`);
-    },
-  );
+  const consumer = await rr.consume({ queue, prefetch, ...failureOptions, recovery: { initialDelayMs: 200, maxDelayMs: 2000 } }, async (msg) => {
+    const id = msg.properties.messageId ?? '?';
+    appendFileSync(callsFile, `${id}\n`);
+    await new Promise((r) => setTimeout(r, workMs));
+    const outcome = expectedOutcome(id);
+    if (outcome === 'exhausted') throw new Error(`carrier down for ${id}`);
+    if (outcome === 'non-retryable') throw new NonRetryableError(`${id} has no address`);
+    if (outcome === 'flaky' && msg.attempt === 0) throw new Error(`first attempt of ${id} fails`);
+    appendFileSync(successFile, `${id}\n`);
+  });
   // Where each failed message was confirmed to, so a test can tell what a deleted queue took with it.
   consumer.on('retry', (e) => appendFileSync(retriesFile, `${e.messageId ?? '?'} ${e.target} ${Date.now()}\n`));
   const at = () => Date.now();

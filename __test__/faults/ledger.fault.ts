@@ -29,6 +29,9 @@ import {
 const URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 const N = Number(process.env.FAULT_N ?? 2000);
 const DELAYS: Delay[] = ['100ms', '200ms'];
+// FAULT_BROKER_DELAY=100ms,200ms,2 runs the suite with onFailure.brokerDelay on RabbitMQ 4.3: the same
+// number of attempts as DELAYS, so the same handler calls are needed, and no retry queue to delete.
+const BROKER_DELAY = Boolean(process.env.FAULT_BROKER_DELAY);
 const DEADLINE_MS = 150_000;
 
 jest.setTimeout(240_000);
@@ -78,10 +81,15 @@ const waitForProgress = (run: Run, successes: number) => progress(run, successes
 
 const ids = Array.from({ length: N }, (_, i) => `m-${i}`);
 
+/** Where messages wait: Q and its retry queues (with brokerDelay, Q alone, where delayed ones are not counted). */
+function waitingQueues(run: Run): string[] {
+  return [run.queue, ...(BROKER_DELAY ? [] : DELAYS.map((d) => retryQueueName(run.queue, d)))];
+}
+
 /** Waits until every message is acked or parked and nothing waits in Q or its retry queues. */
 async function waitForSettled(run: Run): Promise<void> {
   const deadline = Date.now() + DEADLINE_MS;
-  const queues = [run.queue, ...DELAYS.map((d) => retryQueueName(run.queue, d))];
+  const queues = waitingQueues(run);
   let last = -1;
   let quietSince = Date.now();
   for (;;) {
@@ -131,7 +139,7 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
     const parked = await drainParked(run.queue);
     const leftover = await withChannel(async (ch) => {
       const out: string[] = [];
-      for (const q of [run.queue, ...DELAYS.map((d) => retryQueueName(run.queue, d))]) {
+      for (const q of waitingQueues(run)) {
         for (let m = await ch.get(q, { noAck: true }); m; m = await ch.get(q, { noAck: true })) {
           out.push(`${String(m.properties.messageId)}@${q}`);
         }
@@ -228,6 +236,10 @@ describe(`fault suite (N=${N}, every message acked or parked)`, () => {
   });
 
   it('(d) a retry queue deleted mid-run, then declared again by the consumer', async () => {
+    if (BROKER_DELAY) {
+      console.warn('skipped with FAULT_BROKER_DELAY: onFailure.brokerDelay declares no retry queue');
+      return;
+    }
     const r = await ledger('retry-queue-deleted', async (run) => {
       await waitForProgress(run, N / 4);
       run.deletedQueue = retryQueueName(run.queue, DELAYS[0]);

@@ -14,11 +14,11 @@ export type Handler = (msg: Message) => unknown;
 export interface RetryEvent {
   /** The work queue. */
   queue: string;
-  /** The retry queue it waits in. */
+  /** The retry queue it waits in; with `onFailure.brokerDelay`, the work queue (the broker holds it). */
   target: string;
   /** Its message id, if any. */
   messageId?: string;
-  /** The `retry-attempt` it carries now. */
+  /** The `retry-attempt` it carries now; with `onFailure.brokerDelay`, its failed deliveries so far. */
   attempt: number;
   /** The delay's label, such as `5s`. */
   delay: string;

@@ -171,6 +171,22 @@ impl Broker {
         }
     }
 
+    /// The broker's `version`, as the current node reported it on
+    /// connecting (`4.3.6`); `None` when it sent none.
+    pub(crate) async fn server_version(&self) -> Option<String> {
+        let (_, conn) = self.connection().await;
+        let props = conn.configuration().server_properties();
+        match props
+            .inner()
+            .get(&lapin::types::ShortString::from("version"))
+        {
+            Some(lapin::types::AMQPValue::LongString(s)) => {
+                Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
+            }
+            _ => None,
+        }
+    }
+
     /// Whether `close` was called.
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)

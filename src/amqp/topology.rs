@@ -13,7 +13,9 @@ use lapin::ExchangeKind;
 
 use super::connection::Broker;
 use crate::error::{Error, ErrorKind, Result};
-use crate::retry::{parked_queue_name, retry_queue_name, Delay};
+use crate::retry::{
+    parked_queue_name, retry_queue_name, supports_broker_delay, BrokerDelay, Delay,
+};
 
 mod mismatch;
 mod probe;
@@ -77,6 +79,9 @@ pub(crate) struct Topology {
     /// the handler. The broker's own `x-delivery-limit` is set one above it,
     /// dead-lettering to the parked queue, as a backstop.
     pub delivery_limit: Option<u32>,
+    /// Quorum only, RabbitMQ 4.3: the broker's own delayed retry, set on the
+    /// work queue (`x-delayed-retry-*`); no retry queue is declared.
+    pub broker_delay: Option<BrokerDelay>,
     /// False: the work queue is used as it exists, checked but never declared.
     pub assert_queue: bool,
     /// Arguments the options add.
@@ -170,6 +175,10 @@ impl Topology {
             (Role::Work, "x-delivery-limit") if quorum => Some("deliveryLimit"),
             (
                 Role::Work,
+                "x-delayed-retry-type" | "x-delayed-retry-min" | "x-delayed-retry-max",
+            ) if self.broker_delay.is_some() => Some("onFailure.brokerDelay"),
+            (
+                Role::Work,
                 "x-dead-letter-exchange"
                 | "x-dead-letter-routing-key"
                 | "x-dead-letter-strategy"
@@ -205,6 +214,13 @@ impl Topology {
                     long(&parked_queue_name(&self.queue)),
                 );
                 at_least_once(&mut args);
+            }
+            if let Some(b) = self.broker_delay {
+                // `failed`: only a reject with requeue waits, not a nack or a
+                // channel's return of what it never started.
+                args.insert("x-delayed-retry-type".into(), long("failed"));
+                args.insert("x-delayed-retry-min".into(), millis(b.min));
+                args.insert("x-delayed-retry-max".into(), millis(b.max));
             }
         }
         args
@@ -279,6 +295,9 @@ impl Topology {
     /// Checks what exists, then declares what is missing, on channels of its
     /// own (the broker closes a channel on every refusal).
     pub(crate) async fn declare(&self, broker: &Broker) -> Result<()> {
+        if self.broker_delay.is_some() {
+            check_broker_delay(broker.server_version().await.as_deref())?;
+        }
         let mut probe = Probe { broker, ch: None };
         let declared = match self.check_existing(&mut probe).await {
             Ok(missing) => self.create_missing(&mut probe, missing).await,
@@ -363,6 +382,25 @@ impl Topology {
         }
         result
     }
+}
+
+/// Refuses `onFailure.brokerDelay` on a broker that reports `version`
+/// older than 4.3, which would take the queue arguments and ignore them.
+pub(crate) fn check_broker_delay(version: Option<&str>) -> Result<()> {
+    match version {
+        Some(v) if supports_broker_delay(v) => Ok(()),
+        _ => Err(Error::new(
+            ErrorKind::BrokerUnsupported,
+            format!(
+                "onFailure.brokerDelay needs RabbitMQ 4.3 or later, which holds a rejected message in a delayed state; this broker is {}: use onFailure.delays (retry queues) instead, or upgrade the broker",
+                version.map_or_else(|| "of an unknown version".to_owned(), |v| format!("RabbitMQ {v}"))
+            ),
+        )),
+    }
+}
+
+fn millis(d: Delay) -> AMQPValue {
+    AMQPValue::LongLongInt(i64::try_from(d.millis()).unwrap_or(i64::MAX))
 }
 
 fn long(s: &str) -> AMQPValue {

@@ -14,7 +14,7 @@ use crate::consumer::{
     ConsumerConfig, Recovery, TableConfig, DEFAULT_CONSUMER_TIMEOUT_MS, DEFAULT_DELIVERY_LIMIT,
     DEFAULT_PREFETCH, DEFAULT_TABLE_MAX_ATTEMPTS,
 };
-use crate::retry::{parse_delays, validate_name, validate_topology_names, Backoff};
+use crate::retry::{parse_delays, validate_name, validate_topology_names, Backoff, BrokerDelay};
 use crate::table::store::RetryStore;
 
 #[cfg(test)]
@@ -40,8 +40,14 @@ pub struct ConsumeOptions {
     pub queue_type: Option<String>,
     /// The retry delays, in order.
     pub delays: Vec<String>,
-    /// Quorum only: deliveries after which a message parks without reaching the handler. @default `consumeDefaults().deliveryLimit`
+    /// Quorum only: deliveries after which a message parks without reaching the handler. @default `consumeDefaults().deliveryLimit`; with `brokerDelay`, its `attempts` + 1
     pub delivery_limit: Option<u32>,
+    /// `onFailure.brokerDelay.min`: the broker's delay after the first failure, and its step.
+    pub broker_delay_min: Option<String>,
+    /// `onFailure.brokerDelay.max`: the broker's longest delay.
+    pub broker_delay_max: Option<String>,
+    /// `onFailure.brokerDelay.attempts`: retries before a retryable failure parks.
+    pub broker_delay_attempts: Option<u32>,
     /// Quorum only: the broker takes a delivery back after this many ms unacked (`x-consumer-timeout`). @default `consumeDefaults().consumerTimeoutMs`
     pub consumer_timeout_ms: Option<u32>,
     /// First wait before reconnecting, in ms. @default `consumeDefaults().recoveryInitialDelayMs`
@@ -111,7 +117,11 @@ impl ConsumeSpec {
                 "exchangeType must be 'topic', 'direct', 'fanout' or 'headers', got another string",
             )),
         };
-        let delivery_limit = delivery_limit(queue_type, options.delivery_limit)?;
+        let broker_delay = broker_delay(&options, queue_type)?;
+        let delivery_limit = match broker_delay {
+            None => delivery_limit(queue_type, options.delivery_limit)?,
+            Some(b) => Some(broker_delay_limit(b, options.delivery_limit)?),
+        };
         let consumer_timeout_ms = consumer_timeout(queue_type, options.consumer_timeout_ms)?;
         let recovery = recovery(&options)?;
         let table_max_attempts = match (options.table.unwrap_or(false), options.table_max_attempts)
@@ -149,6 +159,7 @@ impl ConsumeSpec {
             queue_type,
             delays,
             delivery_limit,
+            broker_delay,
             assert_queue: options.assert_queue.unwrap_or(true),
             extra: ExtraArguments {
                 work: arguments("queueArguments", options.queue_arguments.as_deref())?,
@@ -214,6 +225,59 @@ fn delivery_limit(queue_type: QueueType, limit: Option<u32>) -> napi::Result<Opt
         (QueueType::Classic, Some(_)) => Err(invalid(
             "deliveryLimit needs queueType 'quorum': classic queues do not count deliveries",
         )),
+    }
+}
+
+/// `onFailure.brokerDelay`, checked: all three fields, on a quorum queue,
+/// instead of `delays` and the retry table.
+fn broker_delay(
+    options: &ConsumeOptions,
+    queue_type: QueueType,
+) -> napi::Result<Option<BrokerDelay>> {
+    let (min, max, attempts) = match (
+        &options.broker_delay_min,
+        &options.broker_delay_max,
+        options.broker_delay_attempts,
+    ) {
+        (None, None, None) => return Ok(None),
+        (Some(min), Some(max), Some(attempts)) => (min, max, attempts),
+        _ => {
+            return Err(invalid(
+                "onFailure.brokerDelay needs min, max and attempts, for example { min: '5s', max: '5m', attempts: 5 }",
+            ))
+        }
+    };
+    if !options.delays.is_empty() {
+        return Err(invalid(
+            "onFailure.delays and onFailure.brokerDelay are two ways to retry: use one, brokerDelay (the broker holds the message, RabbitMQ 4.3 quorum queues) or delays (retry queues)",
+        ));
+    }
+    if options.table.unwrap_or(false) {
+        return Err(invalid(
+            "onFailure.brokerDelay cannot be followed by onFailure.table: use onFailure.delays with the table, or raise brokerDelay.attempts",
+        ));
+    }
+    if queue_type != QueueType::Quorum {
+        return Err(invalid(
+            "onFailure.brokerDelay needs queueType 'quorum': only RabbitMQ 4.3's quorum queues hold a rejected message in a delayed state; set queueType: 'quorum', or use onFailure.delays on a classic queue",
+        ));
+    }
+    BrokerDelay::parse(min, max, attempts)
+        .map(Some)
+        .map_err(|e| invalid(format!("onFailure.brokerDelay.{e}")))
+}
+
+/// The delivery limit with `brokerDelay`: every failed attempt counts as a
+/// delivery, so the limit sits above the attempts (`attempts + 1` unless
+/// `deliveryLimit` says more).
+fn broker_delay_limit(b: BrokerDelay, limit: Option<u32>) -> napi::Result<u32> {
+    match limit {
+        None => Ok(b.attempts.saturating_add(1).min(u32::MAX - 1)),
+        Some(n) if n > b.attempts && n != u32::MAX => Ok(n),
+        Some(n) => Err(invalid(format!(
+            "deliveryLimit ({n}) must be above onFailure.brokerDelay.attempts ({}): with brokerDelay every failed attempt counts as a delivery; leave deliveryLimit out to get attempts + 1",
+            b.attempts
+        ))),
     }
 }
 

@@ -23,6 +23,10 @@ enum TagState {
     Done,
     /// Its republish failed: never acked, so the broker redelivers it.
     Held,
+    /// Its handler failed and it is being returned to the broker
+    /// (`basic.reject` with requeue, `onFailure.brokerDelay`): never acked,
+    /// gone once the reject is sent.
+    Returning,
 }
 
 /// An ack to send.
@@ -79,8 +83,23 @@ impl AckLedger {
         }
     }
 
-    /// A delivery was settled and may be acked.
+    /// A delivery's handler failed and it is being returned to the broker:
+    /// no ack covers it (a `multiple` ack stops before it) until the reject
+    /// is sent, and none after.
+    pub(super) fn returning(&mut self, tag: u64) {
+        if let Some(s) = self.tags.get_mut(&tag) {
+            if *s == TagState::Open {
+                *s = TagState::Returning;
+            }
+        }
+    }
+
+    /// A delivery was settled and may be acked; a returned one is gone.
     pub(super) fn done(&mut self, tag: u64) {
+        if self.tags.get(&tag) == Some(&TagState::Returning) {
+            self.tags.remove(&tag);
+            return;
+        }
         if let Some(s) = self.tags.get_mut(&tag) {
             if matches!(*s, TagState::Open | TagState::Publishing) {
                 *s = TagState::Done;

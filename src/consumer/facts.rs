@@ -5,16 +5,28 @@
 use lapin::message::Delivery;
 
 use super::{ConsumerConfig, Failure};
-use crate::amqp::fields::{header, to_field_value, undecodable_field};
+use crate::amqp::fields::{attempt_of, header, to_field_value, undecodable_field};
 use crate::retry::{Facts, ParkReason, Policy, Route};
 
-/// The delays, retry table and delivery limit of `config`.
+/// The delays, retry table, delivery limit and broker delay of `config`.
 pub(super) fn policy(config: &ConsumerConfig) -> Policy<'_> {
     Policy {
         delays: &config.topology.delays,
         table_attempts: config.table.as_ref().map(|t| t.max_attempts),
         delivery_limit: config.topology.delivery_limit,
+        broker_delay: config.topology.broker_delay,
     }
+}
+
+/// Earlier failed attempts of delivery `d`: its `retry-attempt` (or its
+/// `x-death` count), or with `brokerDelay` the broker's `x-delivery-count`,
+/// since the broker returns the message itself and no header is written.
+pub(super) fn attempt(config: &ConsumerConfig, d: &Delivery) -> u32 {
+    if config.topology.broker_delay.is_some() {
+        let count = delivery_count(d).unwrap_or(0);
+        return u32::try_from(count).unwrap_or(u32::MAX);
+    }
+    attempt_of(d.properties.headers().as_ref(), &config.topology.queue)
 }
 
 /// What is true of delivery `d` after `attempt` earlier failed attempts.

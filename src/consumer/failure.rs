@@ -23,10 +23,10 @@ use crate::retry::headers::{
     cut_utf8, MAX_ERROR_MESSAGE_BYTES, RETRY_FIRST_FAILED_AT, RETRY_ORIGINAL_EXCHANGE,
     RETRY_ORIGINAL_ROUTING_KEY,
 };
-use crate::retry::time::parse_iso8601_utc;
+use crate::retry::time::{iso8601_utc, parse_iso8601_utc};
 use crate::retry::{
     copy_headers, is_broker_death_header, is_own_header, parked_queue_name, retry_queue_name,
-    verdict, Facts, FailureInput, HeaderValue, ProducerHeader, Route, Verdict,
+    verdict, Delay, Facts, FailureInput, HeaderValue, ProducerHeader, Route, Verdict,
     RETRY_DROPPED_HEADERS,
 };
 use crate::table::store::{NewRow, Stored};
@@ -48,6 +48,18 @@ pub(super) async fn handle_failure(
     let topo = &config.topology;
     let props = &p.delivery.properties;
     let message_id = props.message_id().as_ref().map(lossy);
+    if let Route::Return { delay, .. } = route {
+        // The task returns such a delivery on its channel; never republished.
+        return Event::PublishFailed {
+            id,
+            message_id,
+            target: topo.queue.clone(),
+            error: Error::new(
+                ErrorKind::PublishFailed,
+                format!("a return to the broker ({delay}) is not a republish"),
+            ),
+        };
+    }
     let (route, properties) = republished(
         broker.user(),
         broker.frame_max().await,
@@ -58,6 +70,7 @@ pub(super) async fn handle_failure(
     );
     let target = match &route {
         Route::Retry { delay, .. } => retry_queue_name(&topo.queue, *delay),
+        Route::Return { .. } => topo.queue.clone(),
         Route::Table { .. } => "the retry table".to_owned(),
         Route::Park { .. } => parked_queue_name(&topo.queue),
     };
@@ -168,6 +181,10 @@ pub(super) async fn handle_failure(
             delay: delay.label(),
             error: f.message,
         },
+        Route::Return {
+            delay,
+            next_attempt,
+        } => returned(&topo.queue, id, &p, f, delay, next_attempt),
         Route::Table { next_attempt } => Event::Stored {
             id,
             message_id,
@@ -184,6 +201,45 @@ pub(super) async fn handle_failure(
             attempt,
             error: f.message,
         },
+    }
+}
+
+/// The `retry` event of a delivery returned to the broker (its work queue
+/// `queue`), which holds it for `delay` before delivering it again.
+pub(super) fn returned(
+    queue: &str,
+    id: u64,
+    p: &Pending,
+    f: Failure,
+    delay: Delay,
+    next_attempt: u32,
+) -> Event {
+    Event::Retried {
+        id,
+        message_id: p.delivery.properties.message_id().as_ref().map(lossy),
+        target: queue.to_owned(),
+        attempt: next_attempt,
+        delay: delay.label(),
+        error: f.message,
+    }
+}
+
+/// The event of a return (`returned`) whose reject failed: the delivery is
+/// held, and the broker takes it back with the channel.
+pub(super) fn return_failed(event: Event, error: Error) -> Event {
+    match event {
+        Event::Retried {
+            id,
+            message_id,
+            target,
+            ..
+        } => Event::PublishFailed {
+            id,
+            message_id,
+            target,
+            error,
+        },
+        other => other,
     }
 }
 
@@ -241,7 +297,13 @@ fn republished(
         // The next attempt continues the trace of this move, not the producer's.
         kept = with_trace(kept, trace);
     }
-    let first = header_str(original, RETRY_FIRST_FAILED_AT);
+    let now = now_ms();
+    let first = header_str(original, RETRY_FIRST_FAILED_AT).or_else(|| {
+        // Returned to the broker, the message carries no header of ours: its
+        // first failure was at least the broker's delays ago.
+        let b = config.topology.broker_delay.filter(|_| p.attempt > 0)?;
+        Some(iso8601_utc(now.saturating_sub(b.waited_ms(p.attempt))))
+    });
     let orig_exchange = header_str(original, RETRY_ORIGINAL_EXCHANGE);
     let orig_key = header_str(original, RETRY_ORIGINAL_ROUTING_KEY);
     let bare = republish_properties(props, FieldTable::default(), user);
@@ -255,7 +317,7 @@ fn republished(
         error_name: &f.name,
         error_message: &f.message,
         error_stack: &f.stack,
-        now_ms: now_ms(),
+        now_ms: now,
         delivery_exchange: p.delivery.exchange.as_str(),
         delivery_routing_key: p.delivery.routing_key.as_str(),
         previous_first_failed_at: first.as_deref(),

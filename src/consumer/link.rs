@@ -11,6 +11,7 @@ use futures_util::stream::{BoxStream, StreamExt};
 use lapin::message::Delivery;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions,
+    BasicRejectOptions,
 };
 use lapin::types::FieldTable;
 use lapin::Channel;
@@ -74,6 +75,10 @@ pub(super) trait LinkChannel: Clone + Send + Sync + 'static {
 
     /// `basic.nack` of `tag` with requeue: the broker delivers it again.
     fn requeue(&self, tag: u64) -> impl Future<Output = Result<()>> + Send;
+
+    /// `basic.reject` of `tag` with requeue: a failed delivery, which a
+    /// RabbitMQ 4.3 quorum queue with delayed retry counts and holds back.
+    fn reject(&self, tag: u64) -> impl Future<Output = Result<()>> + Send;
 
     /// `basic.cancel` of the consumer `consumer_tag`.
     fn cancel(&self, consumer_tag: &str) -> impl Future<Output = Result<()>> + Send;
@@ -165,6 +170,12 @@ impl LinkChannel for Channel {
             requeue: true,
         };
         self.basic_nack(tag, requeue).await.map_err(channel_error)
+    }
+
+    async fn reject(&self, tag: u64) -> Result<()> {
+        self.basic_reject(tag, BasicRejectOptions { requeue: true })
+            .await
+            .map_err(channel_error)
     }
 
     async fn cancel(&self, consumer_tag: &str) -> Result<()> {

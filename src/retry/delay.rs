@@ -14,7 +14,6 @@ pub(crate) struct Delay {
 
 impl Delay {
     /// Builds a delay, rejecting zero and values RabbitMQ cannot hold as a TTL.
-    #[cfg(test)]
     pub(crate) fn from_millis(ms: u64) -> Result<Delay, DelayError> {
         if ms == 0 {
             return Err(DelayError::Zero {

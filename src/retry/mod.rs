@@ -4,6 +4,7 @@
 
 pub(crate) mod attempt;
 pub(crate) mod backoff;
+pub(crate) mod broker_delay;
 pub(crate) mod delay;
 pub(crate) mod headers;
 pub(crate) mod names;
@@ -14,6 +15,7 @@ pub(crate) mod verdict;
 
 pub(crate) use attempt::{attempt_count, FieldValue};
 pub(crate) use backoff::{jitter, Backoff};
+pub(crate) use broker_delay::{supports_broker_delay, BrokerDelay};
 pub(crate) use delay::{parse_delays, Delay, DelayError};
 pub(crate) use headers::{
     is_broker_death_header, is_own_header, FailureInput, HeaderValue, FRAME_MAX,

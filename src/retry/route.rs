@@ -62,6 +62,14 @@ pub(crate) enum Route {
         /// The attempt count to record on the republished message.
         next_attempt: u32,
     },
+    /// Back to the broker (`basic.reject` with requeue), which holds it for
+    /// `delay` before delivering it again (`onFailure.brokerDelay`).
+    Return {
+        /// The delay the broker applies: `min × failures`, up to `max`.
+        delay: Delay,
+        /// The failed deliveries once this one is counted.
+        next_attempt: u32,
+    },
     /// Store in the retry table, to be published again when its row is due.
     Table {
         /// The attempt count to record on the stored message.
@@ -85,7 +93,7 @@ impl Route {
     /// The value written to the `retry-reason` header.
     pub(crate) fn reason(&self) -> &'static str {
         match self {
-            Route::Retry { .. } => Self::RETRY_REASON,
+            Route::Retry { .. } | Route::Return { .. } => Self::RETRY_REASON,
             Route::Table { .. } => Self::TABLE_REASON,
             Route::Park { reason, .. } => reason.as_str(),
         }
@@ -94,7 +102,7 @@ impl Route {
     /// The value written to the `retry-attempt` header.
     pub(crate) fn attempt_header(&self) -> u32 {
         match *self {
-            Route::Retry { next_attempt, .. } => next_attempt,
+            Route::Retry { next_attempt, .. } | Route::Return { next_attempt, .. } => next_attempt,
             Route::Table { next_attempt } => next_attempt,
             Route::Park { attempt, .. } => attempt,
         }

@@ -4,6 +4,7 @@
 //! what is true of the delivery. Every other part of the consumer asks
 //! [`verdict`] and does what it says.
 
+use super::broker_delay::BrokerDelay;
 use super::delay::Delay;
 use super::route::{ParkReason, Route};
 
@@ -59,13 +60,16 @@ pub(crate) struct Policy<'a> {
     /// Quorum queues: the deliveries of one message after which it parks
     /// without reaching its handler again.
     pub delivery_limit: Option<u32>,
+    /// The broker's own delayed retry, instead of `delays` and the table.
+    pub broker_delay: Option<BrokerDelay>,
 }
 
 /// What is true of one delivery, as far as the verdict cares. The last two
 /// are learned while moving a failed message, and park it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Facts {
-    /// Earlier failed attempts (`retry-attempt`, or counted from `x-death`).
+    /// Earlier failed attempts (`retry-attempt`, or counted from `x-death`;
+    /// with `brokerDelay`, the broker's `x-delivery-count`).
     pub attempt: u32,
     /// The broker's `x-delivery-count` (quorum queues: 0 or absent on the
     /// first delivery).
@@ -109,7 +113,9 @@ pub(crate) enum Verdict {
 /// 6. no handler, reply refused, not retryable: park as `no-handler`,
 ///    `reply-refused`, `non-retryable`, whatever the delays;
 /// 7. retryable: the next delay while there is one, then the retry table
-///    for up to `table_attempts` more attempts, then park as `exhausted`.
+///    for up to `table_attempts` more attempts, then park as `exhausted`;
+///    with `broker_delay`, back to the broker while fewer than its
+///    `attempts` deliveries failed, then park as `exhausted`.
 pub(crate) fn verdict(thrown: Option<Thrown>, facts: &Facts, policy: &Policy) -> Verdict {
     let park = |reason| {
         Verdict::Route(Route::Park {
@@ -153,6 +159,20 @@ fn exceeds_delivery_limit(delivery_count: Option<u64>, limit: u32) -> bool {
 /// Where a retryable failure after `attempt` earlier failed attempts goes:
 /// the delays first, then the retry table, then the parked queue.
 fn retried(attempt: u32, policy: &Policy) -> Route {
+    if let Some(b) = policy.broker_delay {
+        let next_attempt = attempt.saturating_add(1);
+        return if attempt < b.attempts {
+            Route::Return {
+                delay: b.delay_after(next_attempt),
+                next_attempt,
+            }
+        } else {
+            Route::Park {
+                reason: ParkReason::Exhausted,
+                attempt,
+            }
+        };
+    }
     let index = usize::try_from(attempt).unwrap_or(usize::MAX);
     if let Some(&delay) = policy.delays.get(index) {
         return Route::Retry {

@@ -75,6 +75,18 @@ impl Topology {
                 ),
                 _ => replace.to_owned(),
             },
+            "x-delayed-retry-min" | "x-delayed-retry-max" if role == Role::Work => {
+                let field = &arg["x-delayed-retry-".len()..];
+                match current.number() {
+                    Some(n) if self.broker_delay.is_some() => format!(
+                        "set onFailure.brokerDelay.{field}: {n} (milliseconds) to match, {AS_IS}"
+                    ),
+                    _ => format!("{}, {AS_IS}", delayed_retry_remedy(self.broker_delay.is_some())),
+                }
+            }
+            "x-delayed-retry-type" if role == Role::Work => {
+                format!("{}, {AS_IS}", delayed_retry_remedy(self.broker_delay.is_some()))
+            }
             _ if self.owner(role, arg).is_some() => replace.to_owned(),
             _ => {
                 let option = role.option();
@@ -88,6 +100,16 @@ impl Topology {
                 }
             }
         }
+    }
+}
+
+/// What to do about a work queue whose delayed retry differs in kind: it has
+/// none and `brokerDelay` asks for it (`asked`), or the other way round.
+fn delayed_retry_remedy(asked: bool) -> &'static str {
+    if asked {
+        "onFailure.brokerDelay declares the work queue with x-delayed-retry-type 'failed': a quorum queue's arguments cannot change, so declare the queue anew (once it is empty), or use onFailure.delays"
+    } else {
+        "the queue retries on its own (x-delayed-retry-*): use onFailure.brokerDelay with its values"
     }
 }
 
@@ -121,8 +143,9 @@ impl Current {
 
     fn number(&self) -> Option<i64> {
         match self {
-            Current::Value { value, .. } => value.parse().ok(),
-            _ => None,
+            // 4.3 writes a number without its type: "current is '200'".
+            Current::Value { value, .. } | Current::Plain(value) => value.parse().ok(),
+            Current::None => None,
         }
     }
 

@@ -12,6 +12,7 @@ fn topology(queue_type: QueueType) -> Topology {
         queue_type,
         delays: vec![Delay::from_millis(5_000).unwrap()],
         delivery_limit: (queue_type == QueueType::Quorum).then_some(5),
+        broker_delay: None,
         assert_queue: true,
         extra: ExtraArguments::default(),
     }
@@ -193,4 +194,45 @@ fn a_length_limit_on_a_retry_queue_needs_reject_publish() {
         .retry
         .insert("x-overflow".into(), long("reject-publish"));
     assert!(t.check().is_ok());
+}
+
+#[test]
+fn broker_delay_sets_the_work_queue_and_no_retry_queue() {
+    let mut q = topology(QueueType::Quorum);
+    q.delays.clear();
+    q.delivery_limit = Some(4);
+    q.broker_delay = Some(BrokerDelay::parse("200ms", "1m", 3).unwrap());
+    let args = q.work_args();
+    let get = |k: &str| args.inner().get(&ShortString::from(k)).cloned();
+    assert_eq!(get("x-delayed-retry-type"), Some(long("failed")));
+    assert_eq!(
+        get("x-delayed-retry-min"),
+        Some(AMQPValue::LongLongInt(200))
+    );
+    assert_eq!(
+        get("x-delayed-retry-max"),
+        Some(AMQPValue::LongLongInt(60_000))
+    );
+    assert_eq!(get("x-delivery-limit"), Some(AMQPValue::LongLongInt(5)));
+    let names: Vec<String> = q.queues().into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["orders", "orders.parked"]);
+
+    q.extra.work = table(&[("x-delayed-retry-min", AMQPValue::LongLongInt(1))]);
+    assert!(q
+        .check()
+        .unwrap_err()
+        .message
+        .contains("onFailure.brokerDelay sets it"));
+    q.extra.work = FieldTable::default();
+
+    let min = "PRECONDITION_FAILED - inequivalent arg 'x-delayed-retry-min' for queue 'orders' in vhost '/': received '200' but current is '500'";
+    assert!(q
+        .mismatch(Role::Work, "orders", min)
+        .message
+        .contains("set onFailure.brokerDelay.min: 500 (milliseconds) to match"));
+    let none = "PRECONDITION_FAILED - inequivalent arg 'x-delayed-retry-type' for queue 'orders' in vhost '/': received the value 'failed' of type 'longstr' but current is none";
+    assert!(q
+        .mismatch(Role::Work, "orders", none)
+        .message
+        .contains("declare the queue anew"));
 }

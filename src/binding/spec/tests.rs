@@ -15,6 +15,9 @@ fn options(queue: &str) -> ConsumeOptions {
         queue_type: None,
         delays: vec!["5s".into(), "1m".into()],
         delivery_limit: None,
+        broker_delay_min: None,
+        broker_delay_max: None,
+        broker_delay_attempts: None,
         consumer_timeout_ms: None,
         recovery_initial_delay_ms: None,
         recovery_max_delay_ms: None,
@@ -300,4 +303,67 @@ fn the_option_rules_come_before_the_delays_and_names() {
         m.starts_with("[INVALID_OPTIONS] deliveryLimit needs"),
         "{m}"
     );
+}
+
+#[test]
+fn broker_delay_is_one_choice_on_a_quorum_queue() {
+    let bd = |o: &mut ConsumeOptions| {
+        o.delays.clear();
+        o.queue_type = Some("quorum".into());
+        o.broker_delay_min = Some("200ms".into());
+        o.broker_delay_max = Some("1m".into());
+        o.broker_delay_attempts = Some(3);
+    };
+    let spec = ConsumeSpec::validate(with(bd)).unwrap();
+    let b = spec.topology.broker_delay.unwrap();
+    assert_eq!(
+        (b.min.millis(), b.max.millis(), b.attempts),
+        (200, 60_000, 3)
+    );
+    assert_eq!(spec.topology.delivery_limit, Some(4));
+    assert!(spec.topology.delays.is_empty());
+    let spec = ConsumeSpec::validate(with(|o| {
+        bd(o);
+        o.delivery_limit = Some(10);
+    }))
+    .unwrap();
+    assert_eq!(spec.topology.delivery_limit, Some(10));
+
+    let both = refused(with(|o| {
+        bd(o);
+        o.delays = vec!["5s".into()];
+    }));
+    assert!(both.starts_with("[INVALID_OPTIONS] onFailure.delays and onFailure.brokerDelay are two ways to retry: use one"), "{both}");
+    let classic = refused(with(|o| {
+        bd(o);
+        o.queue_type = None;
+    }));
+    assert!(
+        classic.contains("onFailure.brokerDelay needs queueType 'quorum'"),
+        "{classic}"
+    );
+    assert!(
+        classic.contains("use onFailure.delays on a classic queue"),
+        "{classic}"
+    );
+    assert!(refused(with(|o| {
+        bd(o);
+        o.table = Some(true);
+    }))
+    .contains("cannot be followed by onFailure.table"));
+    assert!(refused(with(|o| {
+        bd(o);
+        o.broker_delay_attempts = None;
+    }))
+    .contains("needs min, max and attempts"));
+    assert!(refused(with(|o| {
+        bd(o);
+        o.broker_delay_min = Some("2m".into());
+    }))
+    .contains("onFailure.brokerDelay.min (2m) must not be longer than max (1m)"));
+    assert!(refused(with(|o| {
+        bd(o);
+        o.delivery_limit = Some(3);
+    }))
+    .contains("deliveryLimit (3) must be above onFailure.brokerDelay.attempts (3)"));
 }

@@ -25,6 +25,7 @@ use crate::retry::Route;
 pub(super) enum Op {
     Ack { ch: usize, tag: u64, multiple: bool },
     Requeue { ch: usize, tag: u64 },
+    Reject { ch: usize, tag: u64 },
     Cancel { ch: usize },
     Close { ch: usize },
     Consume { ch: usize },
@@ -178,6 +179,12 @@ impl LinkChannel for FakeChannel {
     async fn requeue(&self, tag: u64) -> Result<()> {
         let ch = self.n;
         self.ops.lock().unwrap().push(Op::Requeue { ch, tag });
+        Ok(())
+    }
+
+    async fn reject(&self, tag: u64) -> Result<()> {
+        let ch = self.n;
+        self.ops.lock().unwrap().push(Op::Reject { ch, tag });
         Ok(())
     }
 

@@ -7,12 +7,12 @@ use tokio::time::Instant;
 
 use super::super::acks::AckOp;
 use super::super::event::Event;
-use super::super::facts::{facts, policy, refusal};
+use super::super::facts::{attempt, facts, policy, refusal};
+use super::super::failure::{return_failed, returned};
 use super::super::link::{Link, LinkChannel};
 use super::super::pending::Pending;
 use super::super::settlement::{Failure, Settlement};
 use super::ConsumerTask;
-use crate::amqp::fields::attempt_of;
 use crate::error::{Error, ErrorKind};
 use crate::retry::{verdict, Route, Verdict};
 
@@ -24,7 +24,7 @@ impl<L: Link> ConsumerTask<L> {
         self.acks.open(d.delivery_tag);
         self.next_id += 1;
         let id = self.next_id;
-        let attempt = attempt_of(d.properties.headers().as_ref(), &self.config.topology.queue);
+        let attempt = attempt(&self.config, &d);
         let verdict = verdict(None, &facts(&d, attempt), &policy(&self.config));
         let limit = self.config.topology.delivery_limit;
         self.follow(id, d, attempt, verdict, |d, route| refusal(d, route, limit))
@@ -87,9 +87,37 @@ impl<L: Link> ConsumerTask<L> {
     }
 
     /// Republishes a failed delivery to where `route` says (or stores it in
-    /// the retry table), on its own task; acked once that is done.
+    /// the retry table), on its own task; acked once that is done. A return
+    /// is a `basic.reject` with requeue on the consumer's channel instead,
+    /// never acked.
     fn move_out(&mut self, id: u64, p: Pending, f: Failure, route: Route) {
         let tag = p.delivery.delivery_tag;
+        if let Route::Return {
+            delay,
+            next_attempt,
+        } = route
+        {
+            let Some(ch) = self.channel.clone() else {
+                // The channel is gone, and the broker has the message back.
+                self.acks.forget(tag);
+                return;
+            };
+            self.acks.returning(tag);
+            let event = returned(&self.config.topology.queue, id, &p, f, delay, next_attempt);
+            let step = self.step();
+            self.failures.spawn(async move {
+                let error = match tokio::time::timeout(step, ch.reject(tag)).await {
+                    Ok(Ok(())) => return (tag, event),
+                    Ok(Err(e)) => e,
+                    Err(_) => Error::new(
+                        ErrorKind::Connection,
+                        format!("no answer within {} ms", step.as_millis()),
+                    ),
+                };
+                (tag, return_failed(event, error))
+            });
+            return;
+        }
         self.acks.publishing(tag);
         let routed = self
             .link

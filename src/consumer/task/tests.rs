@@ -26,6 +26,7 @@ fn config(max_attempts: Option<u32>) -> ConsumerConfig {
             queue_type: QueueType::Classic,
             delays: parse_delays(&["5s".into()]).unwrap(),
             delivery_limit: None,
+            broker_delay: None,
             assert_queue: true,
             extra: ExtraArguments::default(),
         },
@@ -410,4 +411,76 @@ async fn a_consumer_paused_while_recovering_does_not_consume_once_recovered() {
     );
     handle.resume().await.unwrap();
     assert!(script.ops().contains(&Op::Consume { ch: 2 }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_broker_delay_a_retryable_failure_is_rejected_never_acked_and_the_last_parks() {
+    let script = Script::default();
+    let mut quorum = config(None);
+    quorum.topology.delays.clear();
+    quorum.topology.delivery_limit = Some(3);
+    quorum.topology.broker_delay = Some(crate::retry::BrokerDelay::parse("1s", "5s", 2).unwrap());
+    let handle = ConsumerHandle::start_on(script.clone(), quorum)
+        .await
+        .unwrap();
+    let sink = FakeSink::default();
+    handle.attach(Box::new(sink.clone())).unwrap();
+    script.deliver(1);
+    script.deliver_counted(2, 1);
+    script.deliver_counted(3, 2);
+    until("three deliveries", || sink.ids().len() == 3).await;
+    let attempts: Vec<u32> = sink
+        .batches()
+        .iter()
+        .flat_map(|b| b.deliveries.iter().map(|d| d.2))
+        .collect();
+    assert_eq!(
+        attempts,
+        vec![0, 1, 2],
+        "attempts are the broker's x-delivery-count"
+    );
+    let ids = sink.ids();
+    handle
+        .settle_many(
+            vec![],
+            ids.iter().map(|&id| (id, failure("carrier 503"))).collect(),
+        )
+        .unwrap();
+    until("three events", || sink.events().len() == 3).await;
+    let mut events = sink.events();
+    events.sort_unstable();
+    assert_eq!(events, vec!["parked", "retry", "retry"]);
+    // Only the third was routed through the link (the parked queue).
+    assert_eq!(
+        script.routes(),
+        vec![(
+            3,
+            Route::Park {
+                reason: ParkReason::Exhausted,
+                attempt: 2
+            }
+        )]
+    );
+    until("the ack", || {
+        script.ops().contains(&ack(1, 3, false)) || script.ops().contains(&ack(1, 3, true))
+    })
+    .await;
+    let ops = script.ops();
+    assert!(ops.contains(&Op::Reject { ch: 1, tag: 1 }));
+    assert!(ops.contains(&Op::Reject { ch: 1, tag: 2 }));
+    // A multiple ack of tag 3 covers 1 and 2 only after their rejects went out.
+    let reject_2 = ops
+        .iter()
+        .position(|op| *op == Op::Reject { ch: 1, tag: 2 })
+        .unwrap();
+    let ack_3 = ops
+        .iter()
+        .position(|op| matches!(op, Op::Ack { tag: 3, .. }))
+        .unwrap();
+    assert!(reject_2 < ack_3, "{ops:?}");
+    assert!(
+        !ops.iter()
+            .any(|op| matches!(op, Op::Ack { tag: 1 | 2, .. })),
+        "{ops:?}"
+    );
 }

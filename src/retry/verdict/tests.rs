@@ -2,6 +2,7 @@
 //! what the consumer was configured with, and where the delivery goes.
 
 use super::*;
+use crate::retry::BrokerDelay;
 
 fn d(ms: u64) -> Delay {
     Delay::from_millis(ms).unwrap()
@@ -49,6 +50,7 @@ fn policy(
         delays,
         table_attempts,
         delivery_limit,
+        broker_delay: None,
     }
 }
 
@@ -144,6 +146,67 @@ fn verdict_table() {
     }
 }
 
+fn returned(ms: u64, next_attempt: u32) -> Verdict {
+    Verdict::Route(Route::Return {
+        delay: d(ms),
+        next_attempt,
+    })
+}
+
+#[test]
+fn broker_delay_table() {
+    use ParkReason as P;
+    use Thrown::*;
+    let b = BrokerDelay::parse("200ms", "600ms", 3).unwrap();
+    // The delivery limit sits above the attempts (the spec sets attempts + 1).
+    let bd = Policy {
+        delays: &[],
+        table_attempts: None,
+        delivery_limit: Some(4),
+        broker_delay: Some(b),
+    };
+    // `attempt` is the broker's x-delivery-count: failed deliveries so far.
+    let n = |count: u32| delivered(count, Some(u64::from(count)));
+    #[rustfmt::skip]
+    let cases: Vec<(Option<Thrown>, Facts, Verdict)> = vec![
+        // Back to the broker while fewer than `attempts` deliveries failed; the
+        // delay is min × failures (this one counted), up to max.
+        (Some(Retryable), delivered(0, None), returned(200, 1)),
+        (Some(Retryable), n(1), returned(400, 2)),
+        (Some(Retryable), n(2), returned(600, 3)),
+        // Then parked, as exhausted, with the failures so far.
+        (Some(Retryable), n(3), park(P::Exhausted, 3)),
+        // Not retryable, no handler, a refused reply: parked at once.
+        (Some(NonRetryable), delivered(0, None), park(P::NonRetryable, 0)),
+        (Some(NonRetryable), n(2), park(P::NonRetryable, 2)),
+        (Some(NoHandler), n(1), park(P::NoHandler, 1)),
+        (Some(ReplyRefused), n(0), park(P::ReplyRefused, 0)),
+        // Before the handler: handled, never table-bound.
+        (None, n(0), HANDLE),
+        (None, n(3), HANDLE),
+        // Failed more often than the attempts allow (a crash counts too): parked
+        // without calling the handler again.
+        (None, n(4), park(P::DeliveryLimit, 4)),
+        // Facts learned while moving it still park.
+        (Some(Retryable), Facts { headers_too_large: true, ..n(1) }, park(P::HeadersTooLarge, 1)),
+        (None, Facts { undecodable: true, ..n(0) }, park(P::Undecodable, 0)),
+    ];
+    for (thrown, facts, want) in cases {
+        assert_eq!(verdict(thrown, &facts, &bd), want, "{thrown:?} {facts:?}");
+    }
+    let long = BrokerDelay::parse("5s", "5m", 200).unwrap();
+    let p = Policy {
+        delivery_limit: Some(201),
+        broker_delay: Some(long),
+        ..bd
+    };
+    assert_eq!(verdict(Some(Retryable), &n(59), &p), returned(300_000, 60));
+    assert_eq!(
+        verdict(Some(Retryable), &n(150), &p),
+        returned(300_000, 151)
+    );
+}
+
 #[test]
 fn a_failure_always_routes() {
     let delays = [d(5_000)];
@@ -155,6 +218,7 @@ fn a_failure_always_routes() {
                         delays: &delays,
                         table_attempts,
                         delivery_limit: Some(5),
+                        broker_delay: None,
                     };
                     let facts = delivered(attempt, delivery_count);
                     assert!(

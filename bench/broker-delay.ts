@@ -1,0 +1,229 @@
+/**
+ * `npm run bench:broker-delay`: the failure path on a RabbitMQ 4.3 quorum
+ * queue, four ways, in the same run on the same node:
+ *
+ *  - `brokerDelay`: rabbit-retry with `onFailure.brokerDelay` (a reject with
+ *    requeue; the broker holds the message);
+ *  - `retry-queue`: rabbit-retry with `onFailure.delays` on quorum queues (a
+ *    confirmed copy into the retry queue, then the ack);
+ *  - `seeds`: the seeds' amqplib pattern (confirmed publish to a quorum retry
+ *    queue, then ack);
+ *  - `ceiling`: a bare amqplib consumer rejecting with requeue into the same
+ *    delayed-retry quorum queue: the broker's own ceiling.
+ *
+ * Each round publishes BENCH_N persistent 1 KiB messages into a fresh queue,
+ * then lets the client fail every one once; the delays are long (10 min), so a
+ * moved message stays where it went. Measured: failures moved a second (to the
+ * last one), the client's CPU per failure (this process), and the broker's CPU
+ * per failure (its Erlang VM, from /proc, until the broker is quiet again, less
+ * its idle rate), from the first delivery. Clients run in this process one after the other.
+ *
+ * Env: AMQP_URL (a 4.3 node on this machine), BENCH_N (5000), BENCH_ROUNDS (3),
+ * BENCH_PREFETCH (100).
+ */
+import { readFileSync, readdirSync } from 'node:fs';
+
+import amqp from 'amqplib';
+
+import { type Delay, type OnFailureOptions, RabbitRetry, parkedQueueName, retryQueueName } from '../lib';
+import { AMQP_URL, Publisher, brokerVersion, envInt, fmt, median, remember, runBenchmark, sleep, table, uniqueName } from './common';
+
+const N = envInt('BENCH_N', 5_000);
+const ROUNDS = envInt('BENCH_ROUNDS', 3);
+const PREFETCH = envInt('BENCH_PREFETCH', 100);
+const HOLD: Delay = '10m';
+const HOLD_MS = 600_000;
+
+type Client = 'brokerDelay' | 'retry-queue' | 'seeds' | 'ceiling';
+const CLIENTS: readonly Client[] = ['brokerDelay', 'retry-queue', 'seeds', 'ceiling'];
+
+interface Measured {
+  rate: number;
+  clientCpuUs: number;
+  brokerCpuUs: number | null;
+}
+
+/** The broker's VM: the beam.smp whose command line names the AMQP port of AMQP_URL. */
+function brokerPid(): number | null {
+  const port = new URL(AMQP_URL).port || '5672';
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      if (cmd.includes('beam.smp') && cmd.includes('rabbit') && cmd.includes(port)) return Number(pid);
+    } catch {
+      // gone
+    }
+  }
+  return null;
+}
+
+/** The broker's CPU seconds so far (utime + stime). */
+function brokerCpu(pid: number | null): number | null {
+  if (pid === null) return null;
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+
+/** Waits until the broker uses less than 1.5× its idle rate over 500 ms (at most 20 s). */
+async function brokerQuiet(pid: number | null, idlePerS: number): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const a = brokerCpu(pid);
+    await sleep(500);
+    const b = brokerCpu(pid);
+    if (a === null || b === null || (b - a) / 0.5 <= Math.max(idlePerS * 1.5, 0.02) || Date.now() > deadline) return;
+  }
+}
+
+/** The work queue's arguments for `client`, as rabbit-retry declares them (so it is prefilled before consuming). */
+function workArgs(client: Client, queue: string): Record<string, unknown> {
+  const base = { 'x-queue-type': 'quorum' };
+  const delayed = { 'x-delayed-retry-type': 'failed', 'x-delayed-retry-min': HOLD_MS, 'x-delayed-retry-max': HOLD_MS };
+  const limit = (n: number) => ({
+    'x-delivery-limit': n,
+    'x-dead-letter-exchange': '',
+    'x-dead-letter-routing-key': parkedQueueName(queue),
+    'x-dead-letter-strategy': 'at-least-once',
+    'x-overflow': 'reject-publish',
+  });
+  switch (client) {
+    case 'brokerDelay':
+      return { ...base, ...delayed, ...limit(7) };
+    case 'retry-queue':
+      return { ...base, ...limit(6) };
+    case 'seeds':
+      return base;
+    case 'ceiling':
+      return { ...base, ...delayed };
+  }
+}
+
+/** Runs `client` over a queue of N messages; resolves when every one has been moved once. */
+async function consume(client: Client, queue: string, started: () => void, done: () => void): Promise<() => Promise<void>> {
+  let moved = 0;
+  let first = true;
+  const arrived = () => {
+    if (first) started();
+    first = false;
+  };
+  const count = () => {
+    if (++moved === N) done();
+  };
+  if (client === 'brokerDelay' || client === 'retry-queue') {
+    const rr = await RabbitRetry.connect({ url: AMQP_URL });
+    const onFailure: OnFailureOptions = client === 'brokerDelay' ? { brokerDelay: { min: HOLD, max: HOLD, attempts: 5 } } : { delays: [HOLD] };
+    const consumer = await rr.consume({ queue, queueType: 'quorum', prefetch: PREFETCH, onFailure }, () => Promise.reject(new Error('carrier down')));
+    consumer.on('retry', count);
+    return async () => {
+      await consumer.close();
+      await rr.close();
+    };
+  }
+  const conn = await amqp.connect(AMQP_URL);
+  const ch = await conn.createChannel();
+  await ch.prefetch(PREFETCH);
+  if (client === 'ceiling') {
+    await ch.consume(queue, (m) => {
+      if (!m) return;
+      arrived();
+      ch.reject(m, true);
+      count();
+    });
+  } else {
+    const pub = await conn.createConfirmChannel();
+    const retry = retryQueueName(queue, HOLD);
+    await ch.consume(queue, (m) => {
+      if (!m) return;
+      arrived();
+      const headers = { ...m.properties.headers, 'x-retry-count': 1, 'x-last-error': 'carrier down' };
+      pub.publish('', retry, m.content, { ...m.properties, headers, persistent: true }, (err) => {
+        if (err) return;
+        ch.ack(m);
+        count();
+      });
+    });
+  }
+  return async () => {
+    await conn.close();
+  };
+}
+
+async function round(client: Client, pid: number | null, idlePerS: number, publisher: Publisher): Promise<Measured> {
+  const queue = uniqueName(`bench-bd-${client}`);
+  remember([queue, parkedQueueName(queue), retryQueueName(queue, HOLD)]);
+  const conn = await amqp.connect(AMQP_URL);
+  const ch = await conn.createChannel();
+  await ch.assertQueue(queue, { durable: true, arguments: workArgs(client, queue) });
+  await ch.assertQueue(parkedQueueName(queue), { durable: true, arguments: { 'x-queue-type': 'quorum' } });
+  if (client === 'retry-queue' || client === 'seeds') {
+    const dlx = client === 'retry-queue' ? { 'x-dead-letter-strategy': 'at-least-once', 'x-overflow': 'reject-publish' } : {};
+    await ch.assertQueue(retryQueueName(queue, HOLD), {
+      durable: true,
+      arguments: { 'x-queue-type': 'quorum', 'x-message-ttl': HOLD_MS, 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue, ...dlx },
+    });
+  }
+  await conn.close();
+  await publisher.publishRange(queue, 0, N);
+  await brokerQuiet(pid, idlePerS);
+
+  // Measured from the first delivery: connecting and declaring are not the failure path.
+  let finish: () => void = () => undefined;
+  const all = new Promise<void>((resolve) => (finish = resolve));
+  let cpu0 = process.cpuUsage();
+  let b0 = brokerCpu(pid);
+  let t0 = performance.now();
+  const start = () => {
+    cpu0 = process.cpuUsage();
+    b0 = brokerCpu(pid);
+    t0 = performance.now();
+  };
+  const stop = await consume(client, queue, start, finish);
+  await all;
+  const elapsed = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  await brokerQuiet(pid, idlePerS);
+  const b1 = brokerCpu(pid);
+  const window = (performance.now() - t0) / 1000;
+  await stop();
+  return {
+    rate: N / elapsed,
+    clientCpuUs: (cpu.user + cpu.system) / N,
+    brokerCpuUs: b0 === null || b1 === null ? null : (Math.max(0, b1 - b0 - idlePerS * window) * 1e6) / N,
+  };
+}
+
+async function main(): Promise<void> {
+  const version = await brokerVersion();
+  if (!/ 4\.(3|[4-9])|[5-9]\.\d/.test(version)) throw new Error(`brokerDelay needs RabbitMQ 4.3 or later; AMQP_URL is ${version}`);
+  const pid = brokerPid();
+  const i0 = brokerCpu(pid);
+  await sleep(2000);
+  const i1 = brokerCpu(pid);
+  const idlePerS = i0 === null || i1 === null ? 0 : (i1 - i0) / 2;
+  console.log(`${version}, N=${N}, ${ROUNDS} round(s), prefetch ${PREFETCH}; broker pid ${pid ?? '?'} idles at ${fmt(idlePerS * 100, 1)}% of a core`);
+  const publisher = await Publisher.open();
+  const results = new Map<Client, Measured[]>(CLIENTS.map((c) => [c, []]));
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const client of CLIENTS) {
+      const m = await round(client, pid, idlePerS, publisher);
+      results.get(client)?.push(m);
+      console.log(
+        `round ${r + 1} ${client}: ${fmt(m.rate, 0)} msgs/s, client ${fmt(m.clientCpuUs, 0)} µs, broker ${fmt(m.brokerCpuUs, 0)} µs per failure`,
+      );
+    }
+  }
+  await publisher.close();
+  const med = (c: Client, k: keyof Measured) => median((results.get(c) ?? []).map((m) => m[k] ?? NaN));
+  const rows = CLIENTS.map((c) => [
+    c,
+    fmt(med(c, 'rate'), 0),
+    fmt(med(c, 'clientCpuUs'), 0),
+    fmt(med(c, 'brokerCpuUs'), 0),
+    fmt(med(c, 'rate') / med('seeds', 'rate')),
+    fmt(med(c, 'brokerCpuUs') / med('seeds', 'brokerCpuUs')),
+    fmt(med(c, 'rate') / med('ceiling', 'rate')),
+  ]);
+  console.log(table(['client', 'failures/s', 'client µs/failure', 'broker µs/failure', 'rate vs seeds', 'broker CPU vs seeds', 'rate vs ceiling'], rows));
+}
+
+runBenchmark(main);
