@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use lapin::message::Delivery;
 use lapin::options::{
-    BasicAckOptions, BasicGetOptions, ExchangeDeleteOptions, QueueDeclareOptions,
+    BasicAckOptions, BasicGetOptions, BasicNackOptions, ExchangeDeleteOptions, QueueDeclareOptions,
     QueueDeleteOptions, QueuePurgeOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString};
@@ -294,10 +294,55 @@ impl ParkedSession {
         Ok(())
     }
 
-    /// Closes the session; every message still held goes back to the queue.
+    /// Gives back every message held, up to delivery tag `last`, and waits
+    /// until the queue holds them again. A channel's own commands reach the
+    /// queue in order, so the passive declare after the nack answers only
+    /// once the queue took them back: whoever reads the depth next (a
+    /// `count()` after a `peek()`) sees them. A channel close alone gives
+    /// them back too, but the broker may answer it first. Failures are left
+    /// to the close: closing the channel gives the messages back anyway.
+    async fn give_back(&self, last: u64) {
+        let nack = self
+            .channel
+            .basic_nack(
+                last,
+                BasicNackOptions {
+                    multiple: true,
+                    requeue: true,
+                },
+            )
+            .await;
+        if nack.is_err() {
+            return;
+        }
+        if let Ok(queue) = short_name("queue", &self.queue) {
+            let _ = self
+                .channel
+                .queue_declare(
+                    queue,
+                    QueueDeclareOptions {
+                        passive: true,
+                        ..Default::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await;
+        }
+    }
+
+    /// Closes the session; every message still held goes back to the queue,
+    /// and is counted there again by the time this returns.
     pub(crate) async fn close(&self) -> Result<()> {
-        self.held.lock().await.clear();
+        let last = {
+            let mut held = self.held.lock().await;
+            let last = held.keys().max().copied();
+            held.clear();
+            last
+        };
         if self.channel.status().connected() {
+            if let Some(tag) = last {
+                self.give_back(tag).await;
+            }
             self.channel
                 .close(200, "session closed".into())
                 .await
