@@ -160,7 +160,8 @@ describe('the failure path', () => {
       throw new Error('carrier timeout after 30s');
     }
 
-    const { rr, consumer } = await start({ queue, exchange, routingKey, onFailure: { delays } }, rateShipmentHandler);
+    // stackOnRetry: the retried copy carries the stack too (by default only a parked one does).
+    const { rr, consumer } = await start({ queue, exchange, routingKey, onFailure: { delays, stackOnRetry: true } }, rateShipmentHandler);
     consumer.on('retry', (e) => retries.push(e));
     const timestamp = new Date('2024-05-01T12:00:00Z');
     await rr.publish(
@@ -246,6 +247,11 @@ describe('the failure path', () => {
     expect(m.headers['retry-last-error']).toBe('stock service down (attempt 2)');
     expect(m.headers['retry-error-stack']).toEqual(expect.stringContaining('reserveStockHandler'));
     expect(m.headers['retry-error-stack']).toEqual(expect.stringContaining('stock service down (attempt 2)'));
+    // By default the retried copies carry the error but not its stack; the parked one carries both.
+    expect(calls.slice(1).map((c) => [c.headers['retry-last-error'], c.headers['retry-error-stack']])).toEqual([
+      ['stock service down (attempt 0)', ''],
+      ['stock service down (attempt 1)', ''],
+    ]);
     expect(m.headers['retry-queue']).toBe(queue);
     expect(m.headers['retry-original-exchange']).toBe('');
     expect(m.headers['retry-original-routing-key']).toBe(queue);

@@ -153,7 +153,7 @@ describe('onFailure.table callbacks', () => {
       log: logTo(logger),
     });
     const before = Date.now();
-    const failure = route.failureOf(new Error('carrier down'), message(), true);
+    const failure = route.failureOf(new Error('carrier down'), message(), { table: true });
     expect(failure.kind).toBe('retryable');
     // A string is what dependency and tenant should return: that row is the one that is not bad for them.
     const aString = bad.label === 'returns a string';
@@ -169,7 +169,7 @@ describe('onFailure.table callbacks', () => {
     dependency.set(() => 'carrier');
     tenant.set(() => 'acme');
     nextAttemptAt.set(() => due);
-    expect(route.failureOf(new Error('carrier down'), message(), true).table).toEqual({
+    expect(route.failureOf(new Error('carrier down'), message(), { table: true }).table).toEqual({
       dependency: 'carrier',
       tenant: 'acme',
       nextAttemptAtMs: due.getTime(),

@@ -95,9 +95,15 @@ describe('an Error with fields of the wrong type is retried with a readable retr
 
   it.each(cases)('%s', async (_label, make, expected) => {
     const queue = testQueue(DELAYS);
-    const r = await run(queue, IDS, () => {
-      throw make();
-    });
+    // The stack is read for a retried copy too, as it is for a parked one.
+    const r = await run(
+      queue,
+      IDS,
+      () => {
+        throw make();
+      },
+      { onFailure: { stackOnRetry: true } },
+    );
     const moved = await expectSettled(queue, retryQueueName(queue, '1m'), r);
     expect(readable(moved.headers, 'retry-last-error')).toMatch(expected.lastError);
     expect(moved.headers['retry-reason']).toBe('retry');
@@ -160,9 +166,15 @@ describe('an error that throws when it is read costs only its own message', () =
 
   it.each(cases)('%s', async (_label, make, headers) => {
     const queue = testQueue(DELAYS);
-    const r = await run(queue, IDS, () => {
-      throw make();
-    });
+    // The stack is read for a retried copy too, as it is for a parked one.
+    const r = await run(
+      queue,
+      IDS,
+      () => {
+        throw make();
+      },
+      { onFailure: { stackOnRetry: true } },
+    );
     const moved = await expectSettled(queue, retryQueueName(queue, '1m'), r);
     for (const [header, pattern] of Object.entries(headers)) expect(readable(moved.headers, header)).toMatch(pattern);
     expect(r.consumer.stats()).toMatchObject({ acked: 2, failed: 1, retried: 1 });

@@ -126,7 +126,8 @@ async function alwaysFailing(message: string): Promise<{
   const rr = await connectClient();
   let count = 0;
   const consumer = track(
-    await rr.consume({ queue, prefetch: 1, onFailure: { delays } }, () => {
+    // The stack on the retried copy too: these tests fit it in the frame.
+    await rr.consume({ queue, prefetch: 1, onFailure: { delays, stackOnRetry: true } }, () => {
       count++;
       throw new Error(message);
     }),

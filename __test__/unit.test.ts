@@ -152,15 +152,16 @@ describe('Message', () => {
 });
 
 describe('the failure report: JavaScript says what the handler threw, the native verdict decides', () => {
-  const report = (err: unknown, retryable: (err: unknown) => boolean, tableBound = false) => {
+  const report = (err: unknown, retryable: (err: unknown) => boolean, tableBound = false, o: { parks?: true; stackOnRetry?: boolean } = {}) => {
     const lines: string[] = [];
     const route = new FailureReporter({
       queue: 'orders',
       retryable,
+      stackOnRetry: o.stackOnRetry,
       table: { dependency: () => 'carrier' },
       log: (_level, line) => lines.push(line),
     });
-    return { failure: route.failureOf(err, message('x'), tableBound), lines };
+    return { failure: route.failureOf(err, message('x'), { ...(tableBound ? { table: true } : {}), parks: o.parks }), lines };
   };
   const yes = () => true;
   const no = () => false;
@@ -192,5 +193,16 @@ describe('the failure report: JavaScript says what the handler threw, the native
     expect(report(new Error('down'), yes, false).failure.table).toBeUndefined();
     expect(report(new Error('down'), no, true).failure.table).toBeUndefined();
     expect(report(new NoHandlerError('none'), yes, true).failure.table).toBeUndefined();
+  });
+
+  it('reads the stack for a copy that parks or goes to the table, and for a retried one only with stackOnRetry', () => {
+    const stack = (f: { stack: string }) => f.stack.split('\n')[0];
+    const err = () => new Error('carrier 503');
+    expect(report(err(), yes).failure).toMatchObject({ message: 'carrier 503', stack: '' });
+    expect(stack(report(err(), yes, false, { stackOnRetry: true }).failure)).toBe('Error: carrier 503');
+    expect(stack(report(err(), yes, false, { parks: true }).failure)).toBe('Error: carrier 503');
+    expect(stack(report(err(), yes, true).failure)).toBe('Error: carrier 503');
+    expect(stack(report(err(), no).failure)).toBe('Error: carrier 503');
+    expect(stack(report(new NoHandlerError('none'), yes).failure)).toBe('NoHandlerError: none');
   });
 });

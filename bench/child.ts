@@ -139,7 +139,9 @@ function shouldFail(id: number, attempt: number): boolean {
 
 /** The handler both consumers run: a no-op that throws for the messages meant to fail. */
 async function work(id: number, attempt: number): Promise<void> {
-  if (shouldFail(id, attempt)) throw new Error(`bench: message ${id} fails its first attempt`);
+  await Promise.resolve();
+  // The reference harness's error: the same message every time.
+  if (shouldFail(id, attempt)) throw new Error('carrier 503');
 }
 
 const mb = (bytes: number) => bytes / (1024 * 1024);
@@ -222,6 +224,26 @@ interface Running {
   close(): Promise<void>;
 }
 
+/** BENCH_AMQPLIB_HEADERS=full: the amqplib client writes rabbit-retry's headers, not the seeds' one. */
+const FULL_HEADERS = process.env.BENCH_AMQPLIB_HEADERS === 'full';
+
+/** The retry-* headers rabbit-retry writes on a retried copy, for an amqplib client. */
+function fullHeaders(msg: ConsumeMessage, err: Error, headers: Record<string, unknown>, attempt: number): Record<string, unknown> {
+  const now = new Date().toISOString();
+  return {
+    'retry-attempt': attempt + 1,
+    'retry-reason': 'retry',
+    'retry-last-error': err.message,
+    'retry-error-name': err.name,
+    'retry-error-stack': (err.stack ?? '').slice(0, 100_000),
+    'retry-failed-at': now,
+    'retry-first-failed-at': headers['retry-first-failed-at'] ?? now,
+    'retry-original-exchange': headers['retry-original-exchange'] ?? msg.fields.exchange,
+    'retry-original-routing-key': headers['retry-original-routing-key'] ?? msg.fields.routingKey,
+    'retry-queue': cfg.queue,
+  };
+}
+
 async function startAmqplib(): Promise<Running> {
   // The seeds connect with amqplib's defaults (Nagle on); BENCH_AMQPLIB_NODELAY=1 turns it off.
   const conn = await amqp.connect(cfg.url, { noDelay: process.env.BENCH_AMQPLIB_NODELAY === '1' });
@@ -250,43 +272,22 @@ async function startAmqplib(): Promise<Running> {
       acked++;
       onDone();
     } catch (e) {
+      // The seeds' failure path, as the reference harness measures it: a
+      // confirmed republish of the message to the retry queue, its properties as
+      // they came with the error's message added, and the ack once confirmed.
+      // It never reads the stack; BENCH_AMQPLIB_HEADERS=full adds the retry-*
+      // headers rabbit-retry writes, the stack among them.
       const err = e as Error;
-      const now = new Date().toISOString();
-      // The seeds' failure path: a confirmed, mandatory republish to the retry
-      // queue with the attempt and the error in headers; ack only once confirmed.
-      ch.publish(
-        '',
-        retryQueue,
-        msg.content,
-        {
-          persistent: true,
-          mandatory: true,
-          messageId: msg.properties.messageId,
-          contentType: msg.properties.contentType,
-          headers: {
-            ...headers,
-            'retry-attempt': attempt + 1,
-            'retry-reason': 'retry',
-            'retry-last-error': err.message,
-            'retry-error-name': err.name,
-            'retry-error-stack': (err.stack ?? '').slice(0, 100_000),
-            'retry-failed-at': now,
-            'retry-first-failed-at': headers['retry-first-failed-at'] ?? now,
-            'retry-original-exchange': headers['retry-original-exchange'] ?? msg.fields.exchange,
-            'retry-original-routing-key': headers['retry-original-routing-key'] ?? msg.fields.routingKey,
-            'retry-queue': queue,
-          },
-        },
-        (confirmErr) => {
-          if (confirmErr) {
-            errors.push(`republish nacked: ${String(confirmErr)}`);
-            return; // stays unacked; the broker redelivers it when the channel closes
-          }
-          ch.ack(msg);
-          retried++;
-          onDone();
-        },
-      );
+      const extra = FULL_HEADERS ? fullHeaders(msg, err, headers, attempt) : { 'x-last-error': err.message };
+      ch.publish('', retryQueue, msg.content, { ...msg.properties, headers: { ...headers, ...extra } }, (confirmErr) => {
+        if (confirmErr) {
+          errors.push(`republish nacked: ${String(confirmErr)}`);
+          return; // stays unacked; the broker redelivers it when the channel closes
+        }
+        ch.ack(msg);
+        retried++;
+        onDone();
+      });
     }
   };
   await ch.consume(queue, (msg) => {

@@ -11,6 +11,12 @@ import { fmt, median, table } from './common';
 export const TARGETS = {
   allSucceedRatio: 1.4,
   allFailRatio: 1.3,
+  /** Client CPU per message, rabbit-retry over the seeds' pattern: at most this on the failure path. */
+  allFailCpuRatio: 0.8,
+  /** Broker CPU per message on the failure path, rabbit-retry over the seeds' pattern. */
+  allFailBrokerCpuRatio: 1.05,
+  /** Client CPU per message on the success path, rabbit-retry over amqplib. */
+  allSucceedCpuRatio: 0.9,
   latencyOverheadRatio: 1.5,
   /** RSS counts as flat when its slope stays under this many MB per 100k messages. */
   soakSlopeMbPer100k: 2,
@@ -144,8 +150,10 @@ export function report(input: ReportInput) {
       times(b.msgsPerS / a.msgsPerS),
       ...only([times(b.msgsPerS / (c?.msgsPerS ?? NaN))]),
       each((x) => x.cpuSPer10k, 3),
+      times(b.cpuSPer10k / a.cpuSPer10k),
       ...only([times(b.cpuSPer10k / (c?.cpuSPer10k ?? NaN))]),
       each((x) => x.brokerCpuSPer10k, 3),
+      times(b.brokerCpuSPer10k / a.brokerCpuSPer10k),
       ...only([times(b.brokerCpuSPer10k / (c?.brokerCpuSPer10k ?? NaN))]),
       each((x) => x.eluUsPerMsg, 1),
       each((x) => x.eluUtilization, 2),
@@ -161,6 +169,13 @@ export function report(input: ReportInput) {
 
   const ratio = (s: Scenario) => (summaries[s] ? summaries[s]['rabbit-retry'].msgsPerS / summaries[s].amqplib.msgsPerS : NaN);
   const ran = (s: Scenario) => SCENARIOS.includes(s);
+  /** rabbit-retry over amqplib of one median, NaN when the scenario did not run. */
+  const over = (s: Scenario, f: (x: Summary) => number) => (summaries[s] ? f(summaries[s]['rabbit-retry']) / f(summaries[s].amqplib) : NaN);
+  const atMost = (s: Scenario, what: string, f: (x: Summary) => number, limit: number) => ({
+    target: `${s} ${what} <= ${limit}x amqplib`,
+    measured: ran(s) ? times(over(s, f)) : 'not run',
+    met: ran(s) ? over(s, f) <= limit : null,
+  });
   const eluBelow = SCENARIOS.every((s) => summaries[s]['rabbit-retry'].eluUsPerMsg < summaries[s].amqplib.eluUsPerMsg);
   const { soak, soakLib } = input;
   const targets = [
@@ -174,6 +189,9 @@ export function report(input: ReportInput) {
       measured: ran('all-fail-once') ? times(ratio('all-fail-once')) : 'not run',
       met: ran('all-fail-once') ? ratio('all-fail-once') >= TARGETS.allFailRatio : null,
     },
+    atMost('all-succeed', 'client CPU per message', (x) => x.cpuSPer10k, TARGETS.allSucceedCpuRatio),
+    atMost('all-fail-once', 'client CPU per message', (x) => x.cpuSPer10k, TARGETS.allFailCpuRatio),
+    atMost('all-fail-once', 'broker CPU per message', (x) => x.brokerCpuSPer10k, TARGETS.allFailBrokerCpuRatio),
     {
       target: "ELU per message below amqplib's (every scenario)",
       measured: SCENARIOS.map((s) => `${s} ${times(summaries[s]['rabbit-retry'].eluUsPerMsg / summaries[s].amqplib.eluUsPerMsg)}`).join(', '),
@@ -225,8 +243,10 @@ export function report(input: ReportInput) {
         'rr / amqplib',
         ...only(['rr / baseline']),
         `CPU s per 10k ${who}`,
+        'CPU rr / amqplib',
         ...only(['CPU rr / baseline']),
         `broker CPU s per 10k ${who}`,
+        'broker CPU rr / amqplib',
         ...only(['broker CPU rr / baseline']),
         `ELU µs per msg ${who}`,
         `ELU ${who}`,
@@ -314,7 +334,7 @@ export function report(input: ReportInput) {
     );
     out.push('');
   }
-  out.push('## Targets (issue 6)');
+  out.push("## Targets against the seeds' amqplib pattern");
   out.push('');
   out.push(
     table(

@@ -18,6 +18,8 @@
  * (100), BENCH_LONG_IDS=1 (see common.ts), BENCH_CHILD_STDERR=1 (pass the
  * children's stderr through), BENCH_MEM_DETAIL=1 (soak: print the V8 heap's
  * committed and used sizes with each sample).
+ * BENCH_AMQPLIB_HEADERS=full: the amqplib client writes rabbit-retry's retry-*
+ * headers (the stack among them) instead of the seeds' one `x-last-error`.
  *
  * BENCH_TRACE=<client> (amqplib, rabbit-retry or baseline) runs that client
  * under a registered OpenTelemetry tracer provider whose spans are batched and

@@ -392,6 +392,7 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
       throw new InvalidOptionsError(`onFailure.delays must be an array such as ['5s', '1m'], got ${kindOf(f.delays)}`);
     }
     checkFunction('onFailure.retryable', f.retryable, 'a function (err, msg) => boolean');
+    checkBoolean('onFailure.stackOnRetry', f.stackOnRetry);
     const t = f.table;
     if (t !== undefined) {
       for (const key of ['dependency', 'tenant', 'nextAttemptAt'] as const) checkFunction(`onFailure.table.${key}`, t[key]);

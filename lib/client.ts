@@ -237,6 +237,7 @@ export class RabbitRetry {
       inner,
       handler,
       retryable: options.onFailure?.retryable ?? (() => true),
+      stackOnRetry: options.onFailure?.stackOnRetry,
       batchSize: options.prefetch ?? CONSUME_DEFAULTS.prefetch,
       url: this.url,
       logger: this.#options.logger ?? console,

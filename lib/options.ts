@@ -158,10 +158,7 @@ export interface OnFailureOptions {
    * @default ['5s', '1m', '10m']
    */
   delays?: readonly Delay[];
-  /**
-   * RabbitMQ 4.3 quorum queues, instead of `delays`: the broker holds a failed
-   * message itself, without retry queues (docs/broker-delay.md).
-   */
+  /** RabbitMQ 4.3 quorum queues, instead of `delays`: the broker holds a failed message itself, without retry queues (docs/broker-delay.md). */
   brokerDelay?: BrokerDelayOptions;
   /**
    * Whether an error is worth another attempt: `true` retries the message,
@@ -175,6 +172,8 @@ export interface OnFailureOptions {
    * @default every error but a {@link NonRetryableError}
    */
   retryable?: (err: unknown, msg: Message) => boolean;
+  /** The error's stack (`retry-error-stack`) on every retried copy too, not only on one that parks or goes to the retry table. @default false */
+  stackOnRetry?: boolean;
   /**
    * After the delays, store failures in the retry table (PostgreSQL, see
    * `ConnectOptions.retryTable`) instead of parking them: for failures that
@@ -196,6 +195,7 @@ export const ON_FAILURE_OPTION_KEYS = {
   delays: true,
   brokerDelay: true,
   retryable: true,
+  stackOnRetry: true,
   table: true,
   circuit: true,
 } satisfies OptionKeys<OnFailureOptions>;

@@ -65,6 +65,8 @@ export interface DeliveryMeta {
   large?: number;
   /** Present when a retryable failure of this attempt goes to the retry table. */
   table?: true;
+  /** Present when a retryable failure of this attempt parks: no retry is left. */
+  parks?: true;
 }
 
 /** The events of a batch, in order. */

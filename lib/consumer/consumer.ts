@@ -35,6 +35,8 @@ export interface ConsumerContext {
   inner: NativeConsumer;
   handler: Handler;
   retryable: (err: unknown, msg: Message) => boolean;
+  /** `onFailure.stackOnRetry`. */
+  stackOnRetry?: boolean;
   batchSize: number;
   /** The node the client was connected to when the consumer started (password hidden). */
   url: string;
@@ -154,6 +156,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         queue,
         // The predicate runs with the consumer as `this`, as the handler does.
         retryable: (err, msg) => ctx.retryable.call(this, err, msg),
+        stackOnRetry: ctx.stackOnRetry,
         table: ctx.table,
         log,
       }),

@@ -50,6 +50,8 @@ export interface FailureReportOptions {
   queue: string;
   /** The `onFailure.retryable` predicate, asked of errors that are none of the library's. */
   retryable: (err: unknown, msg: Message) => boolean;
+  /** `onFailure.stackOnRetry`: read the error's stack for a retried copy too, not only for one that parks or goes to the retry table. */
+  stackOnRetry?: boolean;
   /** The `onFailure.table` callbacks, asked of failures the native side routes to the retry table. */
   table?: TableRouteOptions;
   /** Where warnings go. */
@@ -65,14 +67,17 @@ export class FailureReporter {
 
   /**
    * The failure to settle message `msg` with, after its handler threw `err`;
-   * `tableBound` says whether the native side routes a retryable failure of
-   * this attempt to the retry table. Never throws.
+   * `bound` says where the native side routes a retryable failure of this
+   * attempt: to the retry table, or to the parked queue (no retry is left).
+   * The stack is read for a copy that parks or goes to the table, and for a
+   * retried one only with `stackOnRetry`. Never throws.
    */
-  failureOf(err: unknown, msg: Message, tableBound: boolean): FailureInfo {
+  failureOf(err: unknown, msg: Message, bound: { table?: true; parks?: true }): FailureInfo {
     try {
       const kind = this.kindOf(err, msg);
-      const table = kind === 'retryable' && tableBound ? this.tableInfo(err, msg) : undefined;
-      return { ...errorInfo(err), kind, table };
+      const table = kind === 'retryable' && bound.table ? this.tableInfo(err, msg) : undefined;
+      const withStack = kind !== 'retryable' || bound.table === true || bound.parks === true || this.o.stackOnRetry === true;
+      return { ...errorInfo(err, withStack), kind, table };
     } catch (internal) {
       const failure: FailureInfo = { ...errorInfo(err), kind: 'non-retryable' };
       this.o.log('error', `rabbit-retry: reporting a failed message of '${this.o.queue}' failed (${reasonOf(internal)}); parking it`);

@@ -84,7 +84,7 @@ export class Handling {
         host.tally.acked(r.startedAt);
         return 'success';
       }
-      const failure = host.route.failureOf(error, msg, d.table === true);
+      const failure = host.route.failureOf(error, msg, d);
       host.settlements.fail(d.id, span ? { ...failure, ...span.moving(d.id) } : failure);
       host.tally.failed(r.startedAt);
       return failure.kind === 'retryable' ? 'failure' : 'other';

@@ -75,6 +75,7 @@ impl NativeParkedSession {
                 id: d.delivery_tag,
                 attempt: attempt_of(d.properties.headers().as_ref(), &self.work_queue),
                 table_bound: false,
+                parks: false,
                 delivery: d,
             })
             .collect();

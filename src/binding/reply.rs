@@ -56,6 +56,7 @@ impl NativeReplySession {
                 id: d.delivery_tag,
                 attempt: 0,
                 table_bound: false,
+                parks: false,
                 delivery: d,
             })
             .collect();

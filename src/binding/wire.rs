@@ -54,7 +54,7 @@ const SHARED_BODY_MAX: usize = 16 * 1024;
 /// One delivery's metadata, appended to `out` as a JSON object (`DeliveryMeta`
 /// in `lib/wire.ts`): `id`, `exchange`, `routingKey`, `redelivered`,
 /// `attempt`, `table: true` when a retryable failure of this attempt goes to
-/// the retry table, either `offset` and `length` (its body in the shared
+/// the retry table, `parks: true` when it parks, either `offset` and `length` (its body in the shared
 /// buffer) or `large` (the index of its own buffer), and `properties` (as
 /// [`MessageProperties`](super::convert::MessageProperties) names them,
 /// headers included).
@@ -73,6 +73,9 @@ fn delivery_meta(out: &mut Vec<u8>, d: &DeliveryView<'_>, body: BodyAt, strings:
     );
     if d.table_bound {
         out.extend_from_slice(b"\"table\":true,");
+    }
+    if d.parks {
+        out.extend_from_slice(b"\"parks\":true,");
     }
     let _ = match body {
         BodyAt::Shared { offset, len } => write!(out, "\"offset\":{offset},\"length\":{len}"),
@@ -166,12 +169,14 @@ mod tests {
             id: d.delivery_tag,
             attempt: 1,
             table_bound: d.delivery_tag == 3,
+            parks: d.delivery_tag == 2,
             delivery: d,
         }
     }
 
     /// One delivery with its body in the shared buffer, one with a buffer of
-    /// its own, and one whose failure goes to the retry table.
+    /// its own (whose retryable failure parks), and one whose failure goes to
+    /// the retry table.
     fn deliveries() -> [Delivery; 3] {
         [
             delivery(1, b"{\"orderId\":48213}".to_vec()),
@@ -295,6 +300,8 @@ mod tests {
         assert_eq!(meta[0]["attempt"], 1);
         assert_eq!(meta[2]["table"], true);
         assert!(meta[0].get("table").is_none());
+        assert_eq!(meta[1]["parks"], true);
+        assert!(meta[0].get("parks").is_none());
         assert_eq!(meta[0]["properties"]["messageId"], 0);
         assert_eq!(batch.strings, ["48213"]);
         assert_eq!(meta[1]["properties"]["messageId"], "order-48213");
@@ -331,7 +338,7 @@ mod tests {
              import type {{ DeliveryMeta, WireEvent }} from '../../lib/wire';\n\n\
              /** One event of every kind, as the consumer serialises it. */\n\
              export const EVENTS = {} satisfies WireEvent[];\n\n\
-             /** Delivery metadata: a body in the shared buffer (a short message id beside the JSON), a body in its own buffer, a failure bound for the retry table. */\n\
+             /** Delivery metadata: a body in the shared buffer (a short message id beside the JSON), a body in its own buffer (whose retryable failure parks), a failure bound for the retry table. */\n\
              export const DELIVERIES = {} satisfies DeliveryMeta[];\n",
             pretty(&events),
             pretty(&meta)

@@ -10,4 +10,6 @@ pub(super) struct Pending {
     pub(super) attempt: u32,
     /// Whether a retryable failure of this attempt goes to the retry table.
     pub(super) table_bound: bool,
+    /// Whether a retryable failure of this attempt parks (no retry is left).
+    pub(super) parks: bool,
 }

@@ -19,6 +19,9 @@ pub(crate) struct DeliveryView<'a> {
     /// Whether a retryable failure of this attempt goes to the retry table,
     /// so JavaScript knows to ask `onFailure.table` where the row waits.
     pub table_bound: bool,
+    /// Whether a retryable failure of this attempt parks (no retry is left),
+    /// so JavaScript knows to read the error's stack for the parked copy.
+    pub parks: bool,
     /// The delivery: body, exchange, routing key, redelivered, properties.
     pub delivery: &'a Delivery,
 }
@@ -69,6 +72,7 @@ impl Outbox {
                     id: *id,
                     attempt: p.attempt,
                     table_bound: p.table_bound,
+                    parks: p.parks,
                     delivery: &p.delivery,
                 })
             })

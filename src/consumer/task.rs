@@ -312,6 +312,7 @@ impl<L: Link> ConsumerTask<L> {
                         id,
                         attempt: p.attempt,
                         table_bound: p.table_bound,
+                        parks: p.parks,
                         delivery: &p.delivery,
                     };
                     sink.deliver(&[view], &[], false);

@@ -14,7 +14,7 @@ use super::super::pending::Pending;
 use super::super::settlement::{Failure, Settlement};
 use super::ConsumerTask;
 use crate::error::{Error, ErrorKind};
-use crate::retry::{verdict, Route, Verdict};
+use crate::retry::{verdict, Route, Thrown, Verdict};
 
 impl<L: Link> ConsumerTask<L> {
     /// Takes a delivery in: its id, or `None` when the verdict refused it
@@ -25,9 +25,19 @@ impl<L: Link> ConsumerTask<L> {
         self.next_id += 1;
         let id = self.next_id;
         let attempt = attempt(&self.config, &d);
-        let verdict = verdict(None, &facts(&d, attempt), &policy(&self.config));
+        let facts = facts(&d, attempt);
+        let policy = policy(&self.config);
+        // Where a retryable failure of this attempt would go: a copy that
+        // parks carries the error's stack, which JavaScript then reads.
+        let parks = matches!(
+            verdict(Some(Thrown::Retryable), &facts, &policy),
+            Verdict::Route(Route::Park { .. })
+        );
+        let verdict = verdict(None, &facts, &policy);
         let limit = self.config.topology.delivery_limit;
-        self.follow(id, d, attempt, verdict, |d, route| refusal(d, route, limit))
+        self.follow(id, d, (attempt, parks), verdict, |d, route| {
+            refusal(d, route, limit)
+        })
     }
 
     /// Settles delivery `id` as JavaScript says: acked, or failed (then
@@ -46,7 +56,8 @@ impl<L: Link> ConsumerTask<L> {
                     &policy(&self.config),
                 );
                 // Handed over again only if the verdict says so (never after a failure).
-                if let Some(id) = self.follow(id, p.delivery, p.attempt, verdict, |_, _| f) {
+                let at = (p.attempt, p.parks);
+                if let Some(id) = self.follow(id, p.delivery, at, verdict, |_, _| f) {
                     self.out.arrived.push(id);
                 }
             }
@@ -59,7 +70,7 @@ impl<L: Link> ConsumerTask<L> {
         &mut self,
         id: u64,
         delivery: Delivery,
-        attempt: u32,
+        (attempt, parks): (u32, bool),
         verdict: Verdict,
         failure: impl FnOnce(&Delivery, &Route) -> Failure,
     ) -> Option<u64> {
@@ -69,6 +80,7 @@ impl<L: Link> ConsumerTask<L> {
                     delivery,
                     attempt,
                     table_bound,
+                    parks,
                 };
                 self.pending.insert(id, p);
                 Some(id)
@@ -79,6 +91,7 @@ impl<L: Link> ConsumerTask<L> {
                     delivery,
                     attempt,
                     table_bound: false,
+                    parks,
                 };
                 self.move_out(id, p, f, route);
                 None
