@@ -94,6 +94,9 @@ pub(crate) enum Verdict {
         /// Whether a retryable failure of this attempt goes to the retry
         /// table, so JavaScript knows to ask `onFailure.table` about the row.
         table_bound: bool,
+        /// Whether a retryable failure of this attempt parks (no retry is
+        /// left), so JavaScript knows to read the error's stack for the copy.
+        parks: bool,
     },
     /// Out of the work queue: to a retry queue, the retry table or the
     /// parked queue.
@@ -139,9 +142,13 @@ pub(crate) fn verdict(thrown: Option<Thrown>, facts: &Facts, policy: &Policy) ->
         return park(ParkReason::DeliveryLimit);
     }
     match thrown {
-        None => Verdict::Handle {
-            table_bound: matches!(retried(facts.attempt, policy), Route::Table { .. }),
-        },
+        None => {
+            let next = retried(facts.attempt, policy);
+            Verdict::Handle {
+                table_bound: matches!(next, Route::Table { .. }),
+                parks: matches!(next, Route::Park { .. }),
+            }
+        }
         Some(Thrown::NoHandler) => park(ParkReason::NoHandler),
         Some(Thrown::ReplyRefused) => park(ParkReason::ReplyRefused),
         Some(Thrown::NonRetryable) => park(ParkReason::NonRetryable),

@@ -14,7 +14,7 @@ use super::super::pending::Pending;
 use super::super::settlement::{Failure, Settlement};
 use super::ConsumerTask;
 use crate::error::{Error, ErrorKind};
-use crate::retry::{verdict, Route, Thrown, Verdict};
+use crate::retry::{verdict, Route, Verdict};
 
 impl<L: Link> ConsumerTask<L> {
     /// Takes a delivery in: its id, or `None` when the verdict refused it
@@ -25,19 +25,9 @@ impl<L: Link> ConsumerTask<L> {
         self.next_id += 1;
         let id = self.next_id;
         let attempt = attempt(&self.config, &d);
-        let facts = facts(&d, attempt);
-        let policy = policy(&self.config);
-        // Where a retryable failure of this attempt would go: a copy that
-        // parks carries the error's stack, which JavaScript then reads.
-        let parks = matches!(
-            verdict(Some(Thrown::Retryable), &facts, &policy),
-            Verdict::Route(Route::Park { .. })
-        );
-        let verdict = verdict(None, &facts, &policy);
+        let verdict = verdict(None, &facts(&d, attempt), &policy(&self.config));
         let limit = self.config.topology.delivery_limit;
-        self.follow(id, d, (attempt, parks), verdict, |d, route| {
-            refusal(d, route, limit)
-        })
+        self.follow(id, d, attempt, verdict, |d, route| refusal(d, route, limit))
     }
 
     /// Settles delivery `id` as JavaScript says: acked, or failed (then
@@ -56,8 +46,7 @@ impl<L: Link> ConsumerTask<L> {
                     &policy(&self.config),
                 );
                 // Handed over again only if the verdict says so (never after a failure).
-                let at = (p.attempt, p.parks);
-                if let Some(id) = self.follow(id, p.delivery, at, verdict, |_, _| f) {
+                if let Some(id) = self.follow(id, p.delivery, p.attempt, verdict, |_, _| f) {
                     self.out.arrived.push(id);
                 }
             }
@@ -70,12 +59,12 @@ impl<L: Link> ConsumerTask<L> {
         &mut self,
         id: u64,
         delivery: Delivery,
-        (attempt, parks): (u32, bool),
+        attempt: u32,
         verdict: Verdict,
         failure: impl FnOnce(&Delivery, &Route) -> Failure,
     ) -> Option<u64> {
         match verdict {
-            Verdict::Handle { table_bound } => {
+            Verdict::Handle { table_bound, parks } => {
                 let p = Pending {
                     delivery,
                     attempt,
@@ -91,7 +80,7 @@ impl<L: Link> ConsumerTask<L> {
                     delivery,
                     attempt,
                     table_bound: false,
-                    parks,
+                    parks: false,
                 };
                 self.move_out(id, p, f, route);
                 None

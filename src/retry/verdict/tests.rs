@@ -24,8 +24,19 @@ fn park(reason: ParkReason, attempt: u32) -> Verdict {
     Verdict::Route(Route::Park { reason, attempt })
 }
 
-const HANDLE: Verdict = Verdict::Handle { table_bound: false };
-const HANDLE_TABLE_BOUND: Verdict = Verdict::Handle { table_bound: true };
+const HANDLE: Verdict = Verdict::Handle {
+    table_bound: false,
+    parks: false,
+};
+const HANDLE_TABLE_BOUND: Verdict = Verdict::Handle {
+    table_bound: true,
+    parks: false,
+};
+/// Handled, and a retryable failure of this attempt parks: no retry is left.
+const HANDLE_LAST: Verdict = Verdict::Handle {
+    table_bound: false,
+    parks: true,
+};
 
 fn at(attempt: u32) -> Facts {
     Facts {
@@ -109,10 +120,10 @@ fn verdict_table() {
         (Some(Retryable), at(0), policy(none, Some(0), None), park(P::Exhausted, 0)),
         // Before the handler: handled, and told whether a retryable failure goes to the table.
         (None, at(0), plain(three), HANDLE),
-        (None, at(3), plain(three), HANDLE),
+        (None, at(3), plain(three), HANDLE_LAST),
         (None, at(1), policy(two, Some(3), None), HANDLE),
         (None, at(2), policy(two, Some(3), None), HANDLE_TABLE_BOUND),
-        (None, at(5), policy(two, Some(3), None), HANDLE),
+        (None, at(5), policy(two, Some(3), None), HANDLE_LAST),
         // The delivery limit (quorum queues): parked without calling the handler again.
         (None, delivered(0, None), policy(three, None, Some(3)), HANDLE),
         (None, delivered(0, Some(0)), policy(three, None, Some(3)), HANDLE),
@@ -143,6 +154,20 @@ fn verdict_table() {
             policy.table_attempts,
             policy.delivery_limit,
         );
+        // What the handler is told of a retryable failure is where one goes.
+        if let Verdict::Handle { table_bound, parks } = verdict(None, &facts, &policy) {
+            let next = verdict(Some(Retryable), &facts, &policy);
+            assert_eq!(
+                table_bound,
+                matches!(next, Verdict::Route(Route::Table { .. })),
+                "{facts:?}"
+            );
+            assert_eq!(
+                parks,
+                matches!(next, Verdict::Route(Route::Park { .. })),
+                "{facts:?}"
+            );
+        }
     }
 }
 
@@ -181,9 +206,9 @@ fn broker_delay_table() {
         (Some(NonRetryable), n(2), park(P::NonRetryable, 2)),
         (Some(NoHandler), n(1), park(P::NoHandler, 1)),
         (Some(ReplyRefused), n(0), park(P::ReplyRefused, 0)),
-        // Before the handler: handled, never table-bound.
+        // Before the handler: handled, never table-bound; the last attempt parks.
         (None, n(0), HANDLE),
-        (None, n(3), HANDLE),
+        (None, n(3), HANDLE_LAST),
         // Failed more often than the attempts allow (a crash counts too): parked
         // without calling the handler again.
         (None, n(4), park(P::DeliveryLimit, 4)),
