@@ -499,6 +499,12 @@ export interface NativeListFilter {
   limit?: number
 }
 
+/** One migration of the tables in PostgreSQL. */
+export interface NativeMigration {
+  version: number
+  sql: string
+}
+
 /** What a probe took. */
 export interface NativeProbe {
   /** `taken`, `empty` or `refused`. */
@@ -568,6 +574,16 @@ export interface NativeSchedulerStop {
    * the database did not answer within a second.
    */
   due?: number
+}
+
+/**
+ * The tables' migrations in order, and the advisory lock key (as decimal
+ * text: it does not fit a JavaScript number) they run under, for the inbox
+ * and the outbox's writer, which reach the database through the user's pool.
+ */
+export interface NativeSchema {
+  lock: string
+  migrations: Array<NativeMigration>
 }
 
 /** Which rows `pause` and `resume` touch; every field given must match. */
@@ -649,3 +665,6 @@ export interface TableInfo {
   /** When it is due, ms since the epoch; `null` waits for a person. */
   nextAttemptAtMs?: number
 }
+
+/** The schema the retry table's store migrates to, for a pool of the user's. */
+export declare function tableSchema(): NativeSchema

@@ -850,3 +850,4 @@ module.exports.queueRole = nativeBinding.queueRole
 module.exports.redactIn = nativeBinding.redactIn
 module.exports.redactUrl = nativeBinding.redactUrl
 module.exports.retryQueueName = nativeBinding.retryQueueName
+module.exports.tableSchema = nativeBinding.tableSchema

@@ -295,3 +295,35 @@ impl DrainTracer for JsDrainTracer {
         );
     }
 }
+
+/// One migration of the tables in PostgreSQL.
+#[napi(object)]
+pub(crate) struct NativeMigration {
+    pub version: i32,
+    pub sql: String,
+}
+
+/// The tables' migrations in order, and the advisory lock key (as decimal
+/// text: it does not fit a JavaScript number) they run under, for the inbox
+/// and the outbox's writer, which reach the database through the user's pool.
+#[napi(object)]
+pub(crate) struct NativeSchema {
+    pub lock: String,
+    pub migrations: Vec<NativeMigration>,
+}
+
+/// The schema the retry table's store migrates to, for a pool of the user's.
+#[napi]
+pub(crate) fn table_schema() -> NativeSchema {
+    use crate::table::schema::{migrations, MIGRATION_LOCK};
+    NativeSchema {
+        lock: MIGRATION_LOCK.to_string(),
+        migrations: migrations()
+            .iter()
+            .map(|(version, sql)| NativeMigration {
+                version: *version,
+                sql: (*sql).to_string(),
+            })
+            .collect(),
+    }
+}

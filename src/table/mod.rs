@@ -6,6 +6,6 @@ mod intake;
 mod rate;
 mod row;
 pub(crate) mod scheduler;
-mod schema;
+pub(crate) mod schema;
 pub(crate) mod store;
 mod tls;

@@ -112,7 +112,54 @@ pub(super) const MIGRATIONS: &[(i32, &str)] = &[
     CREATE TRIGGER rabbit_retry_count_truncate AFTER TRUNCATE ON message_retries
         FOR EACH STATEMENT EXECUTE PROCEDURE rabbit_retry_count_truncate();",
     ),
+    (
+        5,
+        // The inbox: the ids of the messages a consumer's handler has
+        // committed, written in the handler's own transaction, and how many
+        // deliveries each consumer skipped as already handled.
+        "CREATE TABLE rabbit_retry_inbox (
+        consumer    text        NOT NULL,
+        message_id  text        NOT NULL,
+        handled_at  timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (consumer, message_id)
+    );
+    CREATE INDEX rabbit_retry_inbox_handled ON rabbit_retry_inbox (handled_at);
+    CREATE TABLE rabbit_retry_inbox_duplicates (
+        consumer text        PRIMARY KEY,
+        n        bigint      NOT NULL,
+        last_at  timestamptz NOT NULL DEFAULT now()
+    );",
+    ),
+    (
+        6,
+        // The outbox: messages written in the user's transaction, published
+        // by a relay once committed, deleted after the broker's confirm;
+        // rows that cannot be delivered stay, parked with a reason.
+        "CREATE TABLE rabbit_retry_outbox (
+        id           bigserial   PRIMARY KEY,
+        exchange     text        NOT NULL,
+        routing_key  text        NOT NULL,
+        body         bytea       NOT NULL,
+        properties   jsonb       NOT NULL,
+        ordering_key text,
+        created_at   timestamptz NOT NULL DEFAULT now(),
+        attempts     integer     NOT NULL DEFAULT 0,
+        parked_at    timestamptz,
+        park_reason  text,
+        last_error   text
+    );
+    CREATE INDEX rabbit_retry_outbox_pending ON rabbit_retry_outbox (id) WHERE parked_at IS NULL;
+    CREATE INDEX rabbit_retry_outbox_ordered ON rabbit_retry_outbox (ordering_key, id) WHERE parked_at IS NULL;",
+    ),
 ];
+
+/// The migrations as `(version, statements)`, for a process that reaches the
+/// database through a pool of its own (the inbox, the outbox's writer): it
+/// runs them under [`MIGRATION_LOCK`], recorded in `rabbit_retry_migrations`,
+/// as [`RetryStore::migrate`] does.
+pub(crate) fn migrations() -> &'static [(i32, &'static str)] {
+    MIGRATIONS
+}
 
 /// The columns the library reads and writes, with their types as
 /// `information_schema` names them.
@@ -135,7 +182,7 @@ const SHAPE: &[(&str, &str)] = &[
 ];
 
 /// The advisory lock key of the migrations (any constant both processes agree on).
-const MIGRATION_LOCK: i64 = 0x7261_6262_6974_7274; // "rabbitrt"
+pub(crate) const MIGRATION_LOCK: i64 = 0x7261_6262_6974_7274; // "rabbitrt"
 
 impl RetryStore {
     /// Runs the migrations this database has not run yet.
