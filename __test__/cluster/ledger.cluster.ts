@@ -8,6 +8,11 @@
  * messages wait in it. At the end: published = handled + parked, nothing
  * lost, duplicates counted and printed, and the time the consumer took to
  * consume again after each kill.
+ *
+ * The same ledger runs again with `onFailure.brokerDelay` (RabbitMQ 4.3 or
+ * later: `RABBITMQ_SERIES=4.3 npm run test:cluster`): no retry queue, the
+ * failed messages wait in the work queue's delayed state, and the second
+ * kill is of the work queue's leader while messages wait there.
  */
 import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
@@ -74,6 +79,24 @@ async function withChannel<T>(f: (ch: amqp.Channel) => Promise<T>): Promise<T> {
   throw last;
 }
 
+/** The cluster's RabbitMQ version, as its first answering node tells it at connection start. */
+async function clusterVersion(): Promise<[number, number]> {
+  for (const url of NODES) {
+    try {
+      const conn = await amqp.connect(url);
+      const props = (conn as unknown as { connection: { serverProperties?: { version?: unknown } } }).connection.serverProperties;
+      await conn.close();
+      const [major = 0, minor = 0] = (typeof props?.version === 'string' || Buffer.isBuffer(props?.version) ? props.version.toString() : '0.0')
+        .split('.')
+        .map((p) => Number.parseInt(p, 10) || 0);
+      return [major, minor];
+    } catch {
+      // the next node
+    }
+  }
+  return [0, 0];
+}
+
 async function depth(queue: string): Promise<number> {
   return withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount).catch(() => 0);
 }
@@ -130,10 +153,13 @@ async function drainParked(queue: string): Promise<Map<string, string[]>> {
   return withChannel((ch) => parkedOf(ch, queue));
 }
 
-/** Waits until every id is acked or parked and nothing waits in the work or retry queues. */
-async function waitForSettled(run: Run, ids: readonly string[]): Promise<void> {
+/**
+ * Waits until every id is acked or parked and nothing waits ready in the work
+ * or retry queues (`delays`: those of the run; none with brokerDelay).
+ */
+async function waitForSettled(run: Run, ids: readonly string[], delays: readonly Delay[] = DELAYS): Promise<void> {
   const deadline = Date.now() + DEADLINE_MS;
-  const queues = [run.queue, ...DELAYS.map((d) => retryQueueName(run.queue, d))];
+  const queues = [run.queue, ...delays.map((d) => retryQueueName(run.queue, d))];
   for (;;) {
     const acked = new Set(lines(run.successFile)).size;
     const parked = await depth(parkedQueueName(run.queue));
@@ -303,6 +329,103 @@ describe(`a three-node cluster loses a node mid-run (N=${N}, quorum queues)`, ()
         await deleteFamily(ch, queue, ['1s']);
       }).catch(() => undefined);
       await rr.close().catch(() => undefined);
+    }
+  });
+
+  it("with onFailure.brokerDelay: the consumer moves, the work queue's leader dies with messages delayed in it, and nothing is lost", async () => {
+    const [major, minor] = await clusterVersion();
+    if (major < 4 || (major === 4 && minor < 3)) {
+      console.warn(`skipped: the cluster runs RabbitMQ ${major}.${minor}; onFailure.brokerDelay needs 4.3 (RABBITMQ_SERIES=4.3 npm run test:cluster)`);
+      return;
+    }
+    const run = newRun('cluster-bd');
+    const ids = Array.from({ length: N }, (_, i) => `m-${i}`);
+    // min 2 s, max 4 s, 2 attempts: an always-failing message waits 2 s, then 4 s, then parks.
+    const [min, max, attempts] = [2000, 4000, 2];
+    let publisher: RabbitRetry | undefined;
+    try {
+      await startConsumer(run, [], {
+        AMQP_URL: NODES.join(','),
+        FAULT_HOST_ORDER: 'ordered',
+        FAULT_BROKER_DELAY: `${min}ms,${max}ms,${attempts}`,
+      });
+      const consumerNode = nodeOf(String(eventsOf(run, 'ready')[0].url));
+      publisher = await RabbitRetry.connect({ url: NODES, hostOrder: 'ordered', confirmTimeoutMs: CONFIRM_TIMEOUT_MS });
+      // Slower than the first test's: publishing goes on through the first kill, its restart and the second kill.
+      const publishing = publish(publisher, run.queue, ids, 50);
+
+      // 1. The node the consumer (and the publisher) is connected to dies mid-run.
+      await waitForProgress(run, N / 4, DEADLINE_MS);
+      const firstKill = await killAndWait(run, consumerNode, 0);
+      const movedTo = String(eventsOf(run, 'recovered')[0].url);
+      console.log(`cluster brokerDelay: killed rr${consumerNode}, the consumer's node: consuming again after ${firstKill} ms, on ${movedTo}`);
+      console.log(cluster('restart', String(consumerNode)));
+
+      // 2. The work queue's leader dies while messages wait in its delayed state: returned in the last
+      //    `min` ms (a passive declare cannot count them), so each waits at least as long again.
+      const delayedNow = () => lines(run.retriesFile).filter((l) => Number(l.split(' ')[2]) > Date.now() - min).length;
+      const deadline = Date.now() + 60_000;
+      while (delayedNow() < 10 && Date.now() < deadline) await sleep(100);
+      const waiting = delayedNow();
+      const leader = cluster('leader', run.queue);
+      const leaderNode = Number(leader.replace(/^rr(\d).*/, '$1'));
+      const onLeader = nodeOf(String(eventsOf(run, 'recovered').at(-1)?.url)) === leaderNode;
+      const recoveredSoFar = eventsOf(run, 'recovered').length;
+      let secondKill: number | undefined;
+      if (onLeader) secondKill = await killAndWait(run, leaderNode, recoveredSoFar);
+      else console.log(cluster('kill', String(leaderNode)));
+      console.log(
+        `cluster brokerDelay: killed ${leader}, leader of ${run.queue} with at least ${waiting} message(s) delayed` +
+          (secondKill === undefined ? ' (the consumer was on another node)' : `: consuming again after ${secondKill} ms`),
+      );
+      await sleep(5000);
+      console.log(cluster('restart', String(leaderNode)));
+      await publishing.done;
+
+      await waitForSettled(run, ids, []);
+      await stopConsumer(run);
+
+      const acked = new Set(lines(run.successFile));
+      const successes = lines(run.successFile).length;
+      const parked = await drainParked(run.queue);
+      const missing: string[] = [];
+      const wrong: string[] = [];
+      for (const id of ids) {
+        const want = expectedEnd(id);
+        const reasons = parked.get(id);
+        if (!acked.has(id) && !reasons) missing.push(id);
+        else if (want === 'acked' ? !acked.has(id) : !reasons?.includes(want)) wrong.push(`${id}: wanted ${want}, got ${reasons?.join('+') ?? 'acked'}`);
+      }
+      const calls = lines(run.callsFile);
+      const returns = lines(run.retriesFile).length;
+      const duplicateParked = [...parked.values()].reduce((n, r) => n + r.length - 1, 0);
+      const handled = acked.size;
+      const parkedCount = [...parked.keys()].filter((id) => !acked.has(id)).length;
+      console.log(
+        `cluster brokerDelay ledger: published ${publishing.confirmed.size} (publish errors ${publishing.errors.length}, silent ${publishing.silent}), ` +
+          `handled ${handled} + parked ${parkedCount} = ${handled + parkedCount}, lost ${missing.length}, ` +
+          `handled twice ${successes - handled}, duplicate parked copies ${duplicateParked}, ` +
+          `handler calls ${calls.length} (the plan needs ${callsNeeded(ids, ['2s', '4s'])}), returns to the broker ${returns}; ` +
+          `consuming again ${firstKill} ms after the kill of its node` +
+          (secondKill === undefined ? '' : `, ${secondKill} ms after the kill of the work queue's leader`),
+      );
+      if (publishing.errors.length)
+        console.log(`cluster brokerDelay: publish errors (each published again): ${publishing.errors.slice(0, 5).join(' | ')}`);
+      if (missing.length) console.log(`cluster brokerDelay: lost ${missing.slice(0, 20).join(', ')}`);
+      if (wrong.length) console.log(`cluster brokerDelay: wrong end ${wrong.slice(0, 20).join(', ')}`);
+      expect(publishing.confirmed.size).toBe(N);
+      expect(publishing.silent).toBe(0);
+      expect(waiting).toBeGreaterThan(0);
+      expect(missing).toEqual([]);
+      expect(wrong).toEqual([]);
+      expect(handled + parkedCount).toBe(N);
+      expect(firstKill).toBeLessThan(CONSUMING_AGAIN_WITHIN_MS);
+      if (secondKill !== undefined) expect(secondKill).toBeLessThan(CONSUMING_AGAIN_WITHIN_MS);
+    } finally {
+      await publisher?.close().catch(() => undefined);
+      await stopConsumer(run, 'SIGKILL');
+      await withChannel((ch) => deleteFamily(ch, run.queue, [])).catch(() => undefined);
+      rmSync(run.dir, { recursive: true, force: true });
     }
   });
 });
