@@ -16,10 +16,10 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { DataPointType, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
-import { Injectable } from '@nestjs/common';
+import { Injectable, type Type } from '@nestjs/common';
 import { Test, type TestingModule } from '@nestjs/testing';
 
-import { type Message, NonRetryableError, type RabbitRetry, parkedQueueName } from '../lib';
+import { type Message, NonRetryableError, type OnFailureOptions, type RabbitRetry, parkedQueueName } from '../lib';
 import { type CliIo, run } from '../lib/cli';
 import { type ConsoleServer, type ConsoleState, startConsole } from '../lib/console';
 import { Consume, OnFailure, RABBIT_RETRY, RabbitRetryConsumers, RabbitRetryModule, RabbitSubscribe } from '../lib/nestjs';
@@ -324,6 +324,24 @@ describe('a brokerDelay consumer', () => {
   });
 });
 
+/**
+ * Boots a NestJS app with `defaultOnFailure` and the `handlers` provider,
+ * publishes `{ id: 'a' }` to `qa` and `{ id: 'b' }` to `qb`, and waits until
+ * each is parked.
+ */
+async function parkOneEach(defaultOnFailure: OnFailureOptions, handlers: Type, qa: string, qb: string) {
+  const app = await Test.createTestingModule({
+    imports: [RabbitRetryModule.forRoot({ url: AMQP_URL, defaultOnFailure })],
+    providers: [handlers],
+  }).compile();
+  apps.push(app);
+  await app.init();
+  const rr = app.get<RabbitRetry>(RABBIT_RETRY);
+  await rr.publish('', qa, { id: 'a' });
+  await rr.publish('', qb, { id: 'b' });
+  return { app, a: await waitForOne(parkedQueueName(qa), 15_000), b: await waitForOne(parkedQueueName(qb), 15_000) };
+}
+
 describe('NestJS', () => {
   it43('@OnFailure({ brokerDelay }) with @Consume({ queueType: quorum }), over a module default of delays, and @RabbitSubscribe with it', async () => {
     const viaOnFailure = testQueue();
@@ -347,17 +365,7 @@ describe('NestJS', () => {
     }
 
     // The module's default delays are the other way to retry: the method's brokerDelay replaces them.
-    const app = await Test.createTestingModule({
-      imports: [RabbitRetryModule.forRoot({ url: AMQP_URL, defaultOnFailure: { delays: ['5s'], stackOnRetry: true } })],
-      providers: [Handlers],
-    }).compile();
-    apps.push(app);
-    await app.init();
-    const rr = app.get<RabbitRetry>(RABBIT_RETRY);
-    await rr.publish('', viaOnFailure, { id: 'a' });
-    await rr.publish('', viaSubscribe, { id: 'b' });
-    const a = await waitForOne(parkedQueueName(viaOnFailure), 15_000);
-    const b = await waitForOne(parkedQueueName(viaSubscribe), 15_000);
+    const { app, a, b } = await parkOneEach({ delays: ['5s'], stackOnRetry: true }, Handlers, viaOnFailure, viaSubscribe);
     // Once, then once after each of the 2 returns.
     expect(calls).toEqual({ a: 3, b: 3 });
     expect(a.headers).toMatchObject({ 'retry-reason': 'exhausted', 'retry-attempt': 2, 'retry-last-error': 'first failed a' });
@@ -385,17 +393,7 @@ describe('NestJS', () => {
       }
     }
 
-    const app = await Test.createTestingModule({
-      imports: [RabbitRetryModule.forRoot({ url: AMQP_URL, defaultOnFailure: { brokerDelay: SHORT } })],
-      providers: [Handlers],
-    }).compile();
-    apps.push(app);
-    await app.init();
-    const rr = app.get<RabbitRetry>(RABBIT_RETRY);
-    await rr.publish('', byDefault, { id: 'a' });
-    await rr.publish('', ownDelays, { id: 'b' });
-    const a = await waitForOne(parkedQueueName(byDefault), 15_000);
-    const b = await waitForOne(parkedQueueName(ownDelays), 15_000);
+    const { a, b } = await parkOneEach({ brokerDelay: SHORT }, Handlers, byDefault, ownDelays);
     expect(a.headers).toMatchObject({ 'retry-reason': 'exhausted', 'retry-attempt': 2, 'retry-queue': byDefault });
     expect(b.headers).toMatchObject({ 'retry-reason': 'exhausted', 'retry-attempt': 1 });
   });
