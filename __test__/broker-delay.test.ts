@@ -6,8 +6,20 @@
  * refusal runs.
  */
 import { type Message, NonRetryableError, type ParkedEvent, type RetryEvent, parkedQueueName, retryQueueName } from '../lib';
-import { brokerAtLeast } from './broker';
-import { brokerQueues, cleanup, closeAmqp, connectClient, queueExists, rabbitmqctl, testQueue, track, waitFor, waitForOne } from './helpers';
+import {
+  brokerIs43,
+  brokerQueues,
+  cleanup,
+  closeAmqp,
+  connectClient,
+  it43,
+  queueExists,
+  rabbitmqctl,
+  testQueue,
+  track,
+  waitFor,
+  waitForOne,
+} from './helpers';
 
 afterEach(cleanup);
 afterAll(closeAmqp);
@@ -25,24 +37,9 @@ async function siblings(queue: string): Promise<string[]> {
 
 let on43 = false;
 beforeAll(async () => {
-  on43 = await brokerAtLeast(4, 3);
+  on43 = await brokerIs43();
   if (!on43) console.warn('broker-delay: the broker is older than RabbitMQ 4.3; only the version refusal runs (brokerDelay needs 4.3)');
 });
-
-/** `it` on RabbitMQ 4.3 or later; on an older broker it passes at once, having said why it did nothing. */
-function it43(name: string, fn: () => Promise<void>, timeout?: number): void {
-  it(
-    name,
-    async () => {
-      if (!on43) {
-        console.warn(`skipped on a broker older than 4.3: ${name}`);
-        return;
-      }
-      await fn();
-    },
-    timeout,
-  );
-}
 
 describe('onFailure.brokerDelay on RabbitMQ 4.3', () => {
   it43('declares the work queue with delayed retry and no retry queue', async () => {

@@ -134,6 +134,9 @@ describe('what the console shows', () => {
         sources: ['consumer'],
         work: { messages: 0, consumers: 1 },
         retry: [],
+        // Retry queues, not the broker's delayed retry: no delayed count.
+        brokerDelay: false,
+        delayed: null,
         parkedQueue: parkedQueueName(queue),
         parked: 30,
         tableRows: null,

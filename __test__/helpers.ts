@@ -6,7 +6,19 @@ import { runInThisContext } from 'node:vm';
 import type { MessageProperties as AmqpProperties } from 'amqplib';
 
 import { RabbitRetry, type ConnectOptions, type Consumer, type Delay, type Logger, parkedQueueName, retryQueueName } from '../lib';
-import { AMQP_URL, RABBITMQCTL, amqpConnection, deleteExchange, deleteQueue, queueDepth, queueFamily, sleep, uniqueName, withChannel } from './broker';
+import {
+  AMQP_URL,
+  RABBITMQCTL,
+  amqpConnection,
+  brokerAtLeast as brokerAtLeastNow,
+  deleteExchange,
+  deleteQueue,
+  queueDepth,
+  queueFamily,
+  sleep,
+  uniqueName,
+  withChannel,
+} from './broker';
 
 export {
   AMQP_URL,
@@ -24,6 +36,29 @@ export {
   uniqueName,
   withChannel,
 } from './broker';
+
+let at43: Promise<boolean> | undefined;
+
+/** Whether the broker under test is RabbitMQ 4.3 or later (asked once per test file). */
+export function brokerIs43(): Promise<boolean> {
+  at43 ??= brokerAtLeastNow(4, 3);
+  return at43;
+}
+
+/** `it` on RabbitMQ 4.3 or later; on an older broker it passes at once, having said why it did nothing. */
+export function it43(name: string, fn: () => Promise<void>, timeout?: number): void {
+  it(
+    name,
+    async () => {
+      if (!(await brokerIs43())) {
+        console.warn(`skipped on a broker older than 4.3: ${name}`);
+        return;
+      }
+      await fn();
+    },
+    timeout,
+  );
+}
 
 /** Polls `predicate` until it holds; rejects with `what` when `timeoutMs` passes first. */
 export async function waitFor(predicate: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition', intervalMs = 50): Promise<void> {

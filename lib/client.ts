@@ -50,6 +50,8 @@ export interface ConsumedQueue {
   queue: string;
   /** Its delays' labels, in order (`5s`, `1m`): its retry queues are `<queue>.retry.<label>`. */
   delays: string[];
+  /** Set when it retries with `onFailure.brokerDelay` (no retry queue). */
+  brokerDelay?: true;
 }
 
 function readPem(option: string, file: string | undefined): string | undefined {
@@ -260,7 +262,7 @@ export class RabbitRetry {
     this.consumers.add(consumer);
     this.made.add(consumer);
     const labels = delays.length ? nativeSync(() => binding.parseDelays(delays)).map((d) => d.label) : [];
-    this.#consumed.set(options.queue, { queue: options.queue, delays: labels });
+    this.#consumed.set(options.queue, { queue: options.queue, delays: labels, ...(brokerDelay ? { brokerDelay: true } : {}) });
     if (shared) {
       try {
         await consumer.joinCircuit();

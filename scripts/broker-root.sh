@@ -7,7 +7,8 @@
 #                               every feature flag, print its AMQP_URL and RABBITMQCTL
 #   broker-root.sh stop         stop the node (the root and the node's data stay)
 #   broker-root.sh status       say whether the node runs, its version and URL
-#   broker-root.sh env          print `export AMQP_URL=… RABBITMQCTL=…` lines for `eval`
+#   broker-root.sh env          print `export AMQP_URL=… RABBITMQCTL=… RABBITMQ_MANAGEMENT_URL=…`
+#                               lines for `eval`
 #   broker-root.sh ctl ARGS...  rabbitmqctl against the node (what RABBITMQCTL runs)
 #   broker-root.sh run CMD...   CMD inside the root with the node's environment (rabbitmq-queues…)
 #   broker-root.sh root         make the root only, print its path
@@ -17,6 +18,10 @@
 #   RR_BROKER_HOME=/var/lib/rabbit-retry   roots and node folders live here
 #   RR_BROKER_PORT=5674          AMQP port (127.0.0.1 only)
 #   RR_BROKER_DIST_PORT=PORT+20000,  RR_BROKER_EPMD_PORT=4374
+#   RR_BROKER_MANAGEMENT_PORT=PORT+10000   the management plugin's HTTP API (127.0.0.1 only; 15674
+#                                for 5674), which the console and `status` read delayed counts from;
+#                                `off`: no management plugin. `start` enables it on a node already
+#                                running without it.
 #   RR_DEBIAN_MIRROR             default: the first deb.debian.org-style URI of this machine's apt
 #                                sources, else http://deb.debian.org/debian
 #   BROKER_WAIT_SECS=120         bound on the node's boot
@@ -32,6 +37,7 @@ home=${RR_BROKER_HOME:-/var/lib/rabbit-retry}
 port=${RR_BROKER_PORT:-5674}
 dist_port=${RR_BROKER_DIST_PORT:-$((port + 20000))}
 epmd_port=${RR_BROKER_EPMD_PORT:-4374}
+mgmt_port=${RR_BROKER_MANAGEMENT_PORT:-$((port + 10000))}
 wait_secs=${BROKER_WAIT_SECS:-120}
 
 say() { echo "broker-$series: $*"; }
@@ -48,11 +54,14 @@ esac
 for v in port dist_port epmd_port wait_secs; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a number, not '${!v}'"
 done
+[[ $mgmt_port == off || $mgmt_port =~ ^[0-9]+$ ]] || die "RR_BROKER_MANAGEMENT_PORT must be a number or 'off', not '$mgmt_port'"
 
 root=$home/root-$suite
 node_dir=$home/node-$series-$port
 node=rr${series//./}_$port@localhost
 url=amqp://guest:guest@127.0.0.1:$port
+mgmt_url=
+[[ $mgmt_port == off ]] || mgmt_url=http://guest:guest@127.0.0.1:$mgmt_port
 
 need_root() {
   (($(id -u) == 0)) || die "this needs root (debootstrap, chroot, mount): run it with sudo, or run RabbitMQ $series in a container and set AMQP_URL"
@@ -138,6 +147,16 @@ in_root() {
 
 ctl() { in_root rabbitmqctl -n "$node" "$@"; }
 
+# Enables the management plugin on the running node when it lacks it (a node started before
+# the plugin was configured), on the port of the config; nothing else of the node changes.
+management_on() {
+  [[ $mgmt_port != off ]] || return 0
+  ctl -q eval 'lists:keymember(rabbitmq_management, 1, application:which_applications()).' 2>/dev/null | grep -qx true && return 0
+  say "enabling the management plugin on 127.0.0.1:$mgmt_port"
+  ctl -q eval "application:load(rabbitmq_management), application:set_env(rabbitmq_management, tcp_config, [{port, $mgmt_port}, {ip, \"127.0.0.1\"}])." >/dev/null
+  in_root env RABBITMQ_ENABLED_PLUGINS_FILE="$node_dir/enabled_plugins" rabbitmq-plugins -n "$node" -q enable rabbitmq_management >/dev/null
+}
+
 # The command line that runs rabbitmqctl against this node, for RABBITMQCTL.
 ctl_line() { echo "env RABBITMQ_SERIES=$series RR_BROKER_HOME=$home RR_BROKER_PORT=$port RR_BROKER_EPMD_PORT=$epmd_port bash $here/broker-root.sh ctl"; }
 
@@ -162,7 +181,6 @@ prepare_node() {
   uid=$(owner)
   mkdir -p "$node_dir/mnesia" "$node_dir/log"
   echo "# Empty on purpose: the node gets its settings from scripts/broker-root.sh." >"$node_dir/rabbitmq-env.conf"
-  echo "[]." >"$node_dir/enabled_plugins"
   cat >"$node_dir/rabbitmq.conf" <<EOF
 listeners.tcp.local = 127.0.0.1:$port
 loopback_users = none
@@ -171,6 +189,13 @@ loopback_users = none
 deprecated_features.permit.transient_nonexcl_queues = false
 deprecated_features.permit.global_qos = false
 EOF
+  if [[ $mgmt_port == off ]]; then
+    echo "[]." >"$node_dir/enabled_plugins"
+  else
+    # The management API: where the delayed messages of a brokerDelay queue are counted.
+    echo "[rabbitmq_management]." >"$node_dir/enabled_plugins"
+    printf 'management.tcp.port = %s\nmanagement.tcp.ip = 127.0.0.1\n' "$mgmt_port" >>"$node_dir/rabbitmq.conf"
+  fi
   if [[ ! -s $node_dir/.erlang.cookie ]]; then
     od -An -N24 -tx1 /dev/urandom | tr -d ' \n' | tr a-f A-F >"$node_dir/.erlang.cookie"
   fi
@@ -185,6 +210,7 @@ cmd_start() {
   prepare_node
   if [[ -n $(node_pids) ]] && ctl -q await_startup --timeout 30 >/dev/null 2>&1; then
     say "already running: $url ($(ctl -q version 2>/dev/null || echo '?'))"
+    management_on || say "could not enable the management plugin; the tests that need it skip"
   else
     answers && die "port $port is taken by another process; set RR_BROKER_PORT"
     say "starting $node (amqp $port, dist $dist_port, epmd $epmd_port)"
@@ -208,6 +234,7 @@ cmd_start() {
   fi
   echo "  AMQP_URL=$url"
   echo "  RABBITMQCTL=\"$(ctl_line)\""
+  [[ -z $mgmt_url ]] || echo "  RABBITMQ_MANAGEMENT_URL=$mgmt_url"
   echo "  (or: eval \"\$(RABBITMQ_SERIES=$series bash $here/broker-root.sh env)\")"
 }
 
@@ -248,6 +275,7 @@ case $cmd in
   env)
     echo "export AMQP_URL=$url"
     echo "export RABBITMQCTL=\"$(ctl_line)\""
+    [[ -z $mgmt_url ]] || echo "export RABBITMQ_MANAGEMENT_URL=$mgmt_url"
     ;;
   ctl) need_root && mounts && ctl "$@" ;;
   run) need_root && mounts && in_root "$@" ;;

@@ -12,7 +12,8 @@ import { reasonOf } from '../error-text';
 import { RabbitRetryError } from '../errors';
 import { redactIn } from '../redact';
 import { type Action, type Cli, type CliIo, EXIT, UsageError } from './common';
-import { parkedCommands, statusCommand } from './queue-commands';
+import { parkedCommands } from './queue-commands';
+import { statusCommand } from './status-command';
 import { tableCommands } from './table-commands';
 import { uiCommand } from './ui-command';
 

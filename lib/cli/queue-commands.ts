@@ -1,12 +1,10 @@
 /**
- * The commands on a work queue's queues: `status`, and `parked peek`,
- * `parked replay` and `parked purge`.
+ * The commands on a work queue's parked queue: `parked peek`, `parked replay`
+ * and `parked purge`.
  */
 import { type Command, Option } from 'commander';
 
-import { reasonOf } from '../error-text';
-import { HEADERS, parkedQueueName, retryQueueName } from '../native';
-import { DEFAULT_DELAYS, type Delay } from '../options';
+import { HEADERS, parkedQueueName } from '../native';
 import type { ParkedFilter, ParkedMessage } from '../parked';
 import { type Cli, UsageError, abortOnSignals, cut, formatTable, positiveInt, positiveNumber } from './common';
 
@@ -53,51 +51,6 @@ function progressBar(done: number, total: number, width = 30): string {
   const frac = total > 0 ? Math.min(1, done / total) : 1;
   const filled = Math.round(frac * width);
   return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${total}`;
-}
-
-/** `status <queue>`: the depth and consumers of the work queue, each retry queue and the parked queue. */
-export function statusCommand(program: Command, cli: Cli): void {
-  const { io } = cli;
-  program
-    .command('status')
-    .description('depth of the work queue, each retry queue and the parked queue, and consumers on the work queue')
-    .argument('<queue>', 'the work queue')
-    .option('--delays <list>', "the consumer's delays, comma-separated", DEFAULT_DELAYS.join(','))
-    .action((queue: string, o: { delays: string }) => {
-      cli.action = async (rr) => {
-        const delays = o.delays
-          .split(',')
-          .map((d) => d.trim())
-          .filter(Boolean);
-        let names: string[];
-        try {
-          // retryQueueName refuses what is not a delay, with the error below.
-          names = [queue, ...delays.map((d) => retryQueueName(queue, d as Delay)), parkedQueueName(queue)];
-        } catch (e) {
-          throw new UsageError(`--delays: ${reasonOf(e)}`);
-        }
-        const rows = [];
-        for (const [i, name] of names.entries()) {
-          const info = await rr.queueInfo(name);
-          const role = i === 0 ? 'work' : i === names.length - 1 ? 'parked' : 'retry';
-          rows.push({ queue: name, role, exists: info !== null, messages: info?.messages ?? 0, consumers: info?.consumers ?? 0 });
-        }
-        const circuit = await rr.circuitState(queue);
-        if (cli.json()) io.out(JSON.stringify({ queue, queues: rows, circuit }, null, 2));
-        else {
-          io.out(
-            formatTable(
-              ['QUEUE', 'ROLE', 'MESSAGES', 'CONSUMERS'],
-              rows.map((r) => [r.queue, r.role, r.exists ? String(r.messages) : 'missing', r.exists ? String(r.consumers) : '-']),
-            ),
-          );
-          if (circuit) {
-            io.out('');
-            io.out(`circuit  ${circuit.state}${circuit.probing ? ' (probing)' : ''}  dependency ${circuit.dependency}  since ${circuit.since}`);
-          }
-        }
-      };
-    });
 }
 
 /** `parked peek <queue>`: parked messages, left parked. */

@@ -1,18 +1,20 @@
 /**
  * The work queues the console knows of: those its client's consumers
  * consume, those named in its options, and those the management API lists,
- * asked again every 10 s (30 s after a failure).
+ * asked again every 10 s (30 s after a failure); and, from the management
+ * API, the delayed messages of those that retry with the broker's delay.
  */
 import type { RabbitRetry } from '../client';
 import { HttpError } from './http';
-import { type KnownQueue, type ManagementStatus, type ManagementTarget, managementQueueNames, mergeQueues, workQueuesOf } from './discovery';
+import { type KnownQueue, type ManagementStatus, mergeQueues, workQueuesOf } from './discovery';
+import { type ManagementQueueRow, type ManagementTarget, isBrokerDelay, managementQueue, managementQueues } from './management';
 import { reasonOf } from '../error-text';
 
 /** The work queues of every source, and what the page is told of the management API. */
 export class KnownQueues {
   /** What the page is told of the management API. */
   status: ManagementStatus;
-  private names: string[] = [];
+  private rows: ManagementQueueRow[] = [];
   private at = 0;
   private ask?: Promise<void>;
 
@@ -29,11 +31,23 @@ export class KnownQueues {
   async list(): Promise<KnownQueue[]> {
     await this.refreshManagement();
     const consumed = this.client.consumedQueues();
+    const delayedRetry = new Set(this.rows.filter((r) => isBrokerDelay(r.arguments)).map((r) => r.name));
+    const listed = workQueuesOf(this.rows.map((r) => r.name)).map((q) => (delayedRetry.has(q.queue) ? { ...q, brokerDelay: true as const } : q));
     return mergeQueues([
       { source: 'consumer', queues: consumed },
       { source: 'named', queues: [...this.named] },
-      { source: 'management', queues: workQueuesOf(this.names) },
+      { source: 'management', queues: listed },
     ]);
+  }
+
+  /**
+   * The messages queue `name` holds in the broker's delayed state, from the
+   * management API; null when it is not asked, does not answer, or does not
+   * know the queue.
+   */
+  async delayed(name: string): Promise<number | null> {
+    if (!this.target || this.status.state !== 'ok') return null;
+    return (await managementQueue(this.target, name).catch(() => null))?.delayed ?? null;
   }
 
   /** `name`, when it is a work queue the console knows of; otherwise an HTTP 404. */
@@ -55,14 +69,14 @@ export class KnownQueues {
     const first = this.at === 0;
     const age = Date.now() - this.at;
     if (age < (this.status.state === 'ok' ? 10_000 : 30_000)) return;
-    this.ask ??= managementQueueNames(target)
+    this.ask ??= managementQueues(target)
       .then(
-        (names) => {
-          this.names = names;
-          this.status = { state: 'ok', detail: `${target.base}: ${names.length} queue(s) in vhost '${target.vhost}'` };
+        (rows) => {
+          this.rows = rows;
+          this.status = { state: 'ok', detail: `${target.base}: ${rows.length} queue(s) in vhost '${target.vhost}'` };
         },
         (err: unknown) => {
-          this.names = [];
+          this.rows = [];
           this.status = { state: 'unavailable', detail: `${target.base}: ${reasonOf(err)}` };
         },
       )

@@ -1,6 +1,7 @@
 /**
  * What the page polls: the work queues with the depths of their retry and
- * parked queues, the jobs, and the retry table, read at most once a second
+ * parked queues (or, with the broker's delayed retry, the messages it holds
+ * delayed), the jobs, and the retry table, read at most once a second
  * however many pages poll.
  */
 import type { RabbitRetry } from '../client';
@@ -32,6 +33,14 @@ export interface QueueView {
     /** Messages waiting in it. */
     messages: number;
   }[];
+  /** Whether it retries with the broker's delayed retry (`onFailure.brokerDelay`): no retry queues, see `delayed`. */
+  brokerDelay: boolean;
+  /**
+   * With `brokerDelay`: the messages the broker holds in the work queue's
+   * delayed state (not counted in `work.messages`), from the management API;
+   * null when the management API does not answer, or without `brokerDelay`.
+   */
+  delayed: number | null;
   /** The parked queue's name. */
   parkedQueue: string;
   /** Parked messages; null when the parked queue does not exist. */
@@ -71,7 +80,7 @@ export interface StateHost {
   readonly jobs: Pick<Jobs, 'active' | 'running' | 'views'>;
   /** The queues' turns: a reading of the parked queue holds its messages unacked. */
   readonly order: Pick<KeyedQueue, 'busy'>;
-  readonly queues: Pick<KnownQueues, 'list' | 'status'>;
+  readonly queues: Pick<KnownQueues, 'list' | 'status' | 'delayed'>;
   readonly table: Pick<TableReader, 'refresh' | 'view' | 'error'>;
 }
 
@@ -110,6 +119,8 @@ export class ConsoleStateCache {
           sources: q.sources,
           work: d?.work ?? null,
           retry: d?.retry ?? [],
+          brokerDelay: q.brokerDelay === true,
+          delayed: d?.delayed ?? null,
           parkedQueue: parkedQueueName(q.queue),
           parked: d?.parked ?? null,
           tableRows: table ? (table.byQueue[q.queue] ?? 0) : null,
@@ -133,8 +144,9 @@ export class ConsoleStateCache {
           queues.slice(i, i + 8).map(async (q) => {
             const parkedQueue = parkedQueueName(q.queue);
             const reading = this.host.order.busy(q.queue) && !this.host.jobs.active(q.queue);
-            const [work, read, ...retry] = await Promise.all([
+            const [work, delayed, read, ...retry] = await Promise.all([
               info(q.queue),
+              q.brokerDelay ? this.host.queues.delayed(q.queue) : null,
               // A reading holds the parked messages unacked for a moment: keep the depth read before it.
               reading && this.depths.has(q.queue) ? Promise.resolve(undefined) : info(parkedQueue),
               ...q.delays.map((d) => info(retryQueueName(q.queue, d))),
@@ -147,6 +159,8 @@ export class ConsoleStateCache {
               sources: q.sources,
               work,
               retry: q.delays.flatMap((d, j) => (retry[j] ? [{ delay: d, queue: retryQueueName(q.queue, d), messages: retry[j].messages }] : [])),
+              brokerDelay: q.brokerDelay === true,
+              delayed,
               parkedQueue,
               parked: parked === undefined ? (this.depths.get(q.queue)?.parked ?? null) : (parked?.messages ?? null),
               tableRows: null,

@@ -61,13 +61,23 @@ function isForbidden(err: unknown): err is ForbiddenException {
   }
 }
 
+/**
+ * A method's `@OnFailure` over the module's `defaultOnFailure`, field by
+ * field; the way to retry is taken whole: a method's `brokerDelay` drops the
+ * defaults' `delays` and `table`, and a method's `delays` or `table` drops the
+ * defaults' `brokerDelay` (the two ways cannot be mixed).
+ */
 function mergeOnFailure(defaults: OnFailureOptions | undefined, own: OnFailureOptions | undefined): OnFailureOptions | undefined {
   if (!defaults) return own;
   if (!own) return defaults;
+  const ownQueues = own.delays !== undefined || own.table !== undefined;
+  const ownBroker = own.brokerDelay !== undefined;
   return {
-    delays: own.delays ?? defaults.delays,
+    delays: own.delays ?? (ownBroker ? undefined : defaults.delays),
+    brokerDelay: own.brokerDelay ?? (ownQueues ? undefined : defaults.brokerDelay),
     retryable: own.retryable ?? defaults.retryable,
-    table: own.table ?? defaults.table,
+    stackOnRetry: own.stackOnRetry ?? defaults.stackOnRetry,
+    table: own.table ?? (ownBroker ? undefined : defaults.table),
     circuit: own.circuit ?? defaults.circuit,
   };
 }

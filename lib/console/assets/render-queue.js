@@ -36,6 +36,14 @@ export function renderQueue() {
   view.retry.forEach(function (r) {
     tiles.push(tile('retry ' + r.delay, n(r.messages)));
   });
+  // The broker's delayed retry: no retry queue; the broker holds the failed messages in the work queue.
+  if (view.brokerDelay) {
+    tiles.push(
+      view.delayed === null
+        ? tile('delayed', 'unavailable', '', 'counted by the management API only')
+        : tile('delayed', n(view.delayed), '', 'held by the broker'),
+    );
+  }
   tiles.push(tile('parked', view.parked === null ? 'missing' : n(view.parked), view.parked ? 'parked' : ''));
   if (view.tableRows !== null) tiles.push(tile('retry table', n(view.tableRows), '', 'rows'));
 

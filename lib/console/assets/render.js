@@ -85,7 +85,7 @@ function renderQueues(st) {
     st.queues.map(function (x) {
       var retry = x.retry.reduce(function (a, r) {
         return a + r.messages;
-      }, 0);
+      }, x.delayed ?? 0);
       return h(
         'li',
         null,
@@ -103,7 +103,9 @@ function renderQueues(st) {
             'span',
             { class: 'badges' },
             h('span', { class: 'badge parked' + (x.parked ? '' : ' zero'), text: n(x.parked ?? 0) + ' parked' }),
-            h('span', { class: 'badge' + (retry ? ' warn' : ' zero'), text: n(retry) + ' retrying' }),
+            x.brokerDelay && x.delayed === null
+              ? h('span', { class: 'badge zero', text: 'delayed: ?' })
+              : h('span', { class: 'badge' + (retry ? ' warn' : ' zero'), text: n(retry) + (x.brokerDelay ? ' delayed' : ' retrying') }),
             x.work ? h('span', { class: 'badge zero', text: n(x.work.messages) + ' ready' }) : null,
             x.busy ? h('span', { class: 'badge', text: 'acting' }) : null,
           ),
