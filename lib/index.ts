@@ -34,15 +34,18 @@ export type { InboxOptions, InboxPoolOptions, InboxAdapterOptions, InboxCommonOp
 export {
   pgAdapter,
   typeormAdapter,
+  migrateTables,
   type TransactionAdapter,
   type SqlResult,
   type PgPoolLike,
   type PgClientLike,
   type PgClientOf,
+  type PgPoolWithCallback,
   type PgQueryResultLike,
   type TypeormDataSourceLike,
   type TypeormManagerLike,
   type TransactionLike,
+  type AdapterTransaction,
   type QueryableLike,
 } from './sql';
 export {

@@ -7,7 +7,7 @@
 import { binding } from './native';
 import type { PgClientLike, PgClientOf, PgPoolLike, PgQueryResultLike, SqlResult, TransactionAdapter } from './transaction';
 
-export type { PgClientLike, PgClientOf, PgPoolLike, PgQueryResultLike, SqlResult, TransactionAdapter } from './transaction';
+export type { PgClientLike, PgClientOf, PgPoolLike, PgPoolWithCallback, PgQueryResultLike, SqlResult, TransactionAdapter } from './transaction';
 
 /**
  * A {@link TransactionAdapter} over a node-postgres `Pool`: each transaction
@@ -120,10 +120,18 @@ export interface QueryableLike {
  * `EntityManager` of a transaction, or any adapter's transaction as
  * `{ adapter, tx }`.
  */
-export type TransactionLike = QueryableLike | { adapter: TransactionAdapter<unknown>; tx: unknown };
+export type TransactionLike = QueryableLike | AdapterTransaction;
+
+/** A transaction of any {@link TransactionAdapter}, with its adapter. */
+export interface AdapterTransaction {
+  /** The adapter that opened it. */
+  adapter: TransactionAdapter<unknown>;
+  /** The transaction, as the adapter's `transaction` gave it. */
+  tx: unknown;
+}
 
 /** Whether `v` is an `{ adapter, tx }` pair. */
-function isAdapterPair(v: TransactionLike): v is { adapter: TransactionAdapter<unknown>; tx: unknown } {
+function isAdapterPair(v: TransactionLike): v is AdapterTransaction {
   const adapter = (v as { adapter?: unknown }).adapter;
   return typeof adapter === 'object' && adapter !== null && typeof (adapter as { query?: unknown }).query === 'function' && 'tx' in v;
 }
@@ -150,8 +158,12 @@ const migrated = new WeakMap<object, Promise<void>>();
  * the migrations' advisory lock, each recorded in `rabbit_retry_migrations`,
  * as the retry table's store runs them (a process of either kind finds the
  * other's done). A failed run is tried again on the next call.
+ *
+ * A consumer with an inbox runs it when it starts (unless `inbox.migrate` is
+ * `false`); call it yourself, with `pgAdapter(pool)`, to make the tables at
+ * deploy time, or before using the outbox's writer without an inbox.
  */
-export function migrateThrough<Tx>(adapter: TransactionAdapter<Tx>): Promise<void> {
+export function migrateTables<Tx>(adapter: TransactionAdapter<Tx>): Promise<void> {
   let done = migrated.get(adapter);
   if (!done) {
     done = runMigrations(adapter);

@@ -58,19 +58,18 @@ export interface PgPoolLike<C extends PgClientLike = PgClientLike> {
   connect(): Promise<C>;
 }
 
-/** The client of `P` when its `connect` has node-postgres's two overloads (a promise, a callback). */
-type ClientOfOverloaded<P> = P extends { connect(): Promise<infer C>; connect(callback: never): void } ? C : never;
-/** The client of `P` when its `connect` has one signature. */
-type ClientOfSingle<P> = P extends { connect(): Promise<infer C> } ? C : never;
+/** A pool whose `connect` also takes a callback, as node-postgres's `Pool` does. */
+export interface PgPoolWithCallback<C> {
+  /** Takes a client from the pool. */
+  connect(): Promise<C>;
+  /** Takes a client from the pool and gives it to `callback`. */
+  connect(callback: never): void;
+}
 
 /**
  * The client a pool gives (`PoolClient` for a node-postgres `Pool`): the
- * handler's `tx` with `inbox: { pool }`.
+ * handler's `tx` with `inbox: { pool }`. Read from the promise of `connect()`,
+ * beside node-postgres's callback overload when there is one.
  */
-export type PgClientOf<P> = [ClientOfOverloaded<P>] extends [PgClientLike]
-  ? [ClientOfOverloaded<P>] extends [never]
-    ? ClientOfSingle<P>
-    : ClientOfOverloaded<P>
-  : ClientOfSingle<P> extends PgClientLike
-    ? ClientOfSingle<P>
-    : PgClientLike;
+export type PgClientOf<P> =
+  P extends PgPoolWithCallback<infer C> ? (C extends PgClientLike ? C : P extends PgPoolLike<infer D> ? D : PgClientLike) : PgClientLike;

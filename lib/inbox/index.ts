@@ -10,7 +10,7 @@ import { reasonOf } from '../error-text';
 import { InboxError, NonRetryableError } from '../errors';
 import type { InboxHandler } from '../inbox-options';
 import type { Message } from '../message';
-import { type PgPoolLike, type TransactionAdapter, migrateThrough, pgAdapter } from '../sql';
+import { type PgPoolLike, type TransactionAdapter, migrateTables, pgAdapter } from '../sql';
 import { type CheckedInbox, checkInbox } from './check';
 
 export { checkInbox } from './check';
@@ -21,7 +21,8 @@ const COUNT_DUPLICATE = `INSERT INTO rabbit_retry_inbox_duplicates AS d (consume
 /** How many handled ids one cleanup statement deletes. */
 export const CLEANUP_BATCH = 1000;
 const CLEANUP = `DELETE FROM rabbit_retry_inbox WHERE ctid IN (
-  SELECT ctid FROM rabbit_retry_inbox WHERE consumer = $1 AND handled_at < now() - $2::interval LIMIT ${CLEANUP_BATCH})`;
+  SELECT ctid FROM rabbit_retry_inbox WHERE consumer = $1 AND handled_at < now() - $2::interval LIMIT ${CLEANUP_BATCH})
+  RETURNING 1`;
 
 /** The adapter made for each pool given as `inbox.pool`: one per pool, so its migrations run once. */
 const poolAdapters = new WeakMap<object, TransactionAdapter<unknown>>();
@@ -67,7 +68,7 @@ export class Inbox {
   async prepare(): Promise<void> {
     if (!this.o.migrate) return;
     try {
-      await migrateThrough(this.adapter);
+      await migrateTables(this.adapter);
     } catch (err) {
       throw new InboxError(`inbox '${this.o.consumer}': creating the inbox's tables failed: ${reasonOf(err)}`, { cause: err });
     }
@@ -154,8 +155,9 @@ export class Inbox {
       const age = `${this.o.retentionMs} milliseconds`;
       for (;;) {
         const r = await this.adapter.transaction((tx) => this.adapter.query(tx, CLEANUP, [this.o.consumer, age]));
-        deleted += r.rowCount;
-        if (r.rowCount < CLEANUP_BATCH || this.stopped) break;
+        // Counted by the rows returned: every adapter returns rows, not every one counts a DELETE.
+        deleted += r.rows.length;
+        if (r.rows.length < CLEANUP_BATCH || this.stopped) break;
       }
     } catch (err) {
       if (!this.stopped) {
