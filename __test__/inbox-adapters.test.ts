@@ -14,6 +14,7 @@ import { DataSource, type EntityManager } from 'typeorm';
 import { type DuplicateEvent, type Message, RabbitRetry, pgAdapter, typeormAdapter } from '../lib';
 import { Consume, RabbitMessage, RabbitPayload, RabbitRetryConsumers, RabbitRetryModule, RabbitTx } from '../lib/nestjs';
 import { writeOutbox } from '../lib/outbox/write';
+import { createEffects, effectsOf, settled } from './inbox-fixture';
 import {
   AMQP_URL,
   cleanup,
@@ -24,8 +25,6 @@ import {
   pgUrl,
   psql,
   psqlRows,
-  queueDepth,
-  queueUnacked,
   testQueue,
   track,
   waitFor,
@@ -38,7 +37,7 @@ const apps: TestingModule[] = [];
 
 beforeAll(async () => {
   db = createTestDatabase('inbox_adapters');
-  psql('CREATE TABLE effects (id text PRIMARY KEY, queue text NOT NULL, note text)', db);
+  createEffects(db);
   pool = new Pool({ connectionString: pgUrl(db) });
   dataSource = new DataSource({ type: 'postgres', url: pgUrl(db), entities: [] });
   await dataSource.initialize();
@@ -55,14 +54,6 @@ afterAll(async () => {
   await closeAmqp();
   dropTestDatabase(db);
 });
-
-function effects(queue: string): { id: string; note: string | null }[] {
-  return psqlRows(`SELECT id, note FROM effects WHERE queue = '${queue}' ORDER BY id`, db);
-}
-
-async function settled(queue: string): Promise<void> {
-  await waitFor(async () => (await queueDepth(queue)) === 0 && (await queueUnacked(queue)) === 0, 15_000, `'${queue}' settled`);
-}
 
 describe('inbox through typeormAdapter', () => {
   it('commits the effect with the id in the EntityManager transaction, and skips a duplicate', async () => {
@@ -84,7 +75,7 @@ describe('inbox through typeormAdapter', () => {
     await waitFor(() => seen.length === 1, 10_000, 'the duplicate');
     await settled(queue);
     expect(calls).toBe(1);
-    expect(effects(queue)).toEqual([{ id: `${queue}-t1`, note: 'typeorm' }]);
+    expect(effectsOf(db, queue)).toEqual([{ id: `${queue}-t1`, note: 'typeorm' }]);
     expect(psql(`SELECT n FROM rabbit_retry_inbox_duplicates WHERE consumer = '${queue}'`, db)).toBe('1');
   });
 });
@@ -127,8 +118,8 @@ describe('inbox with NestJS @Consume', () => {
     await settled(plainQueue);
     await settled(markedQueue);
     expect(app.get(Orders).calls).toBe(2);
-    expect(effects(plainQueue)).toEqual([{ id: `${plainQueue}-n`, note: 'n=5' }]);
-    expect(effects(markedQueue)).toEqual([{ id: `${markedQueue}-n`, note: 'n=5' }]);
+    expect(effectsOf(db, plainQueue)).toEqual([{ id: `${plainQueue}-n`, note: 'n=5' }]);
+    expect(effectsOf(db, markedQueue)).toEqual([{ id: `${markedQueue}-n`, note: 'n=5' }]);
   });
 
   it('fails the bootstrap for @RabbitTx() on a method without an inbox', async () => {

@@ -27,22 +27,21 @@ import {
   pgUrl,
   psql,
   psqlRows,
-  queueDepth,
   queueExists,
-  queueUnacked,
   testQueue,
   track,
   waitFor,
   waitForOne,
   withChannel,
 } from './helpers';
+import { createEffects, effectsOf, settled } from './inbox-fixture';
 
 let db = '';
 let pool: Pool;
 
 beforeAll(() => {
   db = createTestDatabase('inbox');
-  psql('CREATE TABLE effects (id text PRIMARY KEY, queue text NOT NULL, note text)', db);
+  createEffects(db);
   psql('CREATE TABLE parents (id text PRIMARY KEY)', db);
   psql('CREATE TABLE children (id text PRIMARY KEY, parent text NOT NULL REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)', db);
   pool = new Pool({ connectionString: pgUrl(db), max: 20 });
@@ -55,11 +54,6 @@ afterAll(async () => {
   await closeAmqp();
   dropTestDatabase(db);
 });
-
-/** The effects the handlers of `queue` committed. */
-function effects(queue: string): { id: string; note: string | null }[] {
-  return psqlRows(`SELECT id, note FROM effects WHERE queue = '${queue}' ORDER BY id`, db);
-}
 
 /** The ids the inbox of consumer `consumer` holds. */
 function inboxIds(consumer: string): string[] {
@@ -78,20 +72,15 @@ async function writeEffect(tx: PoolClient, queue: string, msg: Message, note = '
   await tx.query('INSERT INTO effects (id, queue, note) VALUES ($1, $2, $3)', [msg.properties.messageId ?? msg.text(), queue, note]);
 }
 
-/** Waits until `queue` holds no message, ready or unacked. */
-async function settled(queue: string): Promise<void> {
-  await waitFor(async () => (await queueDepth(queue)) === 0 && (await queueUnacked(queue)) === 0, 15_000, `'${queue}' settled`);
-}
-
 describe('inbox over a node-postgres pool', () => {
   it('commits the effect and the id together, then acks', async () => {
     const rr = await connectClient();
     const queue = testQueue();
     const consumer = track(await rr.consume({ queue, inbox: { pool } }, async (msg, { tx }) => writeEffect(tx, queue, msg)));
     await rr.publish('', queue, { n: 1 }, { messageId: `${queue}-1` });
-    await waitFor(() => effects(queue).length === 1, 10_000, 'the effect');
+    await waitFor(() => effectsOf(db, queue).length === 1, 10_000, 'the effect');
     await settled(queue);
-    expect(effects(queue)).toEqual([{ id: `${queue}-1`, note: 'done' }]);
+    expect(effectsOf(db, queue)).toEqual([{ id: `${queue}-1`, note: 'done' }]);
     expect(inboxIds(queue)).toEqual([`${queue}-1`]);
     expect(consumer.stats()).toMatchObject({ acked: 1, duplicates: 0, failed: 0 });
   });
@@ -115,7 +104,7 @@ describe('inbox over a node-postgres pool', () => {
     await waitFor(() => duplicates.length === 1, 10_000, 'the duplicate event');
     await settled(queue);
     expect(calls).toBe(1);
-    expect(effects(queue)).toHaveLength(1);
+    expect(effectsOf(db, queue)).toHaveLength(1);
     expect(duplicates).toEqual([{ queue, consumer: name, messageId: `${queue}-twice` }]);
     expect(duplicatesOf(name)).toBe(1);
     expect(consumer.stats()).toMatchObject({ acked: 2, duplicates: 1 });
@@ -151,7 +140,7 @@ describe('inbox over a node-postgres pool', () => {
     expect(calls).toBe(0);
     expect(redelivered).toBeUndefined();
     expect(duplicatesOf(queue)).toBe(1);
-    expect(effects(queue)).toHaveLength(1);
+    expect(effectsOf(db, queue)).toHaveLength(1);
   });
 
   it('rolls back what a throwing handler wrote; the retried copy is handled once', async () => {
@@ -168,12 +157,12 @@ describe('inbox over a node-postgres pool', () => {
     const retries: RetryEvent[] = [];
     consumer.on('retry', (e) => retries.push(e));
     await rr.publish('', queue, 'r', { messageId: `${queue}-r` });
-    await waitFor(() => effects(queue).length === 1, 10_000, 'the retried effect');
+    await waitFor(() => effectsOf(db, queue).length === 1, 10_000, 'the retried effect');
     await settled(queue);
     await settled(retryQueueName(queue, '200ms'));
     expect(retries).toMatchObject([{ queue, target: retryQueueName(queue, '200ms'), error: 'carrier down', messageId: `${queue}-r` }]);
     expect(calls).toBe(2);
-    expect(effects(queue)).toEqual([{ id: `${queue}-r`, note: 'attempt 1' }]);
+    expect(effectsOf(db, queue)).toEqual([{ id: `${queue}-r`, note: 'attempt 1' }]);
     expect(inboxIds(queue)).toEqual([`${queue}-r`]);
   });
 
@@ -190,7 +179,7 @@ describe('inbox over a node-postgres pool', () => {
     const parked = await waitForOne(parkedQueueName(queue));
     expect(parked.properties.messageId).toBe(`${queue}-n`);
     expect(parked.headers).toMatchObject({ 'retry-reason': 'non-retryable', 'retry-last-error': 'bad order' });
-    expect(effects(queue)).toEqual([]);
+    expect(effectsOf(db, queue)).toEqual([]);
     expect(inboxIds(queue)).toEqual([]);
   });
 
@@ -210,7 +199,7 @@ describe('inbox over a node-postgres pool', () => {
     const retries: RetryEvent[] = [];
     consumer.on('retry', (e) => retries.push(e));
     await rr.publish('', queue, 'c', { messageId: `${queue}-c` });
-    await waitFor(() => effects(queue).length === 1, 10_000, 'the effect of the second attempt');
+    await waitFor(() => effectsOf(db, queue).length === 1, 10_000, 'the effect of the second attempt');
     await settled(queue);
     // An inbox failure is retryable whatever onFailure.retryable says.
     expect(retries).toHaveLength(1);
