@@ -6,6 +6,7 @@
  * id, `inbox.key`, the retention's cleanup, the option checks and the
  * migrations. One database `rr_test_<random>` per run.
  */
+import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { Pool, type PoolClient } from 'pg';
 
 import {
@@ -85,8 +86,13 @@ describe('inbox over a node-postgres pool', () => {
     expect(consumer.stats()).toMatchObject({ acked: 1, duplicates: 0, failed: 0 });
   });
 
-  it('handles a message published twice with one id once: the second copy is a duplicate, acked', async () => {
-    const rr = await connectClient();
+  it('handles a message published twice with one id once: the second copy is a duplicate, acked and counted', async () => {
+    const reader = new (class extends MetricReader {
+      protected async onShutdown(): Promise<void> {}
+      protected async onForceFlush(): Promise<void> {}
+    })();
+    const provider = new MeterProvider({ readers: [reader] });
+    const rr = await connectClient({ meterProvider: provider });
     const queue = testQueue();
     const name = `${queue}-orders`;
     let calls = 0;
@@ -108,6 +114,10 @@ describe('inbox over a node-postgres pool', () => {
     expect(duplicates).toEqual([{ queue, consumer: name, messageId: `${queue}-twice` }]);
     expect(duplicatesOf(name)).toBe(1);
     expect(consumer.stats()).toMatchObject({ acked: 2, duplicates: 1 });
+    const { resourceMetrics } = await reader.collect();
+    const counted = resourceMetrics.scopeMetrics.flatMap((m) => m.metrics).find((m) => m.descriptor.name === 'rabbit_retry.inbox.duplicates');
+    expect(counted?.dataPoints).toMatchObject([{ attributes: { queue }, value: 1 }]);
+    await provider.shutdown();
   });
 
   it('acks a redelivery of a message whose effect was committed, without calling the handler', async () => {
