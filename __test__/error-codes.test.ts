@@ -7,7 +7,7 @@ import { type ErrorCode, RabbitRetryError, fromNative } from '../lib/errors';
 import { binding } from '../lib/native';
 
 /** Codes that only the TypeScript layer raises (a handler throws them, or a start-up check). */
-const JS_ONLY: readonly ErrorCode[] = ['NON_RETRYABLE', 'NO_HANDLER', 'UNSUPPORTED_OPTION'];
+const JS_ONLY: readonly ErrorCode[] = ['NON_RETRYABLE', 'NO_HANDLER', 'UNSUPPORTED_OPTION', 'INBOX'];
 
 /** Every member of ErrorCode; the `satisfies` keeps it complete at compile time. */
 const TS_CODES = Object.keys({
@@ -24,6 +24,7 @@ const TS_CODES = Object.keys({
   RETRY_TABLE: true,
   REPLY_REFUSED: true,
   BROKER_UNSUPPORTED: true,
+  INBOX: true,
 } satisfies Record<ErrorCode, true>) as ErrorCode[];
 
 describe('error codes', () => {

@@ -336,7 +336,7 @@ describe('when the native settle refuses a whole batch', () => {
       batchSize: 10,
       url: 'amqp://fake',
       logger,
-      metrics: { acked: noop, retried: noop, parked: noop, publishFailed: noop, handlerDuration: noop, circuitOpened: noop, stop: noop },
+      metrics: { acked: noop, retried: noop, parked: noop, publishFailed: noop, duplicate: noop, handlerDuration: noop, circuitOpened: noop, stop: noop },
       parkedDepth: async () => undefined,
       stuckAfterMs: 300_000,
       onClosed: noop,

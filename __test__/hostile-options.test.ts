@@ -286,7 +286,7 @@ describe('unknown options are refused, naming the key, where it is and the neare
       [
         'durable (no near neighbour)',
         (queue) => ({ queue, durable: true }) as never,
-        /^`durable` is not an option of consume; its options are .*`stuckAfterMs`$/,
+        /^`durable` is not an option of consume; its options are .*`stuckAfterMs`, `inbox`$/,
       ],
       [
         'onFailure.table',

@@ -8,6 +8,9 @@ import { Replies } from './replies';
 import { RetryTable } from './table';
 import { binding, type NativeClient, parkedQueueName, retryQueueName } from './native';
 import { consumerMetrics } from './metrics';
+import { Inbox } from './inbox';
+import type { InboxAdapterOptions, InboxHandler, InboxPoolOptions } from './inbox-options';
+import type { PgClientOf, PgPoolLike } from './transaction';
 import { drainTracing, tracedPublish } from './tracing';
 import { type CircuitRecord, checkCircuitFits, circuitFor, circuitSettings } from './circuit';
 import { CircuitIo, circuitQueueName, readCircuitState } from './consumer/circuit-io';
@@ -177,11 +180,19 @@ export class RabbitRetry {
    * exchange and binding when given), then starts `handler` on every delivery.
    * Rejects with a {@link TopologyMismatchError} when a queue exists with other
    * arguments, or an {@link InvalidOptionsError} naming the bad option.
+   *
+   * With `inbox`, the handler runs in a transaction of your database that
+   * records the message's id, and gets `{ tx }` second: a pg client of
+   * `inbox.pool`, or the transaction of `inbox.adapter` (see the inbox guide).
    */
-  async consume(options: ConsumeOptions, handler: Handler): Promise<Consumer> {
+  consume<P extends PgPoolLike>(options: ConsumeOptions & { inbox: InboxPoolOptions<P> }, handler: InboxHandler<PgClientOf<P>>): Promise<Consumer>;
+  consume<Tx>(options: ConsumeOptions & { inbox: InboxAdapterOptions<Tx> }, handler: InboxHandler<Tx>): Promise<Consumer>;
+  consume(options: ConsumeOptions, handler: Handler): Promise<Consumer>;
+  async consume(options: ConsumeOptions, handler: Handler | InboxHandler<never>): Promise<Consumer> {
     this.assertOpen();
     checkConsumeOptions(options);
     if (typeof handler !== 'function') throw new InvalidOptionsError('handler must be a function (msg) => Promise<void>');
+    const inbox = options.inbox && new Inbox(options.inbox, options.queue);
     const brokerDelay = options.onFailure?.brokerDelay;
     // With brokerDelay no retry queue is declared: the default delays do not apply.
     const delays = delayStrings(options.onFailure?.delays ?? (brokerDelay ? [] : undefined));
@@ -200,6 +211,8 @@ export class RabbitRetry {
     const circuit = circuitOptions ? circuitSettings(circuitOptions) : undefined;
     const dependency = circuitOptions?.dependency ?? options.queue;
     if (circuit) checkCircuitFits(dependency, circuit);
+    // The inbox's tables exist before anything is declared.
+    await inbox?.prepare();
     // Left-out options go as undefined: the native layer checks every value and applies the defaults.
     const inner = await native(() =>
       this.inner.consume({
@@ -237,7 +250,7 @@ export class RabbitRetry {
     const shared = circuit && circuitFor(dependency, circuit);
     const consumer = new Consumer({
       inner,
-      handler,
+      handler: inbox ? inbox.wrap(handler as InboxHandler<unknown>) : (handler as Handler),
       retryable: options.onFailure?.retryable ?? (() => true),
       stackOnRetry: options.onFailure?.stackOnRetry,
       batchSize: options.prefetch ?? CONSUME_DEFAULTS.prefetch,
@@ -257,8 +270,12 @@ export class RabbitRetry {
           delays.map((d) => retryQueueName(options.queue, d as Delay)),
         ),
       },
-      onClosed: (c) => this.consumers.delete(c),
+      onClosed: (c) => {
+        inbox?.stop();
+        this.consumers.delete(c);
+      },
     });
+    inbox?.start({ duplicate: (key) => consumer.duplicate(inbox.consumer, key), fail: (err) => consumer.reportError(err) });
     this.consumers.add(consumer);
     this.made.add(consumer);
     const labels = delays.length ? nativeSync(() => binding.parseDelays(delays)).map((d) => d.label) : [];

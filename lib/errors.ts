@@ -17,7 +17,8 @@ export type ErrorCode =
   | 'CLOSED'
   | 'RETRY_TABLE'
   | 'REPLY_REFUSED'
-  | 'BROKER_UNSUPPORTED';
+  | 'BROKER_UNSUPPORTED'
+  | 'INBOX';
 
 /** The base class of rabbit-retry's errors. */
 export class RabbitRetryError extends Error {
@@ -103,6 +104,18 @@ export class PublishFailedError extends RabbitRetryError {
 export class ConnectionError extends RabbitRetryError {
   constructor(message: string) {
     super('CONNECTION', message);
+  }
+}
+
+/**
+ * The database of a consumer's inbox failed: the transaction could not begin,
+ * record the message's id, or commit. Nothing the handler wrote was
+ * committed, and the message goes the failure path as a retryable failure
+ * (whatever `onFailure.retryable` says): it is never lost.
+ */
+export class InboxError extends RabbitRetryError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('INBOX', message, options);
   }
 }
 

@@ -22,6 +22,7 @@ export type {
   RecoveredEvent,
   StoredEvent,
   StuckEvent,
+  DuplicateEvent,
   ConsumerHealth,
   CloseResult,
   SchedulerStopResult,
@@ -29,6 +30,24 @@ export type {
 export { RetryTable, type RowSelector, type ListOptions, type RetryRow, type RetryTableStats, type PauseWhenOptions, type DependencyWatch } from './table';
 export type { MeterProviderLike } from './otel';
 export { Message, type MessageProperties } from './message';
+export type { InboxOptions, InboxPoolOptions, InboxAdapterOptions, InboxCommonOptions, InboxContext, InboxHandler } from './inbox-options';
+export {
+  pgAdapter,
+  typeormAdapter,
+  migrateTables,
+  type TransactionAdapter,
+  type SqlResult,
+  type PgPoolLike,
+  type PgClientLike,
+  type PgClientOf,
+  type PgPoolWithCallback,
+  type PgQueryResultLike,
+  type TypeormDataSourceLike,
+  type TypeormManagerLike,
+  type TransactionLike,
+  type AdapterTransaction,
+  type QueryableLike,
+} from './sql';
 export {
   DEFAULT_DELAYS,
   DEFAULT_STUCK_AFTER_MS,
@@ -54,6 +73,7 @@ export {
 export {
   RabbitRetryError,
   NonRetryableError,
+  InboxError,
   NoHandlerError,
   UnsupportedOptionError,
   TopologyMismatchError,

@@ -29,6 +29,8 @@ export interface ConsumerMetrics {
   retried(delay: string): void;
   parked(reason: string): void;
   publishFailed(): void;
+  /** The inbox acked a copy of a message handled already. */
+  duplicate(): void;
   handlerDuration(ms: number, outcome: 'success' | 'failure'): void;
   /** The consumer's circuit opened. */
   circuitOpened(dependency: string): void;
@@ -45,6 +47,7 @@ const noop: ConsumerMetrics = {
   retried: nothing,
   parked: nothing,
   publishFailed: nothing,
+  duplicate: nothing,
   handlerDuration: nothing,
   circuitOpened: nothing,
   stop: nothing,
@@ -66,6 +69,9 @@ export function consumerMetrics(
   const parked = meter.createCounter('rabbit_retry.messages.parked', { description: 'Failed messages sent to the parked queue' });
   const failed = meter.createCounter('rabbit_retry.republish.failed', {
     description: 'Failed messages whose republish failed (left unacked for redelivery)',
+  });
+  const duplicates = meter.createCounter('rabbit_retry.inbox.duplicates', {
+    description: 'Copies of already handled messages the inbox acked without calling the handler',
   });
   const duration = meter.createHistogram('rabbit_retry.handler.duration', { description: 'Handler duration', unit: 'ms' });
   const depth = meter.createObservableGauge('rabbit_retry.parked.depth', { description: 'Messages in the parked queue' });
@@ -98,6 +104,7 @@ export function consumerMetrics(
     retried: (delay) => retried.add(1, attrs(byDelay, 'delay', delay)),
     parked: (reason) => parked.add(1, attrs(byReason, 'reason', reason)),
     publishFailed: () => failed.add(1, base),
+    duplicate: () => duplicates.add(1, base),
     handlerDuration: (ms, outcome) => duration.record(ms, outcome === 'success' ? success : failure),
     circuitOpened: (dependency) => circuitOpens.add(1, { ...base, dependency }),
     stop: () => {

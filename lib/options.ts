@@ -6,9 +6,12 @@
  */
 import type { BrokerDelayOptions, Delay } from './delay';
 import type { Message, MessageProperties } from './message';
+import type { InboxOptions } from './inbox-options';
 import type { MeterProviderLike } from './otel';
+import type { RecoveryOptions } from './recovery';
 
 export { type BrokerDelayOptions, type Delay, DEFAULT_DELAYS } from './delay';
+export { type RecoveryOptions, RECOVERY_OPTION_KEYS } from './recovery';
 
 /**
  * Every key of `T` mapped to `true`: the type of a table of an options
@@ -413,6 +416,12 @@ export interface ConsumeOptions {
    * @default 300000 (5 minutes)
    */
   stuckAfterMs?: number;
+  /**
+   * Runs each handler in a transaction of your PostgreSQL database that also
+   * records the message's id: a message whose effects were committed is acked
+   * and never handled again (the handler gets `{ tx }` second). See the inbox guide.
+   */
+  inbox?: InboxOptions;
 }
 
 /** The keys of {@link ConsumeOptions}. @internal */
@@ -433,6 +442,7 @@ export const CONSUME_OPTION_KEYS = {
   alert: true,
   recovery: true,
   stuckAfterMs: true,
+  inbox: true,
 } satisfies OptionKeys<ConsumeOptions>;
 
 /** How long a handler may run before it counts as stuck: 5 minutes. */
@@ -455,35 +465,6 @@ export const CLOSE_OPTION_KEYS = { timeoutMs: true } satisfies OptionKeys<CloseO
 
 /** How long `close` waits for in-flight handlers by default: 30 seconds. */
 export const DEFAULT_CLOSE_TIMEOUT_MS = 30_000;
-
-/** Reconnecting after a lost channel or connection: exponential backoff with jitter. */
-export interface RecoveryOptions {
-  /** The first wait, in milliseconds. @default 500 */
-  initialDelayMs?: number;
-  /** The longest wait, in milliseconds. @default 30000 */
-  maxDelayMs?: number;
-  /**
-   * Give up after this many tries: the consumer closes and emits `error`.
-   * @default Infinity (never give up)
-   */
-  maxAttempts?: number;
-  /**
-   * How long one broker round trip of starting, recovering or stopping the
-   * consumer (declare, channel open, qos, consume, cancel, ack, channel close)
-   * may take before it counts as failed: a broker that stops answering cannot
-   * hold recovery or `close()` for good.
-   * @default 15000
-   */
-  stepTimeoutMs?: number;
-}
-
-/** The keys of {@link RecoveryOptions}. @internal */
-export const RECOVERY_OPTION_KEYS = {
-  initialDelayMs: true,
-  maxDelayMs: true,
-  maxAttempts: true,
-  stepTimeoutMs: true,
-} satisfies OptionKeys<RecoveryOptions>;
 
 /** Options of {@link RabbitRetry.publish}. */
 export interface PublishOptions extends Omit<MessageProperties, 'timestamp' | 'expiration' | 'deliveryMode'> {

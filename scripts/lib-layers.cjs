@@ -3,10 +3,11 @@
  * may import modules of its own layer and of lower ones:
  *
  *   base      native, errors, error-text, otel, otel-api, redact: no library module below them
- *   model     options, delay, message, wire, metrics: what the options and a message are
- *   tools     names, check-options, fence, log, tracing, publish, replies
+ *   model     options, delay, recovery, message, wire, metrics, transaction, inbox-options: what the options
+ *             and a message are, and what rabbit-retry needs of the user's database
+ *   tools     names, check-options, fence, log, tracing, publish, replies, sql
  *   circuit   circuit: one dependency's breaker, which consumers share
- *   parts     table, parked, consumer/: each stands alone, none imports another
+ *   parts     table, parked, consumer/, inbox/, outbox/: each stands alone, none imports another
  *   client    client: the RabbitRetry connection that puts the parts together
  *   surfaces  console/, testing/: built on the client
  *   entries   index (the package's main export) and cli/: what a user reaches first
@@ -19,10 +20,10 @@
  */
 const LAYERS = [
   ['base', ['native', 'errors', 'error-text', 'otel', 'otel-api', 'redact']],
-  ['model', ['options', 'delay', 'message', 'wire', 'metrics']],
-  ['tools', ['names', 'check-options', 'fence', 'log', 'tracing', 'publish', 'replies']],
+  ['model', ['options', 'delay', 'recovery', 'message', 'wire', 'metrics', 'transaction', 'inbox-options']],
+  ['tools', ['names', 'check-options', 'fence', 'log', 'tracing', 'publish', 'replies', 'sql']],
   ['circuit', ['circuit']],
-  ['parts', ['table', 'parked', 'consumer']],
+  ['parts', ['table', 'parked', 'consumer', 'inbox', 'outbox']],
   ['client', ['client']],
   ['surfaces', ['console', 'testing']],
   ['entries', ['index', 'cli']],

@@ -56,7 +56,7 @@ export interface ConsumerContext {
 /**
  * A running consumer of one work queue. Created by {@link RabbitRetry.consume}.
  *
- * Events: `retry`, `parked`, `stored`, `publishFailed`, `stuck`, `alert`,
+ * Events: `retry`, `parked`, `stored`, `duplicate`, `publishFailed`, `stuck`, `alert`,
  * `tableAlert`, `disconnected`, `recovered` and `error` (see {@link ConsumerEvents}).
  */
 export class Consumer extends EventEmitter<ConsumerEvents> {
@@ -282,6 +282,23 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
    */
   close(options?: CloseOptions): Promise<CloseResult> {
     return this.shutdown.close(options, runningConsumer() === this);
+  }
+
+  /**
+   * The inbox named `consumer` acked a copy of message `messageId` it had
+   * handled already: counted, and emitted as `duplicate`.
+   * @internal
+   */
+  duplicate(consumer: string, messageId: string): void {
+    this.reporter.duplicate({ queue: this.queue, consumer, messageId });
+  }
+
+  /**
+   * Reports an error of the consumer's own work (its inbox's cleanup) as `error`, or logs it when nobody listens.
+   * @internal
+   */
+  reportError(err: Error): void {
+    this.reporter.fail(err);
   }
 
   /**

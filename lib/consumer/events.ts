@@ -42,6 +42,16 @@ export interface ParkedEvent {
   error: string;
 }
 
+/** Emitted when a consumer with an inbox acked a copy of a message it had handled already, without calling the handler. */
+export interface DuplicateEvent {
+  /** The work queue. */
+  queue: string;
+  /** The inbox's consumer name (`inbox.consumer`, by default the queue). */
+  consumer: string;
+  /** The message's key: its message id, or what `inbox.key` gave. */
+  messageId: string;
+}
+
 /** Emitted when a failed message could not be republished; it stays unacked and nothing is lost. */
 export interface PublishFailedEvent {
   /** The work queue. */
@@ -99,6 +109,8 @@ export interface ConsumerStats {
   stored: number;
   /** Republishes that failed (the message stayed unacked). */
   publishFailed: number;
+  /** Copies of already handled messages that the inbox acked without calling the handler (counted in `acked` too). */
+  duplicates: number;
   /** Handler durations in milliseconds. */
   /** Deliveries given back to the work queue, never started, because the circuit had opened. */
   released: number;
@@ -222,6 +234,8 @@ export interface ConsumerEvents {
   retry: [RetryEvent];
   /** A failed message was parked. */
   parked: [ParkedEvent];
+  /** The inbox acked a copy of a message it had handled already, without calling the handler. */
+  duplicate: [DuplicateEvent];
   /** A republish failed; the message stays unacked until the channel closes. */
   publishFailed: [PublishFailedEvent];
   /** A handler has not settled its message after `stuckAfterMs` (once per delivery). */

@@ -6,7 +6,7 @@
  * `onFailure.table` callbacks say of the row. Where the message goes is the
  * native verdict's to decide (`src/retry/verdict.rs`), not this module's.
  */
-import { NoHandlerError, NonRetryableError, ReplyRefusedError } from '../errors';
+import { InboxError, NoHandlerError, NonRetryableError, ReplyRefusedError } from '../errors';
 import type { Message } from '../message';
 import type { NativeFailureInfo } from '../native';
 import type { TableRouteOptions } from '../options';
@@ -31,6 +31,14 @@ function isNoHandler(err: unknown): boolean {
 function isReplyRefused(err: unknown): boolean {
   try {
     return err instanceof ReplyRefusedError;
+  } catch {
+    return false;
+  }
+}
+
+function isInboxFailure(err: unknown): boolean {
+  try {
+    return err instanceof InboxError;
   } catch {
     return false;
   }
@@ -90,6 +98,8 @@ export class FailureReporter {
     if (isNoHandler(err)) return 'no-handler';
     if (isReplyRefused(err)) return 'reply-refused';
     if (isNonRetryable(err)) return 'non-retryable';
+    // The inbox's database failed, not the handler: another attempt may well succeed.
+    if (isInboxFailure(err)) return 'retryable';
     return this.isRetryable(err, msg) ? 'retryable' : 'non-retryable';
   }
 

@@ -11,7 +11,7 @@ import { type RabbitRetryError, fromNative } from '../errors';
 import type { Log } from '../log';
 import type { ConsumerTracing } from '../tracing';
 import type { WireEvent } from '../wire';
-import type { ConsumerEvents, StuckEvent } from './events';
+import type { ConsumerEvents, DuplicateEvent, StuckEvent } from './events';
 import type { Tally } from './tally';
 
 /** A change of the consumer's circuit, as its event. */
@@ -34,7 +34,7 @@ export interface ReportHost {
 export class Reporter {
   constructor(
     private readonly host: ReportHost,
-    private readonly tally: Pick<Tally, 'retried' | 'parked' | 'stored' | 'publishFailed' | 'circuitOpened' | 'safely'>,
+    private readonly tally: Pick<Tally, 'retried' | 'parked' | 'stored' | 'publishFailed' | 'duplicate' | 'circuitOpened' | 'safely'>,
     private readonly tracing: Pick<ConsumerTracing, 'settled'>,
   ) {}
 
@@ -57,6 +57,12 @@ export class Reporter {
         `rabbit-retry: the handler of message ${event.messageId ?? '(no id)'} of '${this.host.queue}' has not settled after ${event.sinceMs} ms (stuckAfterMs ${stuckAfterMs})`,
       );
     }
+  }
+
+  /** The inbox acked a copy of a message handled already (its handler was not called). */
+  duplicate(event: DuplicateEvent): void {
+    this.tally.duplicate();
+    if (this.host.heard('duplicate')) this.emitSafely('duplicate', () => this.host.emit('duplicate', event));
   }
 
   /** The consumer's circuit changed. */

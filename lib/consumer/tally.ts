@@ -21,6 +21,7 @@ export class Tally {
     parkedByReason: {},
     stored: 0,
     publishFailed: 0,
+    duplicates: 0,
     released: 0,
     returnedEarly: 0,
     handlerMs: { count: 0, total: 0, max: 0 },
@@ -82,6 +83,12 @@ export class Tally {
   publishFailed(): void {
     this.c.publishFailed++;
     this.metrics.publishFailed();
+  }
+
+  /** The inbox acked a copy of a message handled already. */
+  duplicate(): void {
+    this.c.duplicates++;
+    this.safely(() => this.metrics.duplicate());
   }
 
   /** `n` deliveries went back to the queue unstarted (the circuit opened). */

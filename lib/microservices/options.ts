@@ -18,7 +18,7 @@ import { CONNECT_OPTION_KEYS, CONSUME_OPTION_KEYS, type ConnectOptions, type Con
  * new RabbitRetryServer({ url: 'amqp://guest:guest@127.0.0.1:5672', queue: 'cats_queue', onFailure: { delays: ['5s', '1m'] } })
  * ```
  */
-export interface RabbitRetryServerOptions extends ConnectOptions, ConsumeOptions {
+export interface RabbitRetryServerOptions extends ConnectOptions, Omit<ConsumeOptions, 'inbox'> {
   /**
    * A connected client to consume with (the one of `RabbitRetryModule`, for
    * example) instead of a connection of the server's own. The server does not
@@ -66,10 +66,13 @@ const SERVER_OWN_KEYS = {
   closeTimeoutMs: true,
 } satisfies OptionKeys<Pick<RabbitRetryServerOptions, 'client' | 'retryRequests' | 'serializer' | 'deserializer' | 'closeTimeoutMs'>>;
 
+// The transport's handlers get no transaction: `inbox` is for `@Consume` and `rr.consume`.
+const { inbox: _inbox, ...serverConsumeKeys } = CONSUME_OPTION_KEYS;
+
 /** The keys of {@link RabbitRetryServerOptions}. @internal */
 export const SERVER_OPTION_KEYS = {
   ...CONNECT_OPTION_KEYS,
-  ...CONSUME_OPTION_KEYS,
+  ...serverConsumeKeys,
   ...SERVER_OWN_KEYS,
 } satisfies OptionKeys<RabbitRetryServerOptions>;
 

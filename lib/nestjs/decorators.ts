@@ -9,6 +9,8 @@ import type { ConsumeHandlerOptions } from './options';
  * bootstraps. The method receives the parsed JSON body first and the
  * {@link Message} second; resolve to ack, throw to retry or park (see
  * {@link OnFailure}). A body that is not JSON parks at once as `non-retryable`.
+ * With `inbox`, it runs in a transaction of your database and receives
+ * `{ tx }` third (or where {@link RabbitTx} marks it).
  *
  * Only stores metadata, so it combines with {@link OnFailure} in either order.
  */
@@ -35,7 +37,7 @@ export function InjectRabbitRetry(): PropertyDecorator & ParameterDecorator {
  * The parameter kinds of a handler; the numbers of Nest's RPC payload and
  * context, and one more for the headers (which pipes see as `custom`). @internal
  */
-export const ArgType = { Payload: 3, Message: 6, Headers: 7 } as const;
+export const ArgType = { Payload: 3, Message: 6, Headers: 7, Tx: 8 } as const;
 
 /** @internal */
 export type ArgType = (typeof ArgType)[keyof typeof ArgType];
@@ -54,7 +56,7 @@ function argDecorator(type: ArgType, data: string | undefined, pipes: PipeLike[]
   return (target, key, index) => {
     if (key === undefined) {
       throw new Error(
-        'rabbit-retry: @RabbitPayload(), @RabbitMessage(), @RabbitHeader() and @RabbitRequest() go on the parameters of a @Consume or @RabbitSubscribe method',
+        'rabbit-retry: @RabbitPayload(), @RabbitMessage(), @RabbitHeader(), @RabbitRequest() and @RabbitTx() go on the parameters of a @Consume or @RabbitSubscribe method',
       );
     }
     const ctor = target.constructor;
@@ -95,4 +97,14 @@ export function RabbitRequest(): ParameterDecorator {
 export function RabbitHeader(property?: string | PipeLike, ...pipes: PipeLike[]): ParameterDecorator {
   if (property === undefined || typeof property === 'string') return argDecorator(ArgType.Headers, property, pipes);
   return argDecorator(ArgType.Headers, undefined, [property, ...pipes]);
+}
+
+/**
+ * Marks the parameter that receives the inbox's transaction (`tx`: a pg
+ * client with `inbox: { pool }`, the adapter's transaction with
+ * `inbox: { adapter }`) of a `@Consume({ queue, inbox })` method. On a
+ * method without an inbox it fails the bootstrap.
+ */
+export function RabbitTx(): ParameterDecorator {
+  return argDecorator(ArgType.Tx, undefined, []);
 }

@@ -8,6 +8,7 @@ import type { RabbitRetry } from '../client';
 import type { Consumer } from '../consumer';
 import { reasonOf } from '../error-text';
 import { InvalidOptionsError, NonRetryableError, RabbitRetryError } from '../errors';
+import type { InboxContext } from '../inbox-options';
 import type { Message } from '../message';
 import { checkKeys, checkObject, checkOnFailureKeys } from '../check-options';
 import type { ConsumeOptions, OnFailureOptions } from '../options';
@@ -46,6 +47,7 @@ const claimed = new WeakMap<object, Set<string>>();
 const paramsFactory = {
   exchangeKeyForValue(type: number, data: unknown, args: unknown[]): unknown {
     if (type === ArgType.Message) return args[1];
+    if (type === ArgType.Tx) return (args[3] as InboxContext<unknown> | undefined)?.tx;
     const value = type === ArgType.Headers ? (args[1] as Message).headers : args[0];
     if (typeof data !== 'string') return value;
     return value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[data] : undefined;
@@ -272,12 +274,16 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     );
     const read = ref.body ?? ((msg: Message) => msg.json());
     const subscriber = ref.subscribe !== undefined;
-    const handler = async (msg: Message): Promise<void> => {
+    const inbox = options.inbox !== undefined;
+    if (!inbox && this.marksTx(ref)) {
+      throw new InvalidOptionsError(`${ref.name}: @RabbitTx() needs an inbox: @Consume({ queue, inbox: { pool } })`);
+    }
+    const handler = async (msg: Message, tx?: InboxContext<unknown>): Promise<void> => {
       const body = read(msg);
       let returned: unknown;
       try {
-        // golevelup's handlers take the headers third; @Consume handlers ignore them.
-        returned = await invoke(body, msg, msg.headers);
+        // golevelup's handlers take the headers third; @Consume handlers the inbox's { tx } (or nothing).
+        returned = await invoke(body, msg, inbox ? tx : msg.headers, tx);
       } catch (err) {
         // A guard's refusal will not change on the next attempt.
         if (isForbidden(err)) throw new NonRetryableError(`${ref.name} refused the message: ${reasonOf(err)}`, { cause: err });
@@ -295,6 +301,12 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     this.consumers.push({ ref, consumer });
     this.registry.add(consumer);
     this.logger.log(`${ref.name} consumes '${consumer.queue}' on ${this.rr.url}`);
+  }
+
+  /** Whether a parameter of the handler has `@RabbitTx()`. */
+  private marksTx(ref: HandlerRef): boolean {
+    const args = (Reflect.getMetadata(ARGS_METADATA, ref.instance.constructor, ref.method) ?? {}) as Record<string, unknown>;
+    return Object.keys(args).some((key) => key.startsWith(`${ArgType.Tx}:`));
   }
 
   private follow(consumer: Consumer): void {

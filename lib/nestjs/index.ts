@@ -1,13 +1,13 @@
 /**
  * rabbit-retry for NestJS: `RabbitRetryModule`, `@Consume`, `@OnFailure`,
- * `@RabbitSubscribe` (with the options of `@golevelup/nestjs-rabbitmq`'s) and
+ * `@RabbitSubscribe` (with the options of `@golevelup/nestjs-rabbitmq`'s), `@RabbitTx` and
  * `@InjectRabbitRetry`. Needs `@nestjs/common`, `@nestjs/core`,
  * `reflect-metadata` and `rxjs` (NestJS 10, 11 or 12).
  */
 export { RabbitRetryModule } from './module';
 export { RabbitRetryConsumers, type ConsumersHealth } from './consumers';
 export { RabbitRetryConsoleModule, RabbitRetryConsoleHost, RABBIT_RETRY_CONSOLE_OPTIONS, type RabbitRetryConsoleModuleOptions } from './console-module';
-export { Consume, OnFailure, InjectRabbitRetry, RabbitPayload, RabbitMessage, RabbitRequest, RabbitHeader, type PipeLike } from './decorators';
+export { Consume, OnFailure, InjectRabbitRetry, RabbitPayload, RabbitMessage, RabbitRequest, RabbitHeader, RabbitTx, type PipeLike } from './decorators';
 export { RabbitSubscribe, Nack, type RabbitSubscribeOptions, type RabbitSubscribeQueueOptions } from './subscribe';
 export {
   RABBIT_RETRY_MODULE_OPTIONS,

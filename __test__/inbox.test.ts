@@ -1,0 +1,371 @@
+/**
+ * The inbox (`consume({ inbox })`) against the machine's PostgreSQL and
+ * broker: the handler's effects and the message's id committed together,
+ * duplicates acked without calling the handler, rollbacks on a throw or a
+ * failed commit that send the message the failure path, messages without an
+ * id, `inbox.key`, the retention's cleanup, the option checks and the
+ * migrations. One database `rr_test_<random>` per run.
+ */
+import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
+import { Pool, type PoolClient } from 'pg';
+
+import {
+  type DuplicateEvent,
+  InboxError,
+  type Message,
+  NonRetryableError,
+  type ParkedEvent,
+  type RetryEvent,
+  parkedQueueName,
+  retryQueueName,
+} from '../lib';
+import {
+  cleanup,
+  closeAmqp,
+  connectClient,
+  createTestDatabase,
+  dropTestDatabase,
+  pgUrl,
+  psql,
+  psqlRows,
+  queueExists,
+  testQueue,
+  track,
+  waitFor,
+  waitForOne,
+  withChannel,
+} from './helpers';
+import { createEffects, effectsOf, settled } from './inbox-fixture';
+
+let db = '';
+let pool: Pool;
+
+beforeAll(() => {
+  db = createTestDatabase('inbox');
+  createEffects(db);
+  psql('CREATE TABLE parents (id text PRIMARY KEY)', db);
+  psql('CREATE TABLE children (id text PRIMARY KEY, parent text NOT NULL REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)', db);
+  pool = new Pool({ connectionString: pgUrl(db), max: 20 });
+});
+
+afterEach(cleanup);
+
+afterAll(async () => {
+  await pool.end();
+  await closeAmqp();
+  dropTestDatabase(db);
+});
+
+/** The ids the inbox of consumer `consumer` holds. */
+function inboxIds(consumer: string): string[] {
+  return psqlRows<{ message_id: string }>(`SELECT message_id FROM rabbit_retry_inbox WHERE consumer = '${consumer}' ORDER BY message_id`, db).map(
+    (r) => r.message_id,
+  );
+}
+
+/** The duplicates counted for consumer `consumer`. */
+function duplicatesOf(consumer: string): number {
+  return Number(psql(`SELECT coalesce((SELECT n FROM rabbit_retry_inbox_duplicates WHERE consumer = '${consumer}'), 0)`, db));
+}
+
+/** Records the handler's effect: one row of `effects`, keyed by the message id, in `tx`. */
+async function writeEffect(tx: PoolClient, queue: string, msg: Message, note = 'done'): Promise<void> {
+  await tx.query('INSERT INTO effects (id, queue, note) VALUES ($1, $2, $3)', [msg.properties.messageId ?? msg.text(), queue, note]);
+}
+
+describe('inbox over a node-postgres pool', () => {
+  it('commits the effect and the id together, then acks', async () => {
+    const rr = await connectClient();
+    const queue = testQueue();
+    const consumer = track(await rr.consume({ queue, inbox: { pool } }, async (msg, { tx }) => writeEffect(tx, queue, msg)));
+    await rr.publish('', queue, { n: 1 }, { messageId: `${queue}-1` });
+    await waitFor(() => effectsOf(db, queue).length === 1, 10_000, 'the effect');
+    await settled(queue);
+    expect(effectsOf(db, queue)).toEqual([{ id: `${queue}-1`, note: 'done' }]);
+    expect(inboxIds(queue)).toEqual([`${queue}-1`]);
+    expect(consumer.stats()).toMatchObject({ acked: 1, duplicates: 0, failed: 0 });
+  });
+
+  it('handles a message published twice with one id once: the second copy is a duplicate, acked and counted', async () => {
+    const reader = new (class extends MetricReader {
+      protected async onShutdown(): Promise<void> {}
+      protected async onForceFlush(): Promise<void> {}
+    })();
+    const provider = new MeterProvider({ readers: [reader] });
+    const rr = await connectClient({ meterProvider: provider });
+    const queue = testQueue();
+    const name = `${queue}-orders`;
+    let calls = 0;
+    const consumer = track(
+      await rr.consume({ queue, prefetch: 10, inbox: { pool, consumer: name } }, async (msg, { tx }) => {
+        calls++;
+        await writeEffect(tx, queue, msg);
+      }),
+    );
+    const duplicates: DuplicateEvent[] = [];
+    consumer.on('duplicate', (e) => duplicates.push(e));
+    // Both copies are in flight at once: the second waits on the first's row lock, then sees its commit.
+    await rr.publish('', queue, 'a', { messageId: `${queue}-twice` });
+    await rr.publish('', queue, 'a', { messageId: `${queue}-twice` });
+    await waitFor(() => duplicates.length === 1, 10_000, 'the duplicate event');
+    await settled(queue);
+    expect(calls).toBe(1);
+    expect(effectsOf(db, queue)).toHaveLength(1);
+    expect(duplicates).toEqual([{ queue, consumer: name, messageId: `${queue}-twice` }]);
+    expect(duplicatesOf(name)).toBe(1);
+    expect(consumer.stats()).toMatchObject({ acked: 2, duplicates: 1 });
+    const { resourceMetrics } = await reader.collect();
+    const counted = resourceMetrics.scopeMetrics.flatMap((m) => m.metrics).find((m) => m.descriptor.name === 'rabbit_retry.inbox.duplicates');
+    expect(counted?.dataPoints).toMatchObject([{ attributes: { queue }, value: 1 }]);
+    await provider.shutdown();
+  });
+
+  it('acks a redelivery of a message whose effect was committed, without calling the handler', async () => {
+    const rr = await connectClient();
+    const queue = testQueue();
+    // The topology, declared by a first start of the consumer.
+    await (await rr.consume({ queue, inbox: { pool } }, () => undefined)).close();
+    await rr.publish('', queue, 'x', { messageId: `${queue}-lost-ack` });
+    // A consumer committed the effect and the id, and its ack was lost: the broker redelivers.
+    await withChannel(async (ch) => {
+      await waitFor(async () => (await ch.checkQueue(queue)).messageCount === 1, 5_000, 'the message');
+      const m = await ch.get(queue, { noAck: false });
+      expect(m).not.toBe(false);
+      psql(`INSERT INTO rabbit_retry_inbox (consumer, message_id) VALUES ('${queue}', '${queue}-lost-ack')`, db);
+      psql(`INSERT INTO effects (id, queue) VALUES ('${queue}-lost-ack', '${queue}')`, db);
+      // The channel closes without an ack: the message goes back, redelivered.
+    });
+    let calls = 0;
+    let redelivered: boolean | undefined;
+    const consumer = track(
+      await rr.consume({ queue, inbox: { pool } }, (msg) => {
+        calls++;
+        redelivered = msg.redelivered;
+      }),
+    );
+    const seen: DuplicateEvent[] = [];
+    consumer.on('duplicate', (e) => seen.push(e));
+    await waitFor(() => seen.length === 1, 10_000, 'the duplicate');
+    await settled(queue);
+    expect(calls).toBe(0);
+    expect(redelivered).toBeUndefined();
+    expect(duplicatesOf(queue)).toBe(1);
+    expect(effectsOf(db, queue)).toHaveLength(1);
+  });
+
+  it('rolls back what a throwing handler wrote; the retried copy is handled once', async () => {
+    const rr = await connectClient();
+    const queue = testQueue(['200ms']);
+    let calls = 0;
+    const consumer = track(
+      await rr.consume({ queue, onFailure: { delays: ['200ms'] }, inbox: { pool } }, async (msg, { tx }) => {
+        calls++;
+        await writeEffect(tx, queue, msg, `attempt ${msg.attempt}`);
+        if (msg.attempt === 0) throw new Error('carrier down');
+      }),
+    );
+    const retries: RetryEvent[] = [];
+    consumer.on('retry', (e) => retries.push(e));
+    await rr.publish('', queue, 'r', { messageId: `${queue}-r` });
+    await waitFor(() => effectsOf(db, queue).length === 1, 10_000, 'the retried effect');
+    await settled(queue);
+    await settled(retryQueueName(queue, '200ms'));
+    expect(retries).toMatchObject([{ queue, target: retryQueueName(queue, '200ms'), error: 'carrier down', messageId: `${queue}-r` }]);
+    expect(calls).toBe(2);
+    expect(effectsOf(db, queue)).toEqual([{ id: `${queue}-r`, note: 'attempt 1' }]);
+    expect(inboxIds(queue)).toEqual([`${queue}-r`]);
+  });
+
+  it('parks on a NonRetryableError, with nothing committed', async () => {
+    const rr = await connectClient();
+    const queue = testQueue();
+    track(
+      await rr.consume({ queue, inbox: { pool } }, async (msg, { tx }) => {
+        await writeEffect(tx, queue, msg);
+        throw new NonRetryableError('bad order');
+      }),
+    );
+    await rr.publish('', queue, 'n', { messageId: `${queue}-n` });
+    const parked = await waitForOne(parkedQueueName(queue));
+    expect(parked.properties.messageId).toBe(`${queue}-n`);
+    expect(parked.headers).toMatchObject({ 'retry-reason': 'non-retryable', 'retry-last-error': 'bad order' });
+    expect(effectsOf(db, queue)).toEqual([]);
+    expect(inboxIds(queue)).toEqual([]);
+  });
+
+  it('rolls back and retries when the commit fails (a deferred constraint)', async () => {
+    const rr = await connectClient();
+    const queue = testQueue(['200ms']);
+    let calls = 0;
+    const consumer = track(
+      await rr.consume({ queue, onFailure: { delays: ['200ms'], retryable: () => false }, inbox: { pool } }, async (msg, { tx }) => {
+        calls++;
+        await writeEffect(tx, queue, msg);
+        // The child's parent is checked at COMMIT: missing on the first attempt.
+        if (msg.attempt > 0) await tx.query('INSERT INTO parents (id) VALUES ($1)', [`${queue}-parent`]);
+        await tx.query('INSERT INTO children (id, parent) VALUES ($1, $2)', [`${queue}-child`, `${queue}-parent`]);
+      }),
+    );
+    const retries: RetryEvent[] = [];
+    consumer.on('retry', (e) => retries.push(e));
+    await rr.publish('', queue, 'c', { messageId: `${queue}-c` });
+    await waitFor(() => effectsOf(db, queue).length === 1, 10_000, 'the effect of the second attempt');
+    await settled(queue);
+    // An inbox failure is retryable whatever onFailure.retryable says.
+    expect(retries).toHaveLength(1);
+    expect(retries[0].error).toMatch(/^inbox '.*': the inbox's database failed \(.*foreign key.*\); nothing was committed/);
+    expect(calls).toBe(2);
+    expect(inboxIds(queue)).toEqual([`${queue}-c`]);
+    expect(psql(`SELECT count(*) FROM children WHERE id = '${queue}-child'`, db)).toBe('1');
+  });
+
+  it('parks a message without an id at once, with what to do, and calls no handler', async () => {
+    const rr = await connectClient();
+    const queue = testQueue();
+    let calls = 0;
+    const consumer = track(
+      await rr.consume({ queue, inbox: { pool } }, () => {
+        calls++;
+      }),
+    );
+    const parkedEvents: ParkedEvent[] = [];
+    consumer.on('parked', (e) => parkedEvents.push(e));
+    await rr.publish('', queue, { orderId: 'o-1' });
+    const parked = await waitForOne(parkedQueueName(queue));
+    expect(JSON.parse(parked.content.toString())).toEqual({ orderId: 'o-1' });
+    expect(parked.headers).toMatchObject({
+      'retry-reason': 'non-retryable',
+      'retry-last-error': 'inbox: the message has no message id; give inbox.key to key it on a field of yours',
+    });
+    expect(calls).toBe(0);
+    expect(parkedEvents).toHaveLength(1);
+  });
+
+  it('keys messages with inbox.key', async () => {
+    const rr = await connectClient();
+    const queue = testQueue();
+    const handled: string[] = [];
+    const consumer = track(
+      await rr.consume({ queue, inbox: { pool, key: (msg) => msg.json<{ orderId: string }>().orderId } }, (msg) => {
+        handled.push(msg.json<{ orderId: string }>().orderId);
+      }),
+    );
+    const seen: DuplicateEvent[] = [];
+    consumer.on('duplicate', (e) => seen.push(e));
+    await rr.publish('', queue, { orderId: 'o-7' });
+    await rr.publish('', queue, { orderId: 'o-8' });
+    await rr.publish('', queue, { orderId: 'o-7' });
+    await waitFor(() => seen.length === 1 && handled.length === 2, 10_000, 'two handled, one duplicate');
+    await settled(queue);
+    expect(handled.sort()).toEqual(['o-7', 'o-8']);
+    expect(seen).toEqual([{ queue, consumer: queue, messageId: 'o-7' }]);
+    expect(inboxIds(queue)).toEqual(['o-7', 'o-8']);
+  });
+
+  it('deletes the ids older than the retention, its own consumer only, and stops with the consumer', async () => {
+    const rr = await connectClient();
+    const queue = testQueue();
+    const other = `${queue}-other`;
+    psql(
+      `INSERT INTO rabbit_retry_inbox (consumer, message_id, handled_at) VALUES
+        ('${queue}', 'old-1', now() - interval '8 days'), ('${queue}', 'old-2', now() - interval '7 days 1 minute'),
+        ('${queue}', 'recent', now() - interval '6 days'), ('${other}', 'old-3', now() - interval '8 days')`,
+      db,
+    );
+    const consumer = track(await rr.consume({ queue, inbox: { pool, cleanupEvery: '100ms' } }, () => undefined));
+    await waitFor(() => inboxIds(queue).length === 1, 10_000, 'the old ids deleted');
+    expect(inboxIds(queue)).toEqual(['recent']);
+    expect(inboxIds(other)).toEqual(['old-3']);
+    await consumer.close();
+    psql(`INSERT INTO rabbit_retry_inbox (consumer, message_id, handled_at) VALUES ('${queue}', 'old-4', now() - interval '8 days')`, db);
+    // A cleanup runs every 100 ms while the consumer runs; closed, none runs.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(inboxIds(queue)).toEqual(['old-4', 'recent']);
+  });
+
+  it('a database that fails at BEGIN sends the message the failure path as an InboxError', async () => {
+    const rr = await connectClient();
+    const queue = testQueue(['200ms']);
+    let fail = true;
+    const flaky = {
+      connect: async () => {
+        const client = await pool.connect();
+        if (!fail) return client;
+        fail = false;
+        client.release();
+        throw new Error('connection refused');
+      },
+    };
+    let calls = 0;
+    const consumer = track(
+      await rr.consume({ queue, onFailure: { delays: ['200ms'] }, inbox: { pool: flaky, migrate: false } }, () => {
+        calls++;
+      }),
+    );
+    const retries: RetryEvent[] = [];
+    consumer.on('retry', (e) => retries.push(e));
+    await rr.publish('', queue, 'f', { messageId: `${queue}-f` });
+    await waitFor(() => calls === 1, 10_000, 'the handled retry');
+    await settled(queue);
+    expect(retries).toHaveLength(1);
+    expect(retries[0].error).toContain('connection refused');
+    expect(new InboxError('x').code).toBe('INBOX');
+    expect(inboxIds(queue)).toEqual([`${queue}-f`]);
+  });
+});
+
+describe('inbox options', () => {
+  const bad: [string, Record<string, unknown>, RegExp][] = [
+    ['neither pool nor adapter', {}, /^inbox needs pool \(a node-postgres Pool\) or adapter/],
+    [
+      'both',
+      { pool: { connect: () => undefined }, adapter: { transaction: () => undefined, query: () => undefined } },
+      /^inbox takes pool or adapter, not both/,
+    ],
+    ['a pool that is not one', { pool: 'postgres://localhost' }, /^inbox\.pool must be a node-postgres Pool/],
+    ['an adapter without query', { adapter: { transaction: () => undefined } }, /^inbox\.adapter must have .* it lacks query$/],
+    ['a key that is not a function', { pool: { connect: () => undefined }, key: 'orderId' }, /^inbox\.key must be a function/],
+    ['a bad retention', { pool: { connect: () => undefined }, retention: '7 days' }, /inbox\.retention/],
+    ['an unknown key', { pool: { connect: () => undefined }, retension: '1h' }, /^`retension` is not an option of inbox; did you mean `retention`\?$/],
+    ['a consumer that is empty', { pool: { connect: () => undefined }, consumer: '' }, /^inbox\.consumer must be a non-empty string/],
+  ];
+
+  it.each(bad)('refuses %s before declaring anything', async (_, inbox, message) => {
+    const rr = await connectClient();
+    const queue = testQueue();
+    // @ts-expect-error -- the options are wrong on purpose
+    await expect(rr.consume({ queue, inbox }, () => undefined)).rejects.toMatchObject({
+      code: 'INVALID_OPTIONS',
+      message: expect.stringMatching(message),
+    });
+    expect(await queueExists(queue)).toBe(false);
+  });
+});
+
+describe('inbox migrations', () => {
+  it('makes the tables of tableSchema() once, recorded as the retry table records them', async () => {
+    const fresh = createTestDatabase('inbox_mig');
+    const freshPool = new Pool({ connectionString: pgUrl(fresh) });
+    try {
+      const rr = await connectClient();
+      const queue = testQueue();
+      // Two consumers on one pool start at once: one migrates, the other waits on the lock.
+      await Promise.all([
+        rr.consume({ queue, inbox: { pool: freshPool } }, () => undefined).then(track),
+        rr.consume({ queue: testQueue(), inbox: { pool: freshPool } }, () => undefined).then(track),
+      ]);
+      expect(psqlRows('SELECT version FROM rabbit_retry_migrations ORDER BY version', fresh)).toEqual([1, 2, 3, 4, 5, 6].map((version) => ({ version })));
+      for (const t of ['message_retries', 'rabbit_retry_inbox', 'rabbit_retry_inbox_duplicates', 'rabbit_retry_outbox']) {
+        expect(psql(`SELECT to_regclass('${t}') IS NOT NULL`, fresh)).toBe('t');
+      }
+      // The retry table's own store finds them done.
+      const withTable = await connectClient({ retryTable: { url: pgUrl(fresh), scheduler: false } });
+      expect(await withTable.retryTable.stats()).toMatchObject({ rows: 0 });
+      expect(psql('SELECT count(*) FROM rabbit_retry_migrations', fresh)).toBe('6');
+    } finally {
+      await cleanup();
+      await freshPool.end();
+      dropTestDatabase(fresh);
+    }
+  });
+});

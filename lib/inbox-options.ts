@@ -1,0 +1,91 @@
+/**
+ * The options of a consumer's inbox (`consume({ inbox })`): where its
+ * transaction comes from, what keys a message, how long handled ids are kept;
+ * and the types of an inbox handler.
+ */
+import type { Delay } from './delay';
+import type { Message } from './message';
+import type { PgPoolLike, TransactionAdapter } from './transaction';
+
+/** What the inbox's options share, whichever way they reach the database. */
+export interface InboxCommonOptions {
+  /**
+   * The name the handled ids are kept under (`rabbit_retry_inbox.consumer`).
+   * Two consumers that do different work with the same messages need two
+   * names; the processes of one consumer share one.
+   * @default the queue name
+   */
+  consumer?: string;
+  /**
+   * What keys a message, when its AMQP `messageId` does not (or is not set):
+   * a field of the body, say. It must give the same string for every copy of
+   * one message (redeliveries, retries, a publisher's second send). Without
+   * it, a message with no `messageId` is parked at once as `non-retryable`.
+   * @default the message's `messageId`
+   */
+  key?: (msg: Message) => string;
+  /**
+   * How long a handled id is kept: a copy of a message that comes later than
+   * this is handled again. A delay such as `'168h'`, or milliseconds.
+   * @default '168h' (7 days)
+   */
+  retention?: Delay;
+  /** How often this consumer deletes the ids older than `retention`, in batches of 1,000. @default '1m' */
+  cleanupEvery?: Delay;
+  /**
+   * Whether to create the inbox's tables (the migrations of `tableSchema()`,
+   * once per process, under an advisory lock) when the consumer starts. Set
+   * it to `false` when the tables are made by your own migrations.
+   * @default true
+   */
+  migrate?: boolean;
+}
+
+/** An inbox over a node-postgres pool: the handler's `tx` is a client of it, inside `BEGIN`. */
+export interface InboxPoolOptions<P extends PgPoolLike = PgPoolLike> extends InboxCommonOptions {
+  /** A node-postgres `Pool` (or anything with `connect()` giving a client with `query` and `release`). */
+  pool: P;
+  /** Not with `pool`. */
+  adapter?: never;
+}
+
+/** An inbox over any database library, through a {@link TransactionAdapter}: the handler's `tx` is its transaction. */
+export interface InboxAdapterOptions<Tx> extends InboxCommonOptions {
+  /** The adapter: `pgAdapter(pool)`, `typeormAdapter(dataSource)`, or one of your own. */
+  adapter: TransactionAdapter<Tx>;
+  /** Not with `adapter`. */
+  pool?: never;
+}
+
+/**
+ * A consumer's inbox: each message's handler runs in a transaction of your
+ * PostgreSQL database that also records the message's id, so that a message
+ * whose effects were committed is never handled again (see the inbox guide).
+ */
+export type InboxOptions = InboxPoolOptions | InboxAdapterOptions<unknown>;
+
+/** The keys of {@link InboxOptions}. @internal */
+export const INBOX_OPTION_KEYS = {
+  pool: true,
+  adapter: true,
+  consumer: true,
+  key: true,
+  retention: true,
+  cleanupEvery: true,
+  migrate: true,
+} satisfies Record<keyof (InboxPoolOptions & InboxAdapterOptions<unknown>), true>;
+
+/** What an inbox handler receives beside the message. */
+export interface InboxContext<Tx> {
+  /** The transaction the message's id is recorded in: write the handler's effects in it. */
+  tx: Tx;
+}
+
+/** A handler of a consumer with an inbox: resolve to commit and ack, throw to roll back and retry or park. */
+export type InboxHandler<Tx> = (msg: Message, ctx: InboxContext<Tx>) => unknown;
+
+/** How long handled ids are kept by default: 7 days. */
+export const DEFAULT_INBOX_RETENTION: Delay = '168h';
+
+/** How often the ids older than the retention are deleted by default. */
+export const DEFAULT_INBOX_CLEANUP_EVERY: Delay = '1m';

@@ -1,0 +1,180 @@
+/**
+ * A consumer's inbox: each delivery's handler runs in a transaction of the
+ * user's PostgreSQL that first records the message's key in
+ * `rabbit_retry_inbox`. A key already there (committed by an earlier copy)
+ * makes the delivery a duplicate: counted, acked, never handled. A copy
+ * whose first is still in flight waits on the first's row lock, then sees
+ * its commit or its rollback: so a message's effects are committed once.
+ */
+import { reasonOf } from '../error-text';
+import { InboxError, NonRetryableError } from '../errors';
+import type { InboxHandler } from '../inbox-options';
+import type { Message } from '../message';
+import { type PgPoolLike, type TransactionAdapter, migrateTables, pgAdapter } from '../sql';
+import { type CheckedInbox, checkInbox } from './check';
+
+export { checkInbox } from './check';
+
+const RECORD = 'INSERT INTO rabbit_retry_inbox (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING 1 AS recorded';
+const COUNT_DUPLICATE = `INSERT INTO rabbit_retry_inbox_duplicates AS d (consumer, n, last_at) VALUES ($1, 1, now())
+  ON CONFLICT (consumer) DO UPDATE SET n = d.n + 1, last_at = now()`;
+/** How many handled ids one cleanup statement deletes. */
+export const CLEANUP_BATCH = 1000;
+const CLEANUP = `DELETE FROM rabbit_retry_inbox WHERE ctid IN (
+  SELECT ctid FROM rabbit_retry_inbox WHERE consumer = $1 AND handled_at < now() - $2::interval LIMIT ${CLEANUP_BATCH})
+  RETURNING 1`;
+
+/** The adapter made for each pool given as `inbox.pool`: one per pool, so its migrations run once. */
+const poolAdapters = new WeakMap<object, TransactionAdapter<unknown>>();
+
+function adapterOf(source: CheckedInbox['source']): TransactionAdapter<unknown> {
+  if ('adapter' in source) return source.adapter as TransactionAdapter<unknown>;
+  let adapter = poolAdapters.get(source.pool);
+  if (!adapter) poolAdapters.set(source.pool, (adapter = pgAdapter(source.pool as PgPoolLike) as TransactionAdapter<unknown>));
+  return adapter;
+}
+
+/** What an inbox tells its consumer. */
+export interface InboxHost {
+  /** A delivery of `messageId` was a duplicate: acked without calling the handler. */
+  duplicate(messageId: string): void;
+  /** The cleanup failed (it is tried again at the next interval). */
+  fail(err: Error): void;
+}
+
+/** The inbox of one consumer. @internal */
+export class Inbox {
+  private readonly o: CheckedInbox;
+  private readonly adapter: TransactionAdapter<unknown>;
+  // An ES private field: printing or serialising the consumer never meets a timer's circular internals.
+  #timer?: NodeJS.Timeout;
+  private cleaning = false;
+  private stopped = false;
+  /** The consumer, once it started. */
+  private host?: InboxHost;
+
+  /** Checks `inbox`, the option of the consumer of `queue`; throws an {@link InvalidOptionsError} naming a bad key. */
+  constructor(inbox: unknown, queue: string) {
+    this.o = checkInbox(inbox, queue);
+    this.adapter = adapterOf(this.o.source);
+  }
+
+  /** The name the ids are kept under. */
+  get consumer(): string {
+    return this.o.consumer;
+  }
+
+  /** Creates the tables (unless `migrate: false`); rejects with an {@link InboxError} when the database fails. */
+  async prepare(): Promise<void> {
+    if (!this.o.migrate) return;
+    try {
+      await migrateTables(this.adapter);
+    } catch (err) {
+      throw new InboxError(`inbox '${this.o.consumer}': creating the inbox's tables failed: ${reasonOf(err)}`, { cause: err });
+    }
+  }
+
+  /** The consumer's handler: `handler` in a transaction that records the message's key. */
+  wrap(handler: InboxHandler<unknown>): (this: unknown, msg: Message) => Promise<void> {
+    const { adapter } = this;
+    const { consumer } = this.o;
+    const keyOf = (msg: Message) => this.keyOf(msg);
+    const duplicate = (key: string) => this.host?.duplicate(key);
+    return async function inboxed(this: unknown, msg: Message): Promise<void> {
+      const key = keyOf(msg);
+      let seen = false;
+      let failed: { err: unknown } | undefined;
+      try {
+        await adapter.transaction(async (tx) => {
+          const recorded = await adapter.query(tx, RECORD, [consumer, key]);
+          if (recorded.rows.length === 0) {
+            seen = true;
+            await adapter.query(tx, COUNT_DUPLICATE, [consumer]);
+            return;
+          }
+          try {
+            // `this` is the consumer, as for a handler without an inbox.
+            await Reflect.apply(handler, this, [msg, { tx }]);
+          } catch (err) {
+            failed = { err };
+            throw err;
+          }
+        });
+      } catch (err) {
+        // The handler's own error takes the failure path as it would without an inbox.
+        if (failed) throw failed.err;
+        throw new InboxError(
+          `inbox '${consumer}': the inbox's database failed (${reasonOf(err)}); nothing was committed, and the message will be tried again`,
+          { cause: err },
+        );
+      }
+      if (seen) duplicate(key);
+    };
+  }
+
+  /** The message's key: `inbox.key`'s answer, or its `messageId`; a message without one cannot be kept from a second handling. */
+  private keyOf(msg: Message): string {
+    const keyFn = this.o.key;
+    if (!keyFn) {
+      const id = msg.properties.messageId;
+      if (id === undefined || id === '') {
+        throw new NonRetryableError('inbox: the message has no message id; give inbox.key to key it on a field of yours');
+      }
+      return id;
+    }
+    let key: unknown;
+    try {
+      key = keyFn(msg);
+    } catch (err) {
+      throw new NonRetryableError(`inbox: inbox.key threw: ${reasonOf(err)}`, { cause: err });
+    }
+    if (typeof key !== 'string' || key === '') {
+      throw new NonRetryableError(`inbox: inbox.key must return a non-empty string, got ${key === '' ? 'an empty string' : typeof key}`);
+    }
+    return key;
+  }
+
+  /**
+   * The consumer started: it hears of duplicates and of failed cleanups from
+   * now on, and the ids older than the retention are deleted every
+   * `cleanupEvery` until {@link stop}.
+   */
+  start(host: InboxHost): void {
+    this.host = host;
+    if (this.#timer || this.stopped) return;
+    this.#timer = setInterval(() => void this.cleanup(), this.o.cleanupEveryMs);
+    this.#timer.unref();
+  }
+
+  /** Deletes the ids older than the retention, in batches; resolves to how many. Never rejects: a failure goes to the consumer's `error`. */
+  async cleanup(): Promise<number> {
+    if (this.cleaning) return 0;
+    this.cleaning = true;
+    let deleted = 0;
+    try {
+      const age = `${this.o.retentionMs} milliseconds`;
+      for (;;) {
+        const r = await this.adapter.transaction((tx) => this.adapter.query(tx, CLEANUP, [this.o.consumer, age]));
+        // Counted by the rows returned: every adapter returns rows, not every one counts a DELETE.
+        deleted += r.rows.length;
+        if (r.rows.length < CLEANUP_BATCH || this.stopped) break;
+      }
+    } catch (err) {
+      if (!this.stopped) {
+        this.host?.fail(
+          new InboxError(`inbox '${this.o.consumer}': deleting handled ids older than the retention failed: ${reasonOf(err)}`, { cause: err }),
+        );
+      }
+    } finally {
+      this.cleaning = false;
+    }
+    return deleted;
+  }
+
+  /** Stops the cleanup. */
+  stop(): void {
+    this.stopped = true;
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+}
