@@ -176,6 +176,52 @@ describe('inbox over a node-postgres pool', () => {
     expect(inboxIds(queue)).toEqual([`${queue}-r`]);
   });
 
+  it('survives its PostgreSQL backend terminated while a handler runs: the process lives, the message is retried and handled once', async () => {
+    const rr = await connectClient();
+    const queue = testQueue(['200ms']);
+    const app = `rr-inbox-${queue}`.slice(0, 63);
+    const own = new Pool({ connectionString: pgUrl(db), max: 2, application_name: app });
+    own.on('error', () => undefined); // idle clients are the pool's: this test is about the one in the handler
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((r) => (release = r));
+    let calls = 0;
+    try {
+      const consumer = track(
+        await rr.consume({ queue, onFailure: { delays: ['200ms'] }, inbox: { pool: own } }, async (msg, { tx }) => {
+          calls++;
+          if (calls === 1) await held; // the backend is terminated while this transaction is open and idle
+          await writeEffect(tx, queue, msg, `attempt ${msg.attempt}`);
+        }),
+      );
+      const retries: RetryEvent[] = [];
+      consumer.on('retry', (e) => retries.push(e));
+      await rr.publish('', queue, 't', { messageId: `${queue}-t` });
+      await waitFor(() => calls === 1, 10_000, 'the first call');
+      await waitFor(
+        () =>
+          Number(
+            psql(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '${app}' AND state LIKE 'idle in transaction%'`),
+          ) === 1,
+        10_000,
+        "the handler's backend terminated",
+      );
+      await new Promise((r) => setTimeout(r, 200)); // the client hears of it before the handler goes on
+      release();
+      await waitFor(() => effectsOf(db, queue).length === 1, 10_000, 'the retried effect');
+      await settled(queue);
+      await settled(retryQueueName(queue, '200ms'));
+      expect(retries).toHaveLength(1);
+      expect(retries[0]).toMatchObject({ queue, target: retryQueueName(queue, '200ms') });
+      expect(retries[0].error).toMatch(/connection error/); // the handler's own query on the closed client
+      expect(calls).toBe(2);
+      expect(effectsOf(db, queue)).toEqual([{ id: `${queue}-t`, note: 'attempt 1' }]);
+      expect(inboxIds(queue)).toEqual([`${queue}-t`]);
+    } finally {
+      release();
+      await own.end();
+    }
+  });
+
   it('parks on a NonRetryableError, with nothing committed', async () => {
     const rr = await connectClient();
     const queue = testQueue();

@@ -16,7 +16,9 @@
  * moved message stays where it went. Measured: failures moved a second (to the
  * last one), the client's CPU per failure (this process), and the broker's CPU
  * per failure (its Erlang VM, from /proc, until the broker is quiet again, less
- * its idle rate), from the first delivery. Clients run in this process one after the other.
+ * its idle rate), and the bytes it sent to storage per failure (`write_bytes`
+ * of its /proc/<pid>/io, less its idle rate: its Raft log and segments), from
+ * the first delivery. Clients run in this process one after the other.
  *
  * Env: AMQP_URL (a 4.3 node on this machine), BENCH_N (5000), BENCH_ROUNDS (3),
  * BENCH_PREFETCH (100).
@@ -34,6 +36,12 @@ const PREFETCH = envInt('BENCH_PREFETCH', 100);
 const HOLD: Delay = '10m';
 const HOLD_MS = 600_000;
 
+/** What the broker does with nobody asking: CPU seconds and bytes written a second. */
+interface Idle {
+  cpuPerS: number;
+  bytesPerS: number;
+}
+
 type Client = 'brokerDelay' | 'retry-queue' | 'seeds' | 'ceiling';
 const CLIENTS: readonly Client[] = ['brokerDelay', 'retry-queue', 'seeds', 'ceiling'];
 
@@ -41,6 +49,8 @@ interface Measured {
   rate: number;
   clientCpuUs: number;
   brokerCpuUs: number | null;
+  /** Bytes the broker sent to storage per failure (`write_bytes` of /proc/<pid>/io), less its idle rate. */
+  brokerBytes: number | null;
 }
 
 /** The broker's VM: the beam.smp whose command line names the AMQP port of AMQP_URL. */
@@ -62,6 +72,19 @@ function brokerCpu(pid: number | null): number | null {
   if (pid === null) return null;
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(f[11]) + Number(f[12])) / 100;
+}
+
+/** Bytes the broker has sent to storage so far (`write_bytes` of /proc/<pid>/io), or null where it cannot be read. */
+function brokerWritten(pid: number | null): number | null {
+  if (pid === null) return null;
+  try {
+    const line = readFileSync(`/proc/${pid}/io`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('write_bytes:'));
+    return line === undefined ? null : Number(line.split(':')[1]);
+  } catch {
+    return null; // another user's process, or no task I/O accounting
+  }
 }
 
 /** Waits until the broker uses less than 1.5× its idle rate over 500 ms (at most 20 s). */
@@ -148,7 +171,8 @@ async function consume(client: Client, queue: string, started: () => void, done:
   };
 }
 
-async function round(client: Client, pid: number | null, idlePerS: number, publisher: Publisher): Promise<Measured> {
+async function round(client: Client, pid: number | null, idle: Idle, publisher: Publisher): Promise<Measured> {
+  const idlePerS = idle.cpuPerS;
   const queue = uniqueName(`bench-bd-${client}`);
   remember([queue, parkedQueueName(queue), retryQueueName(queue, HOLD)]);
   const conn = await amqp.connect(AMQP_URL);
@@ -171,10 +195,12 @@ async function round(client: Client, pid: number | null, idlePerS: number, publi
   const all = new Promise<void>((resolve) => (finish = resolve));
   let cpu0 = process.cpuUsage();
   let b0 = brokerCpu(pid);
+  let w0 = brokerWritten(pid);
   let t0 = performance.now();
   const start = () => {
     cpu0 = process.cpuUsage();
     b0 = brokerCpu(pid);
+    w0 = brokerWritten(pid);
     t0 = performance.now();
   };
   const stop = await consume(client, queue, start, finish);
@@ -183,12 +209,14 @@ async function round(client: Client, pid: number | null, idlePerS: number, publi
   const cpu = process.cpuUsage(cpu0);
   await brokerQuiet(pid, idlePerS);
   const b1 = brokerCpu(pid);
+  const w1 = brokerWritten(pid);
   const window = (performance.now() - t0) / 1000;
   await stop();
   return {
     rate: N / elapsed,
     clientCpuUs: (cpu.user + cpu.system) / N,
     brokerCpuUs: b0 === null || b1 === null ? null : (Math.max(0, b1 - b0 - idlePerS * window) * 1e6) / N,
+    brokerBytes: w0 === null || w1 === null ? null : Math.max(0, w1 - w0 - idle.bytesPerS * window) / N,
   };
 }
 
@@ -197,18 +225,21 @@ async function main(): Promise<void> {
   if (!/ 4\.(3|[4-9])|[5-9]\.\d/.test(version)) throw new Error(`brokerDelay needs RabbitMQ 4.3 or later; AMQP_URL is ${version}`);
   const pid = brokerPid();
   const i0 = brokerCpu(pid);
+  const iw0 = brokerWritten(pid);
   await sleep(2000);
   const i1 = brokerCpu(pid);
+  const iw1 = brokerWritten(pid);
   const idlePerS = i0 === null || i1 === null ? 0 : (i1 - i0) / 2;
+  const idle: Idle = { cpuPerS: idlePerS, bytesPerS: iw0 === null || iw1 === null ? 0 : (iw1 - iw0) / 2 };
   console.log(`${version}, N=${N}, ${ROUNDS} round(s), prefetch ${PREFETCH}; broker pid ${pid ?? '?'} idles at ${fmt(idlePerS * 100, 1)}% of a core`);
   const publisher = await Publisher.open();
   const results = new Map<Client, Measured[]>(CLIENTS.map((c) => [c, []]));
   for (let r = 0; r < ROUNDS; r++) {
     for (const client of CLIENTS) {
-      const m = await round(client, pid, idlePerS, publisher);
+      const m = await round(client, pid, idle, publisher);
       results.get(client)?.push(m);
       console.log(
-        `round ${r + 1} ${client}: ${fmt(m.rate, 0)} msgs/s, client ${fmt(m.clientCpuUs, 0)} µs, broker ${fmt(m.brokerCpuUs, 0)} µs per failure`,
+        `round ${r + 1} ${client}: ${fmt(m.rate, 0)} msgs/s, client ${fmt(m.clientCpuUs, 0)} µs, broker ${fmt(m.brokerCpuUs, 0)} µs and ${fmt(m.brokerBytes, 0)} bytes written per failure`,
       );
     }
   }
@@ -219,11 +250,26 @@ async function main(): Promise<void> {
     fmt(med(c, 'rate'), 0),
     fmt(med(c, 'clientCpuUs'), 0),
     fmt(med(c, 'brokerCpuUs'), 0),
+    fmt(med(c, 'brokerBytes'), 0),
     fmt(med(c, 'rate') / med('seeds', 'rate')),
     fmt(med(c, 'brokerCpuUs') / med('seeds', 'brokerCpuUs')),
     fmt(med(c, 'rate') / med('ceiling', 'rate')),
   ]);
-  console.log(table(['client', 'failures/s', 'client µs/failure', 'broker µs/failure', 'rate vs seeds', 'broker CPU vs seeds', 'rate vs ceiling'], rows));
+  console.log(
+    table(
+      [
+        'client',
+        'failures/s',
+        'client µs/failure',
+        'broker µs/failure',
+        'broker bytes written/failure',
+        'rate vs seeds',
+        'broker CPU vs seeds',
+        'rate vs ceiling',
+      ],
+      rows,
+    ),
+  );
 }
 
 runBenchmark(main);

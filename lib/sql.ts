@@ -24,6 +24,12 @@ export function pgAdapter<P extends PgPoolLike>(pool: P): TransactionAdapter<PgC
     async transaction<T>(work: (tx: PgClientOf<P>) => Promise<T>): Promise<T> {
       const client = await pool.connect();
       let broken: Error | undefined;
+      // A backend that ends while the client is out (terminated, a network cut) is an `error` event
+      // on the client, not on the pool: unheard, it would end the process. The client is closed instead.
+      const lost = (err: Error) => {
+        broken = err;
+      };
+      client.on?.('error', lost);
       try {
         await client.query('BEGIN');
         const result = await work(client as PgClientOf<P>);
@@ -36,6 +42,7 @@ export function pgAdapter<P extends PgPoolLike>(pool: P): TransactionAdapter<PgC
         });
         throw err;
       } finally {
+        client.removeListener?.('error', lost);
         client.release(broken);
       }
     },

@@ -50,6 +50,10 @@ export interface PgClientLike {
   query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
   /** Gives the client back to its pool; with an error (or `true`), the pool closes it instead. */
   release(err?: Error | boolean): void;
+  /** Listens for the client's `error` event (node-postgres's clients are event emitters). */
+  on?(event: 'error', listener: (err: Error) => void): unknown;
+  /** Stops listening. */
+  removeListener?(event: 'error', listener: (err: Error) => void): unknown;
 }
 
 /** A node-postgres `Pool`, as rabbit-retry uses it. */

@@ -7,4 +7,6 @@ if [[ -n ${RABBITMQ_SERIES:-} ]]; then
   eval "$(bash scripts/broker-root.sh env)"
 fi
 bash scripts/broker.sh
+# FAULT_INBOX=1: the inbox keeps its rows in PostgreSQL.
+if [[ -n ${FAULT_INBOX:-} ]]; then bash scripts/postgres.sh; fi
 exec npx jest -c jest.faults.config.js --runInBand "$@"

@@ -4,11 +4,16 @@
  * succeeds, always fails, or fails for good, by `i % 20`. Every handler call is
  * appended to CALLS_FILE and every success to SUCCESS_FILE (synchronously, so
  * a SIGKILL cannot lose a line that was written before the ack); every
- * confirmed move to a retry queue goes to RETRIES_FILE.
+ * confirmed move to a retry queue goes to RETRIES_FILE. With FAULT_INBOX (a
+ * PostgreSQL URL) the handler runs with an inbox, and its effect is one row
+ * of `fault_effects` per success, written in the inbox's transaction: the
+ * suite counts those rows to tell effects that happened twice.
  */
 import { appendFileSync } from 'node:fs';
 
-import { type ConsumeOptions, type Delay, NonRetryableError, RabbitRetry } from '../../lib';
+import { Pool } from 'pg';
+
+import { type ConsumeOptions, type Consumer, type Delay, type Message, NonRetryableError, RabbitRetry } from '../../lib';
 import { expectedOutcome } from './plan';
 
 const queue = process.env.FAULT_QUEUE ?? '';
@@ -30,18 +35,35 @@ const failureOptions: Partial<ConsumeOptions> = brokerDelay
   ? { queueType: 'quorum' as const, deliveryLimit: brokerDelay.attempts + 2, onFailure: { brokerDelay } }
   : { queueType, onFailure: { delays } };
 
+const inboxUrl = process.env.FAULT_INBOX ?? '';
+
+/** The ledger plan's handler; `effect` is the success's work (the inbox's row), before it is recorded. */
+async function work(msg: Message, effect?: (id: string) => Promise<unknown>): Promise<void> {
+  const id = msg.properties.messageId ?? '?';
+  appendFileSync(callsFile, `${id}\n`);
+  await new Promise((r) => setTimeout(r, workMs));
+  const outcome = expectedOutcome(id);
+  if (outcome === 'exhausted') throw new Error(`carrier down for ${id}`);
+  if (outcome === 'non-retryable') throw new NonRetryableError(`${id} has no address`);
+  if (outcome === 'flaky' && msg.attempt === 0) throw new Error(`first attempt of ${id} fails`);
+  await effect?.(id);
+  appendFileSync(successFile, `${id}\n`);
+}
+
 async function main(): Promise<void> {
   const rr = await RabbitRetry.connect({ connectionName: `fault-consumer-${process.pid}`, hostOrder });
-  const consumer = await rr.consume({ queue, prefetch, ...failureOptions, recovery: { initialDelayMs: 200, maxDelayMs: 2000 } }, async (msg) => {
-    const id = msg.properties.messageId ?? '?';
-    appendFileSync(callsFile, `${id}\n`);
-    await new Promise((r) => setTimeout(r, workMs));
-    const outcome = expectedOutcome(id);
-    if (outcome === 'exhausted') throw new Error(`carrier down for ${id}`);
-    if (outcome === 'non-retryable') throw new NonRetryableError(`${id} has no address`);
-    if (outcome === 'flaky' && msg.attempt === 0) throw new Error(`first attempt of ${id} fails`);
-    appendFileSync(successFile, `${id}\n`);
-  });
+  const options = { queue, prefetch, ...failureOptions, recovery: { initialDelayMs: 200, maxDelayMs: 2000 } };
+  let consumer: Consumer;
+  if (inboxUrl) {
+    const pool = new Pool({ connectionString: inboxUrl, application_name: 'rr-fault-inbox', max: prefetch + 2 });
+    pool.on('error', () => undefined); // a backend the suite terminates: the inbox's own error path reports it
+    consumer = await rr.consume({ ...options, inbox: { pool } }, (msg, { tx }) =>
+      work(msg, (id) => tx.query('INSERT INTO fault_effects (queue, id) VALUES ($1, $2)', [queue, id])),
+    );
+    consumer.on('duplicate', (e) => console.log(JSON.stringify({ event: 'duplicate', id: e.messageId })));
+  } else {
+    consumer = await rr.consume(options, (msg) => work(msg));
+  }
   // Where each failed message was confirmed to, so a test can tell what a deleted queue took with it.
   consumer.on('retry', (e) => appendFileSync(retriesFile, `${e.messageId ?? '?'} ${e.target} ${Date.now()}\n`));
   const at = () => Date.now();

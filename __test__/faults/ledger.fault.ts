@@ -11,6 +11,7 @@ import * as amqp from 'amqplib';
 
 import { RabbitRetry, parkedQueueName, retryQueueName, type Delay } from '../../lib';
 import { RABBITMQCTL } from '../broker';
+import { PG_HOST, PG_PORT, PG_USER, psql } from '../helpers';
 import { expectedEnd } from './plan';
 import {
   type Run as KitRun,
@@ -33,6 +34,10 @@ const DELAYS: Delay[] = ['100ms', '200ms'];
 // number of attempts as DELAYS, so the same handler calls are needed, and no retry queue to delete.
 const BROKER_DELAY = Boolean(process.env.FAULT_BROKER_DELAY);
 const DEADLINE_MS = 150_000;
+// FAULT_INBOX=1 runs the suite with an inbox in PostgreSQL (database `test`): each success's
+// effect is a row written in the handler's transaction, and every id's effect must happen exactly
+// once, through every fault, a killed PostgreSQL backend among them.
+const INBOX = process.env.FAULT_INBOX ? `postgres://${PG_USER}@${PG_HOST}:${PG_PORT}/test` : '';
 
 jest.setTimeout(240_000);
 
@@ -76,7 +81,13 @@ interface Run extends KitRun {
   deletedAt?: number;
 }
 
-const startConsumer = (run: Run) => start(run, DELAYS);
+const startConsumer = (run: Run) => start(run, DELAYS, INBOX ? { FAULT_INBOX: INBOX } : {});
+
+/** With the inbox: the committed effects of `run`, how many of each id. */
+function effectsOf(run: Run): Map<string, number> {
+  const rows = psql(`SELECT id, count(*) FROM fault_effects WHERE queue = '${run.queue}' GROUP BY id`, 'test');
+  return new Map(rows ? rows.split('\n').map((l) => [l.split('|')[0], Number(l.split('|')[1])] as const) : []);
+}
 const waitForProgress = (run: Run, successes: number) => progress(run, successes, DEADLINE_MS);
 
 const ids = Array.from({ length: N }, (_, i) => `m-${i}`);
@@ -119,6 +130,8 @@ interface Report {
   wrong: string[];
   duplicateCalls: number;
   duplicateParked: number;
+  /** With the inbox: ids whose effect was committed more than once (must be none). */
+  effectsTwice: string[];
   events: string[];
 }
 
@@ -135,7 +148,10 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
     await waitForSettled(run);
     await stopConsumer(run);
 
-    const acked = new Set(lines(run.successFile));
+    // With the inbox, what was done is what committed: an id is acked when its effect row is there.
+    const effects = INBOX ? effectsOf(run) : new Map<string, number>();
+    const acked = INBOX ? new Set(effects.keys()) : new Set(lines(run.successFile));
+    const effectsTwice = [...effects].filter(([, n]) => n > 1).map(([id, n]) => `${id}×${n}`);
     const parked = await drainParked(run.queue);
     const leftover = await withChannel(async (ch) => {
       const out: string[] = [];
@@ -176,20 +192,42 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
     const duplicateParked = [...parked.values()].reduce((n, r) => n + r.length - 1, 0);
     const lost = missing.length;
     if (lost) console.log(`fault ${fault}: lost ${missing.slice(0, 20).join(', ')}`);
-    const report: Report = { fault, n: N, lost, destroyed, wrong, duplicateCalls: calls.length - minCalls, duplicateParked, events: run.events };
+    const report: Report = {
+      fault,
+      n: N,
+      lost,
+      destroyed,
+      wrong,
+      duplicateCalls: calls.length - minCalls,
+      duplicateParked,
+      effectsTwice,
+      events: run.events,
+    };
+    const inbox = INBOX
+      ? ` effects twice=${effectsTwice.length} inbox duplicates skipped=${psql(`SELECT COALESCE(sum(n), 0) FROM rabbit_retry_inbox_duplicates WHERE consumer = '${run.queue}'`, 'test')}`
+      : '';
     console.log(
-      `fault ${fault}: N=${N} lost=${lost}${run.deletedQueue ? ` (${destroyed} went with the deleted queue)` : ''} duplicate handler calls=${report.duplicateCalls} duplicate parked copies=${duplicateParked} consumer events=${run.events.filter((e) => !e.includes('ready')).length}`,
+      `fault ${fault}: N=${N} lost=${lost}${run.deletedQueue ? ` (${destroyed} went with the deleted queue)` : ''} duplicate handler calls=${report.duplicateCalls} duplicate parked copies=${duplicateParked}${inbox} consumer events=${run.events.filter((e) => !e.includes('ready')).length}`,
     );
+    if (effectsTwice.length) console.log(`fault ${fault}: effects committed twice: ${effectsTwice.slice(0, 20).join(', ')}`);
     return report;
   } finally {
     await stopConsumer(run, 'SIGKILL');
     await withChannel((ch) => deleteFamily(ch, run.queue, DELAYS)).catch(() => undefined);
+    if (INBOX) {
+      psql(`DELETE FROM fault_effects WHERE queue = '${run.queue}'`, 'test');
+      psql(`DELETE FROM rabbit_retry_inbox WHERE consumer = '${run.queue}'`, 'test');
+      psql(`DELETE FROM rabbit_retry_inbox_duplicates WHERE consumer = '${run.queue}'`, 'test');
+    }
     rmSync(run.dir, { recursive: true, force: true });
   }
 }
 
-describe(`fault suite (N=${N}, every message acked or parked)`, () => {
-  beforeAll(brokerUp);
+describe(`fault suite (N=${N}, every message acked or parked${INBOX ? ', every effect exactly once' : ''})`, () => {
+  beforeAll(async () => {
+    if (INBOX) psql('CREATE TABLE IF NOT EXISTS fault_effects (queue text NOT NULL, id text NOT NULL)', 'test');
+    await brokerUp();
+  });
   afterAll(async () => {
     // The broker restarted by a test is up again for whoever comes next.
     try {
@@ -208,6 +246,7 @@ describe(`fault suite (N=${N}, every message acked or parked)`, () => {
     });
     expect(r.lost).toBe(0);
     expect(r.wrong).toEqual([]);
+    expect(r.effectsTwice).toEqual([]);
     expect(r.events.some((e) => e.includes('"recovered"'))).toBe(true);
   });
 
@@ -222,6 +261,7 @@ describe(`fault suite (N=${N}, every message acked or parked)`, () => {
     });
     expect(r.lost).toBe(0);
     expect(r.wrong).toEqual([]);
+    expect(r.effectsTwice).toEqual([]);
     expect(r.events.some((e) => e.includes('"recovered"'))).toBe(true);
   });
 
@@ -233,6 +273,7 @@ describe(`fault suite (N=${N}, every message acked or parked)`, () => {
     });
     expect(r.lost).toBe(0);
     expect(r.wrong).toEqual([]);
+    expect(r.effectsTwice).toEqual([]);
   });
 
   it('(d) a retry queue deleted mid-run, then declared again by the consumer', async () => {
@@ -249,5 +290,22 @@ describe(`fault suite (N=${N}, every message acked or parked)`, () => {
     });
     expect(r.lost).toBe(0);
     expect(r.wrong).toEqual([]);
+    expect(r.effectsTwice).toEqual([]);
+  });
+
+  it("(e) with the inbox: the inbox's PostgreSQL backends terminated mid-run", async () => {
+    if (!INBOX) {
+      console.warn('skipped without FAULT_INBOX: only an inbox consumer uses PostgreSQL');
+      return;
+    }
+    const r = await ledger('postgres-backend-killed', async (run) => {
+      await waitForProgress(run, N / 4);
+      const killed = psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'rr-fault-inbox'");
+      console.log(`fault postgres-backend-killed: ${killed} backend(s) terminated`);
+      await waitForProgress(run, N / 2);
+    });
+    expect(r.lost).toBe(0);
+    expect(r.wrong).toEqual([]);
+    expect(r.effectsTwice).toEqual([]);
   });
 });
