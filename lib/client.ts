@@ -5,6 +5,7 @@ import type { CloseResult, Handler, SchedulerStopResult } from './consumer/event
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
 import { Parked } from './parked';
 import { Replies } from './replies';
+import { REQUEST_OPTION_KEYS, type RequestOptions, checkTimeout, replyValue, sendRequest } from './request';
 import { RetryTable } from './table';
 import { binding, type NativeClient, parkedQueueName, retryQueueName } from './native';
 import { consumerMetrics } from './metrics';
@@ -14,7 +15,7 @@ import { CircuitIo, circuitQueueName, readCircuitState } from './consumer/circui
 import { reasonOf } from './error-text';
 import { logTo } from './log';
 import { type Body, checkPublishOptions, toBuffer, toNativeProps } from './publish';
-import { brokerUrls, checkCloseOptions, checkConnectOptions, checkConsumeOptions, checkString, delayStrings, parseDelay } from './check-options';
+import { brokerUrls, checkCloseOptions, checkConnectOptions, checkConsumeOptions, checkKeys, checkObject, checkString, delayStrings, parseDelay } from './check-options';
 import {
   type Delay,
   DEFAULT_STUCK_AFTER_MS,
@@ -94,6 +95,8 @@ export class RabbitRetry {
 
   // An ES private field: printing or serialising the client never shows the URL's password.
   readonly #options: ConnectOptions;
+  /** The reply channel of {@link RabbitRetry.request}, opened on the first request. */
+  #replies?: Replies;
 
   private constructor(
     private readonly inner: NativeClient,
@@ -204,7 +207,8 @@ export class RabbitRetry {
         queue: options.queue,
         exchange: options.exchange,
         exchangeType: options.exchangeType,
-        routingKey: options.routingKey,
+        routingKey: typeof options.routingKey === 'string' ? options.routingKey : options.routingKey?.[0],
+        moreRoutingKeys: typeof options.routingKey === 'string' ? undefined : options.routingKey?.slice(1),
         prefetch: options.prefetch,
         queueType: options.queueType,
         deliveryLimit: options.deliveryLimit,
@@ -363,6 +367,34 @@ export class RabbitRetry {
     );
   }
 
+  /**
+   * Publishes `payload` (encoded as {@link RabbitRetry.publish} encodes a body)
+   * with a reply-to of direct reply-to, and resolves with the reply: its JSON,
+   * its text when it is `text/plain` or not JSON, `undefined` when empty.
+   * Rejects with a {@link RequestTimeoutError} (`REQUEST_TIMEOUT`) when no reply
+   * comes within `timeout` ms (default 10 s), a {@link RemoteError}
+   * (`REMOTE_ERROR`) when the handler answered with its error, or as `publish`
+   * does when the request cannot be published.
+   */
+  async request<T = unknown>(options: RequestOptions): Promise<T> {
+    this.assertOpen();
+    checkObject('request options', options, 'an object such as { exchange, routingKey, payload }');
+    checkKeys('request', options, REQUEST_OPTION_KEYS);
+    const { exchange = '', routingKey, payload = {}, timeout, headers, correlationId, publishOptions = {} } = options;
+    if (typeof exchange !== 'string') throw new InvalidOptionsError("exchange must be a string ('' is the default exchange)");
+    if (typeof routingKey !== 'string') throw new InvalidOptionsError('routingKey must be a string');
+    const timeoutMs = checkTimeout(timeout);
+    const publish: PublishOptions = { ...publishOptions };
+    if (headers !== undefined) publish.headers = { ...publishOptions.headers, ...headers };
+    if (correlationId !== undefined) publish.correlationId = correlationId;
+    checkPublishOptions(publish);
+    const { buf, contentType } = toBuffer(payload, publish);
+    if (contentType !== undefined) publish.contentType ??= contentType;
+    this.#replies ??= this.replies();
+    const reply = await sendRequest(this.#replies, { exchange, routingKey, body: buf, options: publish, timeoutMs });
+    return replyValue(reply) as T;
+  }
+
   /** Messages and consumers of `queue`, or `null` when it does not exist. */
   async queueInfo(queue: string): Promise<{
     /** Messages ready in the queue (the broker does not count those delivered and not yet acked). */
@@ -437,6 +469,7 @@ export class RabbitRetry {
   private async shutdown(consumers: Consumer[], timeoutMs: number): Promise<CloseResult> {
     // The retry table's scheduler stops at once, alongside the consumers: its
     // drain does not wait for their handlers.
+    await this.#replies?.close();
     const [results, stopped] = await Promise.all([Promise.all(consumers.map((c) => c.close({ timeoutMs }))), native(() => this.inner.stopScheduler())]);
     await native(() => this.inner.close());
     const unfinished = results.reduce((n, r) => n + r.unfinished, 0);

@@ -4,7 +4,7 @@
  *
  *   base      native, errors, error-text, otel, otel-api, redact: no library module below them
  *   model     options, delay, message, wire, metrics: what the options and a message are
- *   tools     names, check-options, fence, log, tracing, publish, replies
+ *   tools     names, check-options, fence, log, tracing, publish, replies, request
  *   circuit   circuit: one dependency's breaker, which consumers share
  *   parts     table, parked, consumer/: each stands alone, none imports another
  *   client    client: the RabbitRetry connection that puts the parts together
@@ -20,7 +20,7 @@
 const LAYERS = [
   ['base', ['native', 'errors', 'error-text', 'otel', 'otel-api', 'redact']],
   ['model', ['options', 'delay', 'message', 'wire', 'metrics']],
-  ['tools', ['names', 'check-options', 'fence', 'log', 'tracing', 'publish', 'replies']],
+  ['tools', ['names', 'check-options', 'fence', 'log', 'tracing', 'publish', 'replies', 'request']],
   ['circuit', ['circuit']],
   ['parts', ['table', 'parked', 'consumer']],
   ['client', ['client']],
