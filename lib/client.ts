@@ -5,7 +5,7 @@ import type { CloseResult, Handler, SchedulerStopResult } from './consumer/event
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
 import { Parked } from './parked';
 import { Replies } from './replies';
-import { REQUEST_OPTION_KEYS, type RequestOptions, checkTimeout, replyValue, sendRequest } from './request';
+import { type RequestOptions, outgoingRequest, replyValue, sendRequest } from './request';
 import { RetryTable } from './table';
 import { binding, type NativeClient, parkedQueueName, retryQueueName } from './native';
 import { consumerMetrics } from './metrics';
@@ -15,7 +15,7 @@ import { CircuitIo, circuitQueueName, readCircuitState } from './consumer/circui
 import { reasonOf } from './error-text';
 import { logTo } from './log';
 import { type Body, checkPublishOptions, toBuffer, toNativeProps } from './publish';
-import { brokerUrls, checkCloseOptions, checkConnectOptions, checkConsumeOptions, checkKeys, checkObject, checkString, delayStrings, parseDelay } from './check-options';
+import { brokerUrls, checkCloseOptions, checkConnectOptions, checkConsumeOptions, checkString, delayStrings, parseDelay } from './check-options';
 import {
   type Delay,
   DEFAULT_STUCK_AFTER_MS,
@@ -368,31 +368,16 @@ export class RabbitRetry {
   }
 
   /**
-   * Publishes `payload` (encoded as {@link RabbitRetry.publish} encodes a body)
-   * with a reply-to of direct reply-to, and resolves with the reply: its JSON,
-   * its text when it is `text/plain` or not JSON, `undefined` when empty.
-   * Rejects with a {@link RequestTimeoutError} (`REQUEST_TIMEOUT`) when no reply
-   * comes within `timeout` ms (default 10 s), a {@link RemoteError}
-   * (`REMOTE_ERROR`) when the handler answered with its error, or as `publish`
-   * does when the request cannot be published.
+   * Publishes `payload` (encoded as `publish` encodes a body) over direct reply-to, and resolves with the
+   * reply: its JSON, its text when `text/plain` or not JSON, `undefined` when empty. Rejects with a
+   * `RequestTimeoutError` (`REQUEST_TIMEOUT`) when none comes within `timeout` ms (default 10 s), a
+   * `RemoteError` (`REMOTE_ERROR`) when the handler answered with its error, or as `publish` does.
    */
   async request<T = unknown>(options: RequestOptions): Promise<T> {
     this.assertOpen();
-    checkObject('request options', options, 'an object such as { exchange, routingKey, payload }');
-    checkKeys('request', options, REQUEST_OPTION_KEYS);
-    const { exchange = '', routingKey, payload = {}, timeout, headers, correlationId, publishOptions = {} } = options;
-    if (typeof exchange !== 'string') throw new InvalidOptionsError("exchange must be a string ('' is the default exchange)");
-    if (typeof routingKey !== 'string') throw new InvalidOptionsError('routingKey must be a string');
-    const timeoutMs = checkTimeout(timeout);
-    const publish: PublishOptions = { ...publishOptions };
-    if (headers !== undefined) publish.headers = { ...publishOptions.headers, ...headers };
-    if (correlationId !== undefined) publish.correlationId = correlationId;
-    checkPublishOptions(publish);
-    const { buf, contentType } = toBuffer(payload, publish);
-    if (contentType !== undefined) publish.contentType ??= contentType;
+    const request = outgoingRequest(options);
     this.#replies ??= this.replies();
-    const reply = await sendRequest(this.#replies, { exchange, routingKey, body: buf, options: publish, timeoutMs });
-    return replyValue(reply) as T;
+    return replyValue(await sendRequest(this.#replies, request)) as T;
   }
 
   /** Messages and consumers of `queue`, or `null` when it does not exist. */

@@ -7,10 +7,11 @@
  */
 import { randomUUID } from 'node:crypto';
 
+import { checkKeys, checkObject } from './check-options';
 import { InvalidOptionsError, RemoteError, RequestTimeoutError } from './errors';
 import type { Message } from './message';
 import type { OptionKeys, PublishOptions } from './options';
-import type { Body } from './publish';
+import { type Body, checkPublishOptions, toBuffer } from './publish';
 import type { Replies } from './replies';
 
 /** What `rr.request` takes (golevelup's `RequestOptions`). */
@@ -112,7 +113,7 @@ export function replyValue(msg: Message): unknown {
   if (failed !== undefined) {
     const body = parsed(msg);
     const message = body !== null && typeof body === 'object' ? (body as { message?: unknown }).message : body;
-    throw new RemoteError(String(failed), typeof message === 'string' ? message : JSON.stringify(message));
+    throw new RemoteError(typeof failed === 'string' ? failed : JSON.stringify(failed), typeof message === 'string' ? message : JSON.stringify(message));
   }
   return parsed(msg);
 }
@@ -125,4 +126,21 @@ function parsed(msg: Message): unknown {
   } catch {
     return msg.text();
   }
+}
+
+/** `rr.request`'s options, checked, as the request to publish. */
+export function outgoingRequest(options: RequestOptions): OutgoingRequest {
+  checkObject('request options', options, 'an object such as { exchange, routingKey, payload }');
+  checkKeys('request', options, REQUEST_OPTION_KEYS);
+  const { exchange = '', routingKey, payload = {}, timeout, headers, correlationId, publishOptions = {} } = options;
+  if (typeof exchange !== 'string') throw new InvalidOptionsError("exchange must be a string ('' is the default exchange)");
+  if (typeof routingKey !== 'string') throw new InvalidOptionsError('routingKey must be a string');
+  const timeoutMs = checkTimeout(timeout);
+  const publish: PublishOptions = { ...publishOptions };
+  if (headers !== undefined) publish.headers = { ...publishOptions.headers, ...headers };
+  if (correlationId !== undefined) publish.correlationId = correlationId;
+  checkPublishOptions(publish);
+  const { buf, contentType } = toBuffer(payload, publish);
+  if (contentType !== undefined) publish.contentType ??= contentType;
+  return { exchange, routingKey, body: buf, options: publish, timeoutMs };
 }

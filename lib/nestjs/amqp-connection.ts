@@ -15,7 +15,7 @@ import type { Message } from '../message';
 import type { PublishOptions } from '../options';
 import { checkTimeout, sendRequest } from '../request';
 import type { Replies } from '../replies';
-import { type MessageDeserializer, type MessageSerializer, defaultDeserializer, defaultSerializer } from './serialize';
+import { type AmqpPublishOptions, type MessageDeserializer, type MessageSerializer, defaultDeserializer, defaultSerializer } from './serialize';
 import { type RabbitSubscribeOptions, subscribePlan } from './subscribe';
 
 /** What {@link AmqpConnection} takes from the module's options. */
@@ -28,18 +28,6 @@ export interface AmqpConnectionOptions {
   defaultRpcTimeout?: number;
   /** Publish options every `publish` starts from. */
   defaultPublishOptions?: AmqpPublishOptions;
-}
-
-/**
- * amqplib's publish options, as golevelup's `publish` takes them: rabbit-retry's
- * {@link PublishOptions}, plus `deliveryMode` (1 or `false` transient, 2 or
- * `true` persistent) and `mandatory` (every publish is mandatory here).
- */
-export interface AmqpPublishOptions extends PublishOptions {
-  /** 1 (or `false`): transient; 2 (or `true`): persistent. */
-  deliveryMode?: boolean | number;
-  /** Only `true`: a message no queue takes fails with `UNROUTABLE`. */
-  mandatory?: boolean;
 }
 
 /** golevelup's `RequestOptions`. */
@@ -191,7 +179,10 @@ export class AmqpConnection {
 function publishOptionsOf(options: AmqpPublishOptions): PublishOptions {
   const { deliveryMode, mandatory, ...rest } = options as AmqpPublishOptions & Record<string, unknown>;
   if (mandatory === false) {
-    throw new UnsupportedOptionError('mandatory', '`mandatory: false` is not supported: every publish is mandatory, and one no queue takes fails with UNROUTABLE');
+    throw new UnsupportedOptionError(
+      'mandatory',
+      '`mandatory: false` is not supported: every publish is mandatory, and one no queue takes fails with UNROUTABLE',
+    );
   }
   for (const key of ['CC', 'BCC']) {
     if (key in rest) throw new UnsupportedOptionError(key, `\`${key}\` is not supported: publish to each destination instead`);

@@ -23,7 +23,7 @@ export function handlerConfigs(decorator: RabbitSubscribeOptions, module: Rabbit
     return [];
   }
   const { name: _name, ...own } = decorator;
-  const list: readonly RabbitSubscribeOptions[] = Array.isArray(entry) ? entry : [entry as RabbitSubscribeOptions];
+  const list = (Array.isArray(entry) ? entry : [entry]) as readonly RabbitSubscribeOptions[];
   return list.map((config) => ({ ...own, ...config }));
 }
 

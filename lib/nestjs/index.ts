@@ -8,17 +8,10 @@ export { RabbitRetryModule } from './module';
 export { RabbitRetryConsumers, type ConsumersHealth } from './consumers';
 export { RabbitRetryConsoleModule, RabbitRetryConsoleHost, RABBIT_RETRY_CONSOLE_OPTIONS, type RabbitRetryConsoleModuleOptions } from './console-module';
 export { Consume, OnFailure, InjectRabbitRetry, RabbitPayload, RabbitMessage, RabbitRequest, RabbitHeader, type PipeLike } from './decorators';
-export { RabbitSubscribe, Nack, type RabbitSubscribeOptions, type RabbitSubscribeQueueOptions } from './subscribe';
+export { RabbitSubscribe, Nack, type RabbitSubscribeOptions, type RabbitSubscribeQueueOptions, type RabbitSubscribeBinding } from './subscribe';
 export { RabbitRPC, MessageHandlerErrorBehavior, type RabbitRPCOptions, type RpcErrorHandler, type RpcErrorChannel } from './rpc';
-export {
-  AmqpConnection,
-  AmqpConnectionManager,
-  type AmqpConnectionOptions,
-  type AmqpPublishOptions,
-  type AmqpRequestOptions,
-  type SubscriptionResult,
-} from './amqp-connection';
-export type { MessageSerializer, MessageDeserializer } from './serialize';
+export { AmqpConnection, AmqpConnectionManager, type AmqpConnectionOptions, type AmqpRequestOptions, type SubscriptionResult } from './amqp-connection';
+export type { MessageSerializer, MessageDeserializer, AmqpPublishOptions } from './serialize';
 export {
   RABBIT_RETRY_MODULE_OPTIONS,
   type RabbitRetryModuleOptions,
@@ -28,6 +21,7 @@ export {
   type RabbitRetryOptionsFactory,
   type ConsumeHandlerOptions,
   type GolevelupModuleOptions,
+  type HandlerConfig,
   type RabbitRetryChannelOptions,
 } from './options';
 export { RABBIT_RETRY, RABBIT_RETRY_CONTEXT, type RabbitRetryContextType, isRabbitContext } from './constants';

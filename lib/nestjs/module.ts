@@ -24,7 +24,10 @@ import {
 function connect(options: RabbitRetryModuleOptions): Promise<RabbitRetry> {
   checkModuleOptions('RabbitRetryModule options', options, MODULE_OPTION_KEYS);
   if (options.enableControllerDiscovery === false) {
-    throw new UnsupportedOptionError('enableControllerDiscovery', '`enableControllerDiscovery: false` is not supported: controllers are always scanned, as providers are; remove it');
+    throw new UnsupportedOptionError(
+      'enableControllerDiscovery',
+      '`enableControllerDiscovery: false` is not supported: controllers are always scanned, as providers are; remove it',
+    );
   }
   const { defaultOnFailure: _defaults, prefetch: _prefetch, ...rest } = options;
   const connectOptions = Object.fromEntries(Object.entries(rest).filter(([k]) => !(k in GOLEVELUP_OPTION_KEYS)));

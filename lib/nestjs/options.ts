@@ -2,9 +2,10 @@ import { ConfigurableModuleBuilder, type ConfigurableModuleCls, type Configurabl
 
 import { checkKeys, checkObject, checkOnFailureKeys, refuseForeign } from '../check-options';
 import { CONNECT_OPTION_KEYS, CONSUME_OPTION_KEYS, type ConnectOptions, type ConsumeOptions, type OnFailureOptions, type OptionKeys } from '../options';
-import type { AmqpPublishOptions } from './amqp-connection';
-import type { MessageDeserializer, MessageSerializer } from './serialize';
-import type { RabbitSubscribeOptions } from './subscribe';
+import type { AmqpPublishOptions, MessageDeserializer, MessageSerializer } from './serialize';
+
+/** The options of one entry of golevelup's `handlers`: those of `@RabbitSubscribe` (`exchange`, `routingKey`, `queue`, …). */
+export type HandlerConfig = Readonly<Record<string, unknown>>;
 
 /** A named channel of golevelup's `channels`: what a handler that names it (`queueOptions.channel`) takes. */
 export interface RabbitRetryChannelOptions {
@@ -19,14 +20,14 @@ export interface GolevelupModuleOptions {
   /** The module's name; a handler with `connection: name` is consumed by this module only. */
   name?: string;
   /** Handler options by name: a handler's `name` (or `defaultHandler`) picks them; a list makes one consumer each. */
-  handlers?: Record<string, RabbitSubscribeOptions | readonly RabbitSubscribeOptions[]>;
+  handlers?: Record<string, HandlerConfig | readonly HandlerConfig[]>;
   /** The key of `handlers` for handlers without a `name`. */
   defaultHandler?: string;
   /** Named channels: their prefetch, for the handlers that name them. */
   channels?: Record<string, RabbitRetryChannelOptions>;
   /** `false`: no handler of this module consumes. @default true */
   registerHandlers?: boolean;
-  /** `false`: no @RabbitRPC handler of this module consumes. @default true */
+  /** `false`: no `@RabbitRPC` handler of this module consumes. @default true */
   enableDirectReplyTo?: boolean;
   /** Only `true`: controllers are always scanned, as providers are. */
   enableControllerDiscovery?: boolean;

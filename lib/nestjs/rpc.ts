@@ -65,8 +65,15 @@ export function RabbitRPC(options: RabbitRPCOptions): MethodDecorator {
   return SetMetadata(RABBIT_RPC_METADATA, options);
 }
 
-/** golevelup's `MessageHandlerErrorBehavior`: of its values, @RabbitRPC takes `ACK` only (see {@link RabbitRPCOptions}). */
-export const MessageHandlerErrorBehavior = { ACK: 'ACK', NACK: 'NACK', REQUEUE: 'REQUEUE' } as const;
+/** golevelup's `MessageHandlerErrorBehavior`: of its values, `@RabbitRPC` takes `ACK` only (see {@link RabbitRPCOptions}). */
+export const MessageHandlerErrorBehavior = {
+  /** A failed request is answered with its error and acked. */
+  ACK: 'ACK',
+  /** Refused: give `errorHandler`, whose channel's `nack(msg, false, false)` parks the request. */
+  NACK: 'NACK',
+  /** Refused: a failed request is never requeued at once. */
+  REQUEUE: 'REQUEUE',
+} as const;
 
 /** One of {@link MessageHandlerErrorBehavior}'s values. */
 export type MessageHandlerErrorBehavior = (typeof MessageHandlerErrorBehavior)[keyof typeof MessageHandlerErrorBehavior];
@@ -77,7 +84,7 @@ export function checkErrorBehavior(options: RabbitRPCOptions): void {
   if (behavior === undefined || behavior === 'ACK') return;
   throw new UnsupportedOptionError(
     'errorBehavior',
-    `\`errorBehavior: ${String(behavior)}\` of @RabbitRPC is not supported: a failed request is answered with its error and acked (ACK); give \`errorHandler\` to do otherwise (its channel's nack retries or parks the request)`,
+    `\`errorBehavior: ${JSON.stringify(behavior)}\` of @RabbitRPC is not supported: a failed request is answered with its error and acked (ACK); give \`errorHandler\` to do otherwise (its channel's nack retries or parks the request)`,
   );
 }
 

@@ -3,6 +3,7 @@
  * value into bytes, and how a handler's (or a reply's) bytes become a value.
  */
 import type { Message } from '../message';
+import type { PublishOptions } from '../options';
 
 /** Turns a value into the bytes to publish (golevelup's `MessageSerializer`). */
 export type MessageSerializer = (value: unknown) => Buffer;
@@ -15,3 +16,15 @@ export const defaultSerializer: MessageSerializer = (value) => Buffer.from(JSON.
 
 /** JSON, as golevelup reads every body. @internal */
 export const defaultDeserializer: MessageDeserializer = (body) => JSON.parse(body.toString()) as unknown;
+
+/**
+ * amqplib's publish options, as golevelup's `publish` takes them: rabbit-retry's
+ * {@link PublishOptions}, plus `deliveryMode` (1 or `false` transient, 2 or
+ * `true` persistent) and `mandatory` (every publish is mandatory here).
+ */
+export interface AmqpPublishOptions extends PublishOptions {
+  /** 1 (or `false`): transient; 2 (or `true`): persistent. */
+  deliveryMode?: boolean | number;
+  /** Only `true`: a message no queue takes fails with `UNROUTABLE`. */
+  mandatory?: boolean;
+}

@@ -121,8 +121,8 @@ export interface RabbitSubscribeOptions {
   name?: string;
   /** The `name` of the RabbitRetryModule that consumes for this handler. @default the module that the handler's module sees */
   connection?: string;
-  /** More bindings, `{ exchange, routingKey }`, to `exchange` only (several exchanges are refused). */
-  bindings?: readonly { exchange: string; routingKey: string }[];
+  /** More bindings, to `exchange` only (several exchanges are refused). */
+  bindings?: readonly RabbitSubscribeBinding[];
   /** Refused at start-up: failures take the failure path; see `onFailure`. */
   errorBehavior?: unknown;
   /** Refused at start-up: failures take the failure path; see `onFailure`. */
@@ -133,6 +133,14 @@ export interface RabbitSubscribeOptions {
   usePersistentReplyTo?: unknown;
   /** Refused at start-up: each message is handled, and retried or parked, on its own. */
   batchOptions?: unknown;
+}
+
+/** One of golevelup's `bindings`. */
+export interface RabbitSubscribeBinding {
+  /** The exchange: the handler's `exchange` (or the same as the other bindings'). */
+  exchange: string;
+  /** The binding key. */
+  routingKey: string;
 }
 
 /** The keys of {@link RabbitSubscribeOptions}. */
@@ -341,8 +349,8 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
  * several exchanges are added to `refused`.
  */
 function bindingKeysOf(o: RabbitSubscribeOptions, refused: ForeignOption[]): { exchange?: string; keys: string[] } {
-  const bindings = o.bindings;
-  if (bindings === undefined || !Array.isArray(bindings)) return { exchange: o.exchange, keys: [] };
+  const bindings: readonly RabbitSubscribeBinding[] | undefined = o.bindings;
+  if (bindings === undefined) return { exchange: o.exchange, keys: [] };
   const exchanges = new Set([...(o.exchange === undefined ? [] : [o.exchange]), ...bindings.map((b) => b.exchange)]);
   if (exchanges.size > 1) {
     refused.push({
