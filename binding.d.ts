@@ -255,6 +255,8 @@ export interface ConsumeOptions {
   exchangeType?: string
   /** The binding key. @default the queue name */
   routingKey?: string
+  /** More binding keys, to the same exchange, beside `routingKey`. */
+  moreRoutingKeys?: Array<string>
   /** Handlers in flight at most, 1 to 65535. @default `consumeDefaults().prefetch` */
   prefetch?: number
   /** `classic` or `quorum`. @default "classic" */

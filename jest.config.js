@@ -11,6 +11,8 @@ module.exports = {
   testMatch: ['<rootDir>/__test__/**/*.test.ts'],
   testTimeout: 30000,
   transform: {
+    // Peers' specs (__test__/peers/) are ported as written, with their looser types: compiled, not type-checked.
+    '^.+/__test__/peers/.+\\.ts$': ['ts-jest', { diagnostics: false, isolatedModules: true }],
     // ts-jest compiles to CommonJS whatever tsconfig.json's `module` (node20); 151002 is
     // its notice that it does so.
     '^.+\\.ts$': ['ts-jest', { diagnostics: { ignoreCodes: [151002] } }],

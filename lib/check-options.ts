@@ -107,26 +107,41 @@ export function checkKeys(where: string, obj: object, known: Readonly<Record<str
 }
 
 /**
- * Refuses an option of another library that `obj` still carries (a key of
- * `foreign`), with an {@link UnsupportedOptionError} naming it, `where` it is
- * and what to do instead (the key's entry in `foreign`). Only key names
- * appear in the message, never a value. `prefix` is put before the key in
- * the error's `option` (`queueOptions.`).
+ * Refuses the options of another library that `obj` still carries (keys of
+ * `foreign`), with one {@link UnsupportedOptionError} naming each, `where`, and
+ * what to do instead (the key's entry in `foreign`); key names only, never a
+ * value. `prefix` goes before each key (`queueOptions.`).
  * @internal
  */
 export function refuseForeign(where: string, obj: object, foreign: Readonly<Record<string, string>>, prefix = ''): void {
+  refuseAll(where, foreignOptions(where, obj, foreign, prefix));
+}
+
+/** The keys of `obj` that `foreign` lists (set to something), each with why it has no meaning. @internal */
+export function foreignOptions(where: string, obj: object, foreign: Readonly<Record<string, string>>, prefix = ''): ForeignOption[] {
   let keys: string[];
   try {
     keys = Object.keys(obj);
   } catch {
     throw new InvalidOptionsError(`the keys of ${where} could not be read`);
   }
-  for (const key of keys) {
-    if (!Object.prototype.hasOwnProperty.call(foreign, key)) continue;
-    if ((obj as Record<string, unknown>)[key] === undefined) continue;
-    const option = `${prefix}${key}`;
-    throw new UnsupportedOptionError(option, `${showKey(option)} of ${where} has no meaning in rabbit-retry: ${foreign[key]}`);
+  return keys
+    .filter((key) => Object.prototype.hasOwnProperty.call(foreign, key) && (obj as Record<string, unknown>)[key] !== undefined)
+    .map((key) => ({ option: `${prefix}${key}`, why: foreign[key] }));
+}
+
+/** An option with no meaning here, and why. @internal */
+export type ForeignOption = Readonly<{ option: string; why: string }>;
+
+/** Throws one {@link UnsupportedOptionError} naming every option of `found`, each with why. @internal */
+export function refuseAll(where: string, found: readonly ForeignOption[]): void {
+  if (found.length === 0) return;
+  if (found.length === 1) {
+    const { option, why } = found[0];
+    throw new UnsupportedOptionError(option, `${showKey(option)} of ${where} has no meaning in rabbit-retry: ${why}`);
   }
+  const list = found.map(({ option, why }) => `${showKey(option)}: ${why}`).join('; ');
+  throw new UnsupportedOptionError(found.map((f) => f.option).join(', '), `${found.length} options of ${where} have no meaning in rabbit-retry: ${list}`);
 }
 
 /** @internal */
@@ -347,7 +362,10 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
   checkKeys('consume', o, CONSUME_OPTION_KEYS);
   checkString('queue', o.queue, { optional: false, nonEmpty: true, what: 'a non-empty string: the work queue to consume' });
   checkString('exchange', o.exchange);
-  checkString('routingKey', o.routingKey);
+  if (Array.isArray(o.routingKey)) {
+    if (o.routingKey.length === 0) throw new InvalidOptionsError('routingKey must be a string or a non-empty list of strings');
+    for (const key of o.routingKey as unknown[]) checkString('routingKey', key);
+  } else checkString('routingKey', o.routingKey);
   checkNativeWhole('prefetch', o.prefetch, 'a whole number from 1 to 65535');
   checkString('queueType', o.queueType, { what: "'classic' or 'quorum'" });
   checkString('exchangeType', o.exchangeType, { what: "'topic', 'direct', 'fanout' or 'headers'" });

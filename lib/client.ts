@@ -5,6 +5,7 @@ import type { CloseResult, Handler, SchedulerStopResult } from './consumer/event
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
 import { Parked } from './parked';
 import { Replies } from './replies';
+import { type RequestOptions, outgoingRequest, replyValue, sendRequest } from './request';
 import { RetryTable } from './table';
 import { binding, type NativeClient, parkedQueueName, retryQueueName } from './native';
 import { consumerMetrics } from './metrics';
@@ -99,6 +100,8 @@ export class RabbitRetry {
 
   // An ES private field: printing or serialising the client never shows the URL's password.
   readonly #options: ConnectOptions;
+  /** The reply channel of {@link RabbitRetry.request}, opened on the first request. */
+  #replies?: Replies;
 
   private constructor(
     private readonly inner: NativeClient,
@@ -219,7 +222,8 @@ export class RabbitRetry {
         queue: options.queue,
         exchange: options.exchange,
         exchangeType: options.exchangeType,
-        routingKey: options.routingKey,
+        routingKey: typeof options.routingKey === 'string' ? options.routingKey : options.routingKey?.[0],
+        moreRoutingKeys: typeof options.routingKey === 'string' ? undefined : options.routingKey?.slice(1),
         prefetch: options.prefetch,
         queueType: options.queueType,
         deliveryLimit: options.deliveryLimit,
@@ -382,6 +386,19 @@ export class RabbitRetry {
     );
   }
 
+  /**
+   * Publishes `payload` (encoded as `publish` encodes a body) over direct reply-to, and resolves with the
+   * reply: its JSON, its text when `text/plain` or not JSON, `undefined` when empty. Rejects with a
+   * `RequestTimeoutError` (`REQUEST_TIMEOUT`) when none comes within `timeout` ms (default 10 s), a
+   * `RemoteError` (`REMOTE_ERROR`) when the handler answered with its error, or as `publish` does.
+   */
+  async request<T = unknown>(options: RequestOptions): Promise<T> {
+    this.assertOpen();
+    const request = outgoingRequest(options);
+    this.#replies ??= this.replies();
+    return replyValue(await sendRequest(this.#replies, request)) as T;
+  }
+
   /** Messages and consumers of `queue`, or `null` when it does not exist. */
   async queueInfo(queue: string): Promise<{
     /** Messages ready in the queue (the broker does not count those delivered and not yet acked). */
@@ -456,6 +473,7 @@ export class RabbitRetry {
   private async shutdown(consumers: Consumer[], timeoutMs: number): Promise<CloseResult> {
     // The retry table's scheduler stops at once, alongside the consumers: its
     // drain does not wait for their handlers.
+    await this.#replies?.close();
     const [results, stopped] = await Promise.all([Promise.all(consumers.map((c) => c.close({ timeoutMs }))), native(() => this.inner.stopScheduler())]);
     await native(() => this.inner.close());
     const unfinished = results.reduce((n, r) => n + r.unfinished, 0);

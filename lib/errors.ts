@@ -18,7 +18,9 @@ export type ErrorCode =
   | 'RETRY_TABLE'
   | 'REPLY_REFUSED'
   | 'BROKER_UNSUPPORTED'
-  | 'INBOX';
+  | 'INBOX'
+  | 'REQUEST_TIMEOUT'
+  | 'REMOTE_ERROR';
 
 /** The base class of rabbit-retry's errors. */
 export class RabbitRetryError extends Error {
@@ -161,6 +163,41 @@ export class ReplyRefusedError extends RabbitRetryError {
 export class BrokerUnsupportedError extends RabbitRetryError {
   constructor(message: string) {
     super('BROKER_UNSUPPORTED', message);
+  }
+}
+
+/**
+ * No reply to a request came within its timeout (`rr.request`,
+ * `AmqpConnection.request`). The request may still be handled: a reply that
+ * comes later is dropped.
+ */
+export class RequestTimeoutError extends RabbitRetryError {
+  /** The timeout, in ms. */
+  readonly timeoutMs: number;
+  /** The exchange the request was published to. */
+  readonly exchange: string;
+  /** Its routing key. */
+  readonly routingKey: string;
+
+  constructor(timeoutMs: number, exchange: string, routingKey: string) {
+    super('REQUEST_TIMEOUT', `no reply within ${timeoutMs} ms to the request to exchange '${exchange}' with routing key '${routingKey}'`);
+    this.timeoutMs = timeoutMs;
+    this.exchange = exchange;
+    this.routingKey = routingKey;
+  }
+}
+
+/**
+ * The handler of a request failed, and answered with its error (`rr.request`):
+ * `remoteName` and `message` are the handler's error's class and message.
+ */
+export class RemoteError extends RabbitRetryError {
+  /** The class of the handler's error (`Error`, `RpcException`, …). */
+  readonly remoteName: string;
+
+  constructor(remoteName: string, message: string) {
+    super('REMOTE_ERROR', message);
+    this.remoteName = remoteName;
   }
 }
 

@@ -9,6 +9,7 @@ import type { Delay } from './options';
 
 export { RabbitRetry, DEFAULT_URL } from './client';
 export type { Body } from './publish';
+export type { RequestOptions } from './request';
 export { Consumer } from './consumer';
 export type {
   Handler,
@@ -86,6 +87,8 @@ export {
   RetryTableError,
   ReplyRefusedError,
   BrokerUnsupportedError,
+  RequestTimeoutError,
+  RemoteError,
   type ErrorCode,
 } from './errors';
 export {

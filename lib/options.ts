@@ -370,8 +370,8 @@ export interface ConsumeOptions {
   exchange?: string;
   /** The exchange's type. @default 'topic' */
   exchangeType?: 'topic' | 'direct' | 'fanout' | 'headers';
-  /** The binding key. @default the queue name */
-  routingKey?: string;
+  /** The binding key, or several (each a binding to `exchange`). @default the queue name */
+  routingKey?: string | readonly string[];
   /** At most this many handlers in flight. @default 10 */
   prefetch?: number;
   /**

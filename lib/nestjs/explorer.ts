@@ -7,17 +7,21 @@ import type { Module as NestModule } from '@nestjs/core/injector/module';
 import type { RabbitRetry } from '../client';
 import type { Consumer } from '../consumer';
 import { reasonOf } from '../error-text';
-import { InvalidOptionsError, NonRetryableError, RabbitRetryError } from '../errors';
+import { InvalidOptionsError, NoHandlerError, NonRetryableError, RabbitRetryError } from '../errors';
 import type { InboxContext } from '../inbox-options';
 import type { Message } from '../message';
 import { checkKeys, checkObject, checkOnFailureKeys } from '../check-options';
 import type { ConsumeOptions, OnFailureOptions } from '../options';
-import { ARGS_METADATA, CONSUME_METADATA, ON_FAILURE_METADATA, RABBIT_RETRY_CONTEXT, RABBIT_SUBSCRIBE_METADATA } from './constants';
+import { type AmqpConnection, AmqpConnectionManager } from './amqp-connection';
+import { ARGS_METADATA, CONSUME_METADATA, ON_FAILURE_METADATA, RABBIT_RETRY_CONTEXT, RABBIT_RPC_METADATA, RABBIT_SUBSCRIBE_METADATA } from './constants';
 import type { RabbitRetryConsumers } from './consumers';
 import { ArgType } from './decorators';
 import { CONSUME_HANDLER_HINTS, CONSUME_HANDLER_OPTION_KEYS, type ConsumeHandlerOptions, type RabbitRetryModuleOptions } from './options';
 import { type RabbitSubscribeOptions, checkReturned, subscribePlan } from './subscribe';
 import { logMoves } from './follow';
+import { type RabbitRPCOptions, RPC_OPTIONS, answer, answerFailure, checkErrorBehavior } from './rpc';
+import { defaultSerializer } from './serialize';
+import { handlerConfigs, keysOf, prefetchOf, routeByKey } from './golevelup';
 
 /** One decorated method, found at bootstrap. */
 interface HandlerRef {
@@ -32,6 +36,10 @@ interface HandlerRef {
   subscribe?: RabbitSubscribeOptions;
   /** How the body is read: JSON unless `@RabbitSubscribe` says otherwise. */
   body?: (msg: Message) => unknown;
+  /** A @RabbitRPC handler: its value answers the request. */
+  rpc?: boolean;
+  /** `queueOptions.channel`: the module's channel whose prefetch it takes. */
+  channel?: string;
 }
 
 /** The queue a handler's decorator names, for messages (before its options are checked). */
@@ -103,6 +111,7 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     private readonly options: RabbitRetryModuleOptions,
     private readonly rr: RabbitRetry,
     private readonly registry: RabbitRetryConsumers,
+    private readonly amqp: AmqpConnection,
   ) {}
 
   /**
@@ -111,10 +120,14 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
    */
   async onApplicationBootstrap(): Promise<void> {
     let found: HandlerRef[] = [];
+    if (this.options.registerHandlers === false) {
+      this.logger.log('registerHandlers is false: no handler of this RabbitRetryModule consumes');
+      return;
+    }
     try {
       found = this.discover();
       for (const ref of found) this.named(ref, () => this.check(ref));
-      for (const ref of found) await this.start(ref);
+      for (const refs of this.byQueue(found)) await this.start(refs);
     } catch (err) {
       for (const ref of found) claimed.get(ref.instance)?.delete(ref.method);
       // The application will not run: leave nothing open that keeps the process alive.
@@ -136,6 +149,8 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
       }
       for (const { ref } of this.consumers) claimed.get(ref.instance)?.delete(ref.method);
       this.registry.clear();
+      AmqpConnectionManager.remove(this.options.name ?? 'default', this.amqp);
+      await this.amqp.close();
       await this.rr.close();
     })();
     return this.closing;
@@ -155,7 +170,8 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
         const fn = (proto as Record<string, unknown>)[method];
         if (typeof fn !== 'function') continue;
         const consume = Reflect.getMetadata(CONSUME_METADATA, fn) as ConsumeHandlerOptions | undefined;
-        const subscribe = Reflect.getMetadata(RABBIT_SUBSCRIBE_METADATA, fn) as RabbitSubscribeOptions | undefined;
+        const rpc = Reflect.getMetadata(RABBIT_RPC_METADATA, fn) as RabbitRPCOptions | undefined;
+        const subscribe = (Reflect.getMetadata(RABBIT_SUBSCRIBE_METADATA, fn) ?? rpc) as RabbitSubscribeOptions | undefined;
         const onFailure = Reflect.getMetadata(ON_FAILURE_METADATA, fn) as OnFailureOptions | undefined;
         if (!consume && !subscribe && !onFailure) continue;
         const name = `${className}.${method}`;
@@ -167,7 +183,12 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
           problems.push(`${name} has @OnFailure but no @Consume: add @Consume({ queue }) (or @RabbitSubscribe({ queue })), or remove @OnFailure`);
           continue;
         }
-        if (several && mine && !this.sees(wrapper, mine)) continue;
+        const connection = subscribe?.connection;
+        if (connection !== undefined ? connection !== this.options.name : several && mine && !this.sees(wrapper, mine)) continue;
+        if (rpc && this.options.enableDirectReplyTo === false) {
+          this.logger.warn(`${name} is a @RabbitRPC handler, and enableDirectReplyTo is false: it does not consume`);
+          continue;
+        }
         if (wrapper.scope === Scope.REQUEST || wrapper.scope === Scope.TRANSIENT || !wrapper.isDependencyTreeStatic()) {
           problems.push(
             `${name} is in a ${wrapper.scope === Scope.TRANSIENT ? 'transient' : 'request-scoped'} provider (or one that depends on a request-scoped provider); ` +
@@ -184,8 +205,10 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
         }
         methods.add(method);
         claimed.set(instance, methods);
-        // A @RabbitSubscribe's consume options are filled in when its options are checked.
-        found.push({ name, instance, method, consume: consume ?? { queue: queueOf(subscribe) }, onFailure, subscribe });
+        // A @RabbitSubscribe's consume options are filled in when its options are checked; a `name` picks the module's `handlers`.
+        for (const options of subscribe ? handlerConfigs(subscribe, this.options, (m) => this.logger.log(`${name}: ${m}`)) : [undefined]) {
+          found.push({ name, instance, method, consume: consume ?? { queue: queueOf(options) }, onFailure, subscribe: options, rpc: rpc !== undefined });
+        }
       }
     }
     if (problems.length > 0) {
@@ -210,10 +233,32 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     return undefined;
   }
 
-  /** Whether the provider's module can inject this module's client. */
+  /**
+   * Whether the provider's module can inject this module's client, or (when it
+   * imports no RabbitRetryModule) a module that imports the provider's can.
+   */
   private sees(wrapper: InstanceWrapper, mine: NestModule): boolean {
     const host = wrapper.host;
-    return mine.isGlobal || host === mine || host?.imports.has(mine) === true;
+    if (mine.isGlobal || host === mine || host?.imports.has(mine) === true) return true;
+    if (!host || [...host.imports].some((m) => m.providers.has(RabbitRetryExplorer))) return false;
+    return [...this.modules.values()].some((m) => m.imports.has(host) && m.imports.has(mine));
+  }
+
+  /** The handlers by queue: the @RabbitRPC handlers of one queue share its consumer, routed by routing key. */
+  private byQueue(found: HandlerRef[]): HandlerRef[][] {
+    const groups: HandlerRef[][] = [];
+    const rpcQueues = new Map<string, HandlerRef[]>();
+    for (const ref of found) {
+      const shared = ref.rpc ? rpcQueues.get(ref.consume.queue) : undefined;
+      if (shared) {
+        shared.push(ref);
+        continue;
+      }
+      const group = [ref];
+      if (ref.rpc) rpcQueues.set(ref.consume.queue, group);
+      groups.push(group);
+    }
+    return groups;
   }
 
   /**
@@ -223,7 +268,13 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
    */
   private check(ref: HandlerRef): void {
     if (ref.subscribe !== undefined) {
-      const plan = subscribePlan(ref.subscribe);
+      const plan = subscribePlan(ref.subscribe, {
+        deserializer: this.options.deserializer,
+        where: ref.rpc ? '@RabbitRPC' : '@RabbitSubscribe',
+        allowed: ref.rpc ? RPC_OPTIONS : undefined,
+      });
+      ref.channel = plan.channel;
+      if (ref.rpc) checkErrorBehavior(ref.subscribe as RabbitRPCOptions);
       if (plan.onFailure !== undefined && ref.onFailure !== undefined) {
         throw new InvalidOptionsError('onFailure is given twice, in @RabbitSubscribe and in @OnFailure: keep one');
       }
@@ -254,12 +305,39 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     return err;
   }
 
-  private async start(ref: HandlerRef): Promise<void> {
+  /** Starts one consumer for `refs` (one handler, or the @RabbitRPC handlers of one queue). */
+  private async start(refs: HandlerRef[]): Promise<void> {
+    const ref = refs[0];
     const options: ConsumeOptions = {
       ...ref.consume,
-      prefetch: ref.consume.prefetch ?? this.options.prefetch,
+      prefetch: ref.consume.prefetch ?? prefetchOf(this.options, ref.channel),
       onFailure: mergeOnFailure(this.options.defaultOnFailure, ref.onFailure),
     };
+    const runs = refs.map((r) => this.runner(r));
+    let handler = runs[0];
+    if (refs.length > 1) {
+      options.routingKey = refs.flatMap((r) => keysOf(r.consume));
+      const route = routeByKey(refs.map((r, i) => ({ keys: keysOf(r.consume), run: runs[i] })));
+      handler = (msg, tx) => {
+        const run = route(msg.routingKey);
+        if (!run) throw new NoHandlerError(`no @RabbitRPC handler of '${ref.consume.queue}' takes routing key '${msg.routingKey}'`);
+        return run(msg, tx);
+      };
+    }
+    let consumer: Consumer;
+    try {
+      consumer = await this.rr.consume(options, handler);
+    } catch (err) {
+      throw this.withName(ref, err);
+    }
+    this.follow(consumer);
+    for (const r of refs) this.consumers.push({ ref: r, consumer });
+    this.registry.add(consumer);
+    this.logger.log(`${refs.map((r) => r.name).join(', ')} consume${refs.length > 1 ? '' : 's'} '${consumer.queue}' on ${this.rr.url}`);
+  }
+
+  /** The function that handles one message for `ref`: its body read, guards, interceptors and pipes applied, its value answered. */
+  private runner(ref: HandlerRef): (msg: Message, tx?: InboxContext<unknown>) => Promise<void> {
     const invoke = this.contextCreator.create(
       ref.instance,
       (ref.instance as Record<string, (...args: unknown[]) => unknown>)[ref.method],
@@ -274,33 +352,33 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     );
     const read = ref.body ?? ((msg: Message) => msg.json());
     const subscriber = ref.subscribe !== undefined;
-    const inbox = options.inbox !== undefined;
+    const inbox = ref.consume.inbox !== undefined;
     if (!inbox && this.marksTx(ref)) {
       throw new InvalidOptionsError(`${ref.name}: @RabbitTx() needs an inbox: @Consume({ queue, inbox: { pool } })`);
     }
-    const handler = async (msg: Message, tx?: InboxContext<unknown>): Promise<void> => {
-      const body = read(msg);
+    const warn = (m: string) => {
+      (this.options.logger ?? this.logger).warn(m);
+    };
+    const answerer = ref.rpc
+      ? { rr: this.rr, serialize: this.options.serializer ?? defaultSerializer, options: ref.subscribe as RabbitRPCOptions, name: ref.name, warn }
+      : undefined;
+    return async (msg: Message, tx?: InboxContext<unknown>): Promise<void> => {
       let returned: unknown;
       try {
         // golevelup's handlers take the headers third; @Consume handlers the inbox's { tx } (or nothing).
-        returned = await invoke(body, msg, inbox ? tx : msg.headers, tx);
+        returned = await invoke(read(msg), msg, inbox ? tx : msg.headers, tx);
       } catch (err) {
         // A guard's refusal will not change on the next attempt.
-        if (isForbidden(err)) throw new NonRetryableError(`${ref.name} refused the message: ${reasonOf(err)}`, { cause: err });
-        throw err;
+        const failure = isForbidden(err) ? new NonRetryableError(`${ref.name} refused the message: ${reasonOf(err)}`, { cause: err }) : err;
+        if (answerer) return answerFailure(answerer, msg, failure);
+        throw failure;
       }
       if (subscriber) checkReturned(returned, ref.name);
+      if (answerer) return answer(answerer, msg, returned);
+      if (subscriber && Boolean(returned)) {
+        warn(`${ref.name} returned a value, which is dropped: Subscribe handlers should only return void (a @RabbitRPC handler answers with its value)`);
+      }
     };
-    let consumer: Consumer;
-    try {
-      consumer = await this.rr.consume(options, handler);
-    } catch (err) {
-      throw this.withName(ref, err);
-    }
-    this.follow(consumer);
-    this.consumers.push({ ref, consumer });
-    this.registry.add(consumer);
-    this.logger.log(`${ref.name} consumes '${consumer.queue}' on ${this.rr.url}`);
   }
 
   /** Whether a parameter of the handler has `@RabbitTx()`. */

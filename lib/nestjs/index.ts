@@ -8,7 +8,10 @@ export { RabbitRetryModule } from './module';
 export { RabbitRetryConsumers, type ConsumersHealth } from './consumers';
 export { RabbitRetryConsoleModule, RabbitRetryConsoleHost, RABBIT_RETRY_CONSOLE_OPTIONS, type RabbitRetryConsoleModuleOptions } from './console-module';
 export { Consume, OnFailure, InjectRabbitRetry, RabbitPayload, RabbitMessage, RabbitRequest, RabbitHeader, RabbitTx, type PipeLike } from './decorators';
-export { RabbitSubscribe, Nack, type RabbitSubscribeOptions, type RabbitSubscribeQueueOptions } from './subscribe';
+export { RabbitSubscribe, Nack, type RabbitSubscribeOptions, type RabbitSubscribeQueueOptions, type RabbitSubscribeBinding } from './subscribe';
+export { RabbitRPC, MessageHandlerErrorBehavior, type RabbitRPCOptions, type RpcErrorHandler, type RpcErrorChannel } from './rpc';
+export { AmqpConnection, AmqpConnectionManager, type AmqpConnectionOptions, type AmqpRequestOptions, type SubscriptionResult } from './amqp-connection';
+export type { MessageSerializer, MessageDeserializer, AmqpPublishOptions } from './serialize';
 export {
   RABBIT_RETRY_MODULE_OPTIONS,
   type RabbitRetryModuleOptions,
@@ -17,6 +20,18 @@ export {
   type RabbitRetryModuleExtras,
   type RabbitRetryOptionsFactory,
   type ConsumeHandlerOptions,
+  type GolevelupModuleOptions,
+  type HandlerConfig,
+  type RabbitRetryChannelOptions,
 } from './options';
-export { RABBIT_RETRY, RABBIT_RETRY_CONTEXT, type RabbitRetryContextType } from './constants';
-export { RabbitRetry, Message, NonRetryableError, NoHandlerError, UnsupportedOptionError, type OnFailureOptions } from '../index';
+export { RABBIT_RETRY, RABBIT_RETRY_CONTEXT, type RabbitRetryContextType, isRabbitContext } from './constants';
+export {
+  RabbitRetry,
+  Message,
+  NonRetryableError,
+  NoHandlerError,
+  UnsupportedOptionError,
+  RequestTimeoutError,
+  RemoteError,
+  type OnFailureOptions,
+} from '../index';

@@ -3,11 +3,14 @@ import { DiscoveryModule, DiscoveryService, MetadataScanner, ModulesContainer } 
 import { ExternalContextCreator } from '@nestjs/core/helpers/external-context-creator';
 
 import { RabbitRetry } from '../client';
+import { UnsupportedOptionError } from '../errors';
+import { AmqpConnection, AmqpConnectionManager } from './amqp-connection';
 import { RABBIT_RETRY } from './constants';
 import { RabbitRetryConsumers } from './consumers';
 import { RabbitRetryExplorer } from './explorer';
 import {
   ConfigurableModuleClass,
+  GOLEVELUP_OPTION_KEYS,
   MODULE_OPTION_KEYS,
   RABBIT_RETRY_MODULE_OPTIONS,
   ROOT_OPTION_KEYS,
@@ -20,7 +23,14 @@ import {
 
 function connect(options: RabbitRetryModuleOptions): Promise<RabbitRetry> {
   checkModuleOptions('RabbitRetryModule options', options, MODULE_OPTION_KEYS);
-  const { defaultOnFailure: _defaults, prefetch: _prefetch, ...connectOptions } = options;
+  if (options.enableControllerDiscovery === false) {
+    throw new UnsupportedOptionError(
+      'enableControllerDiscovery',
+      '`enableControllerDiscovery: false` is not supported: controllers are always scanned, as providers are; remove it',
+    );
+  }
+  const { defaultOnFailure: _defaults, prefetch: _prefetch, ...rest } = options;
+  const connectOptions = Object.fromEntries(Object.entries(rest).filter(([k]) => !(k in GOLEVELUP_OPTION_KEYS)));
   const logger = new Logger('RabbitRetry');
   return RabbitRetry.connect({
     logger: { warn: (m) => logger.warn(m), error: (m) => logger.error(m) },
@@ -46,7 +56,8 @@ function connect(options: RabbitRetryModuleOptions): Promise<RabbitRetry> {
  *
  * The client is injected by its class (`constructor(private readonly rr: RabbitRetry)`),
  * by {@link InjectRabbitRetry}, or by the {@link RABBIT_RETRY} token: all three give
- * the same instance.
+ * the same instance. {@link AmqpConnection} (golevelup's publishing and request
+ * side, over that client) is injected by its class.
  */
 export class RabbitRetryModule extends ConfigurableModuleClass {
   /**
@@ -76,6 +87,16 @@ Module({
   providers: [
     { provide: RABBIT_RETRY, useFactory: connect, inject: [RABBIT_RETRY_MODULE_OPTIONS] },
     { provide: RabbitRetry, useExisting: RABBIT_RETRY },
+    {
+      provide: AmqpConnection,
+      useFactory: (rr: RabbitRetry, o: RabbitRetryModuleOptions) => {
+        const connection = new AmqpConnection(rr, o);
+        AmqpConnectionManager.add(o.name ?? 'default', connection);
+        return connection;
+      },
+      inject: [RABBIT_RETRY, RABBIT_RETRY_MODULE_OPTIONS],
+    },
+    { provide: AmqpConnectionManager, useFactory: () => new AmqpConnectionManager() },
     { provide: RabbitRetryConsumers, useFactory: () => new RabbitRetryConsumers() },
     {
       provide: RabbitRetryExplorer,
@@ -88,8 +109,9 @@ Module({
         RABBIT_RETRY_MODULE_OPTIONS,
         RABBIT_RETRY,
         RabbitRetryConsumers,
+        AmqpConnection,
       ],
     },
   ],
-  exports: [RABBIT_RETRY, RabbitRetry, RabbitRetryConsumers],
+  exports: [RABBIT_RETRY, RabbitRetry, RabbitRetryConsumers, AmqpConnection, AmqpConnectionManager],
 })(RabbitRetryModule);

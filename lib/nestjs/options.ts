@@ -2,9 +2,62 @@ import { ConfigurableModuleBuilder, type ConfigurableModuleCls, type Configurabl
 
 import { checkKeys, checkObject, checkOnFailureKeys, refuseForeign } from '../check-options';
 import { CONNECT_OPTION_KEYS, CONSUME_OPTION_KEYS, type ConnectOptions, type ConsumeOptions, type OnFailureOptions, type OptionKeys } from '../options';
+import type { AmqpPublishOptions, MessageDeserializer, MessageSerializer } from './serialize';
+
+/** The options of one entry of golevelup's `handlers`: those of `@RabbitSubscribe` (`exchange`, `routingKey`, `queue`, …). */
+export type HandlerConfig = Readonly<Record<string, unknown>>;
+
+/** A named channel of golevelup's `channels`: what a handler that names it (`queueOptions.channel`) takes. */
+export interface RabbitRetryChannelOptions {
+  /** The handler's prefetch, unless it gives its own. */
+  prefetchCount?: number;
+  /** The channel of handlers that name none, or a channel not listed. */
+  default?: boolean;
+}
+
+/** The options of `@golevelup/nestjs-rabbitmq`'s module that have a meaning here. */
+export interface GolevelupModuleOptions {
+  /** The module's name; a handler with `connection: name` is consumed by this module only. */
+  name?: string;
+  /** Handler options by name: a handler's `name` (or `defaultHandler`) picks them; a list makes one consumer each. */
+  handlers?: Record<string, HandlerConfig | readonly HandlerConfig[]>;
+  /** The key of `handlers` for handlers without a `name`. */
+  defaultHandler?: string;
+  /** Named channels: their prefetch, for the handlers that name them. */
+  channels?: Record<string, RabbitRetryChannelOptions>;
+  /** `false`: no handler of this module consumes. @default true */
+  registerHandlers?: boolean;
+  /** `false`: no `@RabbitRPC` handler of this module consumes. @default true */
+  enableDirectReplyTo?: boolean;
+  /** Only `true`: controllers are always scanned, as providers are. */
+  enableControllerDiscovery?: boolean;
+  /** How `AmqpConnection` turns a value into bytes (publishes, requests and replies). @default JSON */
+  serializer?: MessageSerializer;
+  /** How a handler without its own `deserializer`, and `AmqpConnection.request`, read a body. @default JSON */
+  deserializer?: MessageDeserializer;
+  /** ms `AmqpConnection.request` waits for a reply. @default 10000 */
+  defaultRpcTimeout?: number;
+  /** Publish options every `AmqpConnection.publish` starts from. */
+  defaultPublishOptions?: AmqpPublishOptions;
+}
+
+/** The keys of {@link GolevelupModuleOptions}. @internal */
+export const GOLEVELUP_OPTION_KEYS = {
+  name: true,
+  handlers: true,
+  defaultHandler: true,
+  channels: true,
+  registerHandlers: true,
+  enableDirectReplyTo: true,
+  enableControllerDiscovery: true,
+  serializer: true,
+  deserializer: true,
+  defaultRpcTimeout: true,
+  defaultPublishOptions: true,
+} satisfies OptionKeys<GolevelupModuleOptions>;
 
 /** Options of {@link RabbitRetryModule}: how to connect, and defaults for every `@Consume` handler. */
-export interface RabbitRetryModuleOptions extends ConnectOptions {
+export interface RabbitRetryModuleOptions extends ConnectOptions, GolevelupModuleOptions {
   /**
    * What to do when a handler throws, for handlers without `@OnFailure`. A
    * method's `@OnFailure` overrides it field by field (`delays`, `retryable`).
@@ -18,6 +71,7 @@ export interface RabbitRetryModuleOptions extends ConnectOptions {
 /** The keys of {@link RabbitRetryModuleOptions}. @internal */
 export const MODULE_OPTION_KEYS = {
   ...CONNECT_OPTION_KEYS,
+  ...GOLEVELUP_OPTION_KEYS,
   defaultOnFailure: true,
   prefetch: true,
 } satisfies OptionKeys<RabbitRetryModuleOptions>;
@@ -93,23 +147,12 @@ export const GOLEVELUP_MODULE_OPTIONS: Readonly<Record<string, string>> = {
   exchanges: 'each @RabbitSubscribe declares its exchange (a topic exchange; `exchangeType` for another type)',
   exchangeBindings: 'bind exchanges to exchanges outside rabbit-retry (a definitions file, or the management API)',
   queues: 'each @RabbitSubscribe or @Consume declares its queue',
-  channels: 'every consumer has a channel of its own; set `prefetch` on the handler, or here',
-  handlers: 'give each handler its options in @RabbitSubscribe',
-  defaultHandler: 'give each handler its options in @RabbitSubscribe',
-  defaultRpcTimeout: 'rabbit-retry has no @RabbitRPC; requests and replies go through rabbit-retry/microservices',
   defaultExchangeType: 'give `exchangeType` in @RabbitSubscribe (the default is topic)',
-  defaultRpcErrorHandler: 'rabbit-retry has no @RabbitRPC; requests and replies go through rabbit-retry/microservices',
+  defaultRpcErrorHandler: 'a @RabbitRPC handler that throws answers with its error; give `errorHandler` to the handler to answer otherwise',
   defaultSubscribeErrorBehavior: 'write `defaultOnFailure`: a handler that throws retries through the retry queues and parks, never requeues',
   connectionInitOptions:
     'the connection is made at start-up (`connectTimeoutMs`), which fails with CONNECTION when no node answers; consumers recover by themselves afterwards',
   connectionManagerOptions: 'write `heartbeat`, `connectTimeoutMs`, `tls` and `recovery` (on each handler)',
-  registerHandlers: 'handlers are always found and started at bootstrap',
-  enableDirectReplyTo: 'rabbit-retry has no @RabbitRPC; requests and replies go through rabbit-retry/microservices',
-  enableControllerDiscovery: 'controllers are always scanned, as providers are',
-  deserializer: 'give `deserializer` to each @RabbitSubscribe',
-  serializer: 'publish JSON, text or Buffers with `rr.publish`',
-  defaultPublishOptions: 'give publish options to each `rr.publish`; messages are persistent by default',
-  name: 'inject the client with @InjectRabbitRetry(), or import one RabbitRetryModule per broker',
 };
 
 /**

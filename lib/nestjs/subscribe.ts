@@ -10,10 +10,11 @@ import { InvalidOptionsError, NonRetryableError, UnsupportedOptionError } from '
 import { reasonOf } from '../error-text';
 import { fenceSync } from '../fence';
 import type { Message } from '../message';
-import { checkBoolean, checkFunction, checkKeys, checkObject, checkString, refuseForeign } from '../check-options';
+import { type ForeignOption, checkBoolean, checkFunction, checkKeys, checkObject, checkString, foreignOptions, refuseAll } from '../check-options';
 import type { ConsumeOptions, OnFailureOptions, OptionKeys, QueueArguments } from '../options';
 import { RABBIT_SUBSCRIBE_METADATA } from './constants';
 import type { ConsumeHandlerOptions } from './options';
+import type { MessageDeserializer } from './serialize';
 
 /**
  * The queue options of {@link RabbitSubscribe}, as golevelup (and amqplib's
@@ -43,8 +44,8 @@ export interface RabbitSubscribeQueueOptions {
   maxPriority?: number;
   /** Refused at start-up: the binding is made without arguments. */
   bindQueueArguments?: unknown;
-  /** Refused at start-up: every consumer has a channel of its own; set `prefetch`. */
-  channel?: unknown;
+  /** A channel of the module's `channels`: the handler takes its `prefetchCount` (every consumer has a channel of its own). */
+  channel?: string;
   /** Refused at start-up: the consumer is made by rabbit-retry, acks and all. */
   consumerOptions?: unknown;
 }
@@ -69,7 +70,6 @@ const QUEUE_OPTION_KEYS = {
 /** Queue options that have no meaning here, and what to do instead. */
 const REFUSED_QUEUE_OPTIONS: Readonly<Record<string, string>> = {
   bindQueueArguments: 'the queue is bound without arguments; bind with arguments (a headers exchange) outside rabbit-retry',
-  channel: 'every consumer has a channel of its own; set `prefetch` on the handler, or on the module',
   consumerOptions: "the consumer is rabbit-retry's: it acks each message after its handler, and `prefetch` limits the handlers in flight",
 };
 
@@ -95,7 +95,7 @@ export interface RabbitSubscribeOptions {
   queue?: string;
   /** An exchange to declare and bind the queue to (a topic exchange unless `exchangeType` says otherwise). */
   exchange?: string;
-  /** The binding key; a list of one key is that key. @default the queue name */
+  /** The binding key, or several (each a binding to `exchange`). @default the queue name */
   routingKey?: string | readonly string[];
   /** How the work queue is declared. */
   queueOptions?: RabbitSubscribeQueueOptions;
@@ -117,12 +117,12 @@ export interface RabbitSubscribeOptions {
   exchangeType?: ConsumeOptions['exchangeType'];
   /** The queue type of the work, retry and parked queues. @default 'classic' */
   queueType?: ConsumeOptions['queueType'];
-  /** Refused at start-up: give the options here rather than in the module's `handlers`. */
-  name?: unknown;
-  /** Refused at start-up: one connection per RabbitRetryModule. */
-  connection?: unknown;
-  /** Refused at start-up: the queue is bound once, to `exchange` with `routingKey`. */
-  bindings?: unknown;
+  /** The key of the module's `handlers` whose options (one set, or a list: one consumer each) complete these. */
+  name?: string;
+  /** The `name` of the RabbitRetryModule that consumes for this handler. @default the module that the handler's module sees */
+  connection?: string;
+  /** More bindings, to `exchange` only (several exchanges are refused). */
+  bindings?: readonly RabbitSubscribeBinding[];
   /** Refused at start-up: failures take the failure path; see `onFailure`. */
   errorBehavior?: unknown;
   /** Refused at start-up: failures take the failure path; see `onFailure`. */
@@ -133,6 +133,14 @@ export interface RabbitSubscribeOptions {
   usePersistentReplyTo?: unknown;
   /** Refused at start-up: each message is handled, and retried or parked, on its own. */
   batchOptions?: unknown;
+}
+
+/** One of golevelup's `bindings`. */
+export interface RabbitSubscribeBinding {
+  /** The exchange: the handler's `exchange` (or the same as the other bindings'). */
+  exchange: string;
+  /** The binding key. */
+  routingKey: string;
 }
 
 /** The keys of {@link RabbitSubscribeOptions}. */
@@ -160,14 +168,12 @@ const SUBSCRIBE_OPTION_KEYS = {
 
 /** golevelup's options that have no meaning here, and what to do instead. */
 const REFUSED_OPTIONS: Readonly<Record<string, string>> = {
-  name: 'rabbit-retry has no module-level `handlers` to name: give the options in @RabbitSubscribe',
-  connection: 'a RabbitRetryModule has one connection; import a second RabbitRetryModule for another broker',
   errorBehavior: 'a handler that throws takes the failure path (retry queues, then the parked queue), never a requeue: set `onFailure` or @OnFailure',
   errorHandler:
     "a handler that throws takes the failure path (retry queues, then the parked queue): set `onFailure` or @OnFailure, and follow the consumer's `retry` and `parked` events through RabbitRetryConsumers",
   assertQueueErrorHandler:
     'a queue that exists with other arguments fails the bootstrap with TOPOLOGY_MISMATCH, naming the option that matches; set `queueOptions.arguments` to match, or `createQueueIfNotExists: false`',
-  usePersistentReplyTo: 'a subscriber sends no replies',
+  usePersistentReplyTo: 'a subscriber sends no replies (a @RabbitRPC handler does)',
   batchOptions: 'each message is handled, and retried or parked, on its own; raise `prefetch` to handle more at once',
 };
 
@@ -214,6 +220,18 @@ export interface SubscribePlan {
   consume: ConsumeHandlerOptions;
   onFailure?: OnFailureOptions;
   body: (msg: Message) => unknown;
+  /** `queueOptions.channel`: the module's channel whose prefetch it takes. */
+  channel?: string;
+}
+
+/** What the module gives every {@link subscribePlan}. @internal */
+export interface PlanContext {
+  /** The module's deserializer, for handlers without their own. */
+  deserializer?: MessageDeserializer;
+  /** The decorator, for messages. @default '@RabbitSubscribe' */
+  where?: string;
+  /** Options the decorator takes beyond @RabbitSubscribe's (`errorHandler` of @RabbitRPC). */
+  allowed?: ReadonlySet<string>;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -234,47 +252,36 @@ function requireValue(option: string, value: unknown, allowed: boolean, why: str
  * {@link InvalidOptionsError} for a wrong one.
  * @internal
  */
-export function subscribePlan(options: RabbitSubscribeOptions): SubscribePlan {
-  checkObject('@RabbitSubscribe options', options, 'an object such as { exchange, routingKey, queue }');
-  checkKeys('@RabbitSubscribe', options, SUBSCRIBE_OPTION_KEYS);
-  refuseForeign('@RabbitSubscribe', options, REFUSED_OPTIONS);
+export function subscribePlan(options: RabbitSubscribeOptions, context: PlanContext = {}): SubscribePlan {
+  const where = context.where ?? '@RabbitSubscribe';
+  checkObject(`${where} options`, options, 'an object such as { exchange, routingKey, queue }');
+  const allowed = context.allowed ?? new Set<string>();
+  checkKeys(where, options, { ...SUBSCRIBE_OPTION_KEYS, ...Object.fromEntries([...allowed].map((k) => [k, true])) });
   const o = options;
-  if (o.bindings !== undefined && !(Array.isArray(o.bindings) && o.bindings.length === 0)) {
-    throw new UnsupportedOptionError(
-      'bindings',
-      '`bindings` of @RabbitSubscribe has no meaning in rabbit-retry: the queue is bound once, to `exchange` with `routingKey`; bind it to other exchanges with an exchange-to-exchange binding, or give each exchange a queue and a handler of its own',
-    );
-  }
+  const refused: ForeignOption[] = foreignOptions(where, o, REFUSED_OPTIONS).filter((f) => !allowed.has(f.option));
+  const q = o.queueOptions;
+  if (q !== undefined && q !== null && typeof q === 'object') refused.push(...foreignOptions(where, q, REFUSED_QUEUE_OPTIONS, 'queueOptions.'));
+  const { exchange, keys: bindingKeys } = bindingKeysOf(o, refused);
+  refuseAll(where, refused);
   checkString('queue', o.queue, {
     optional: false,
     nonEmpty: true,
     what: "a queue name: rabbit-retry's retry and parked queues are named after it, so a server-named queue cannot have them",
   });
-  checkString('exchange', o.exchange);
-  let routingKey: string | undefined;
-  if (Array.isArray(o.routingKey)) {
-    if (o.routingKey.length > 1) {
-      throw new UnsupportedOptionError(
-        'routingKey',
-        '`routingKey` of @RabbitSubscribe is a list of several keys: rabbit-retry binds one key per queue; write one topic pattern that covers them (`orders.*`), or give each key a queue and a handler of its own',
-      );
-    }
-    routingKey = o.routingKey[0] as string | undefined;
-  } else {
-    routingKey = o.routingKey as string | undefined;
-  }
-  checkString('routingKey', routingKey);
+  checkString('exchange', exchange);
+  const keys = [...(Array.isArray(o.routingKey) ? (o.routingKey as unknown[]) : o.routingKey === undefined ? [] : [o.routingKey]), ...bindingKeys];
+  for (const key of keys) checkString('routingKey', key);
+  const routingKey = keys.length === 0 ? undefined : keys.length === 1 ? (keys[0] as string) : (keys as string[]);
   checkBoolean('createQueueIfNotExists', o.createQueueIfNotExists);
   checkBoolean('allowNonJsonMessages', o.allowNonJsonMessages);
   checkFunction('deserializer', o.deserializer, 'a function (body, msg) => value');
 
   let queueArguments: Record<string, string | number | boolean> | undefined;
   let queueType = o.queueType;
-  if (o.queueOptions !== undefined) {
-    const q = o.queueOptions;
+  if (q !== undefined) {
     checkObject('queueOptions', q, 'an object such as { arguments }');
-    checkKeys('@RabbitSubscribe queueOptions', q, QUEUE_OPTION_KEYS);
-    refuseForeign('@RabbitSubscribe', q, REFUSED_QUEUE_OPTIONS, 'queueOptions.');
+    checkKeys(`${where} queueOptions`, q, QUEUE_OPTION_KEYS);
+    checkString('queueOptions.channel', q.channel);
     requireValue('durable', q.durable, true, 'the work queue is durable, as its retry queues dead-letter back to it');
     requireValue('exclusive', q.exclusive, false, 'the work queue outlives its connection, as its retry queues dead-letter back to it');
     requireValue('autoDelete', q.autoDelete, false, 'the work queue outlives its consumers, as its retry queues dead-letter back to it');
@@ -305,7 +312,7 @@ export function subscribePlan(options: RabbitSubscribeOptions): SubscribePlan {
   }
 
   const consume: ConsumeHandlerOptions = { queue: o.queue as string };
-  if (o.exchange !== undefined) consume.exchange = o.exchange;
+  if (exchange !== undefined) consume.exchange = exchange;
   if (o.exchangeType !== undefined) consume.exchangeType = o.exchangeType;
   if (routingKey !== undefined) consume.routingKey = routingKey;
   if (o.prefetch !== undefined) consume.prefetch = o.prefetch;
@@ -313,13 +320,15 @@ export function subscribePlan(options: RabbitSubscribeOptions): SubscribePlan {
   if (queueArguments !== undefined) consume.queueArguments = queueArguments;
   if (o.createQueueIfNotExists === false) consume.assertQueue = false;
 
-  const deserializer = o.deserializer;
+  const deserializer = o.deserializer ?? context.deserializer;
   const lenient = o.allowNonJsonMessages === true;
+  // As golevelup reads a body: through the deserializer (JSON by default); with allowNonJsonMessages, a body
+  // it cannot read (an empty one too) reaches the handler as its text. An empty body otherwise is undefined.
   const body = (msg: Message): unknown => {
-    if (msg.body.length === 0) return undefined;
+    if (msg.body.length === 0 && !lenient) return undefined;
     if (deserializer) {
       // Fenced: whatever it throws parks the message (or gives the handler the text); a Promise it returns goes to the handler.
-      const r = fenceSync('the deserializer of @RabbitSubscribe', () => deserializer(msg.body, msg));
+      const r = fenceSync(`the deserializer of ${where}`, () => deserializer(msg.body, msg));
       if (r.ok) return r.value;
       if (lenient) return msg.text();
       throw new NonRetryableError(`the deserializer could not read the message: ${reasonOf(r.error)}`, { cause: r.error });
@@ -331,7 +340,26 @@ export function subscribePlan(options: RabbitSubscribeOptions): SubscribePlan {
       return msg.text();
     }
   };
-  return { consume, onFailure: o.onFailure, body };
+  return { consume, onFailure: o.onFailure, body, channel: q?.channel };
+}
+
+/**
+ * The binding keys of golevelup's `bindings`: each must name `exchange` (or
+ * the same exchange as the others, when `exchange` is not given); bindings to
+ * several exchanges are added to `refused`.
+ */
+function bindingKeysOf(o: RabbitSubscribeOptions, refused: ForeignOption[]): { exchange?: string; keys: string[] } {
+  const bindings: readonly RabbitSubscribeBinding[] | undefined = o.bindings;
+  if (bindings === undefined) return { exchange: o.exchange, keys: [] };
+  const exchanges = new Set([...(o.exchange === undefined ? [] : [o.exchange]), ...bindings.map((b) => b.exchange)]);
+  if (exchanges.size > 1) {
+    refused.push({
+      option: 'bindings',
+      why: 'the queue is bound to one exchange (`exchange`) with one or more routing keys; bind the other exchanges to it (an exchange-to-exchange binding), or give each exchange a queue and a handler of its own',
+    });
+    return { exchange: o.exchange, keys: [] };
+  }
+  return { exchange: o.exchange ?? bindings[0]?.exchange, keys: bindings.map((b) => b.routingKey) };
 }
 
 /**

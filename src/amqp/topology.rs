@@ -71,6 +71,8 @@ pub(crate) struct Topology {
     pub exchange_type: String,
     /// The binding key; the queue name when not given.
     pub routing_key: String,
+    /// More binding keys, to the same exchange.
+    pub more_routing_keys: Vec<String>,
     /// Classic or quorum.
     pub queue_type: QueueType,
     /// One retry queue per delay.
@@ -371,8 +373,10 @@ impl Topology {
                 }
                 exchange_created = Some(exchange.as_str());
             }
-            if let Err(e) = probe.bind(&self.queue, exchange, &self.routing_key).await? {
-                return Err(broker_error("binding of queue", &self.queue, &e));
+            for key in std::iter::once(&self.routing_key).chain(&self.more_routing_keys) {
+                if let Err(e) = probe.bind(&self.queue, exchange, key).await? {
+                    return Err(broker_error("binding of queue", &self.queue, &e));
+                }
             }
             Ok(())
         }

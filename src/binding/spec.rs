@@ -34,6 +34,8 @@ pub struct ConsumeOptions {
     pub exchange_type: Option<String>,
     /// The binding key. @default the queue name
     pub routing_key: Option<String>,
+    /// More binding keys, to the same exchange, beside `routingKey`.
+    pub more_routing_keys: Option<Vec<String>>,
     /// Handlers in flight at most, 1 to 65535. @default `consumeDefaults().prefetch`
     pub prefetch: Option<u32>,
     /// `classic` or `quorum`. @default "classic"
@@ -151,11 +153,17 @@ impl ConsumeSpec {
         let routing_key = options.routing_key.unwrap_or_else(|| options.queue.clone());
         validate_name("routing key", &routing_key, true)
             .map_err(|e| invalid(format!("routingKey: {e}")))?;
+        let more_routing_keys = options.more_routing_keys.unwrap_or_default();
+        for key in &more_routing_keys {
+            validate_name("routing key", key, true)
+                .map_err(|e| invalid(format!("routingKey: {e}")))?;
+        }
         let topology = Topology {
             queue: options.queue,
             exchange: options.exchange,
             exchange_type,
             routing_key,
+            more_routing_keys,
             queue_type,
             delays,
             delivery_limit,

@@ -9,6 +9,7 @@ fn topology(queue_type: QueueType) -> Topology {
         exchange: None,
         exchange_type: "topic".into(),
         routing_key: "orders".into(),
+        more_routing_keys: Vec::new(),
         queue_type,
         delays: vec![Delay::from_millis(5_000).unwrap()],
         delivery_limit: (queue_type == QueueType::Quorum).then_some(5),

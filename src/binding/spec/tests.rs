@@ -11,6 +11,7 @@ fn options(queue: &str) -> ConsumeOptions {
         exchange: None,
         exchange_type: None,
         routing_key: None,
+        more_routing_keys: None,
         prefetch: None,
         queue_type: None,
         delays: vec!["5s".into(), "1m".into()],

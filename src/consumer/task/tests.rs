@@ -23,6 +23,7 @@ fn config(max_attempts: Option<u32>) -> ConsumerConfig {
             exchange: None,
             exchange_type: "topic".into(),
             routing_key: "q".into(),
+            more_routing_keys: Vec::new(),
             queue_type: QueueType::Classic,
             delays: parse_delays(&["5s".into()]).unwrap(),
             delivery_limit: None,

@@ -1,0 +1,29 @@
+// Ported from github.com/golevelup/nestjs (af1c8d7), integration/rabbitmq/src/app.module.ts.
+// (The MIT License) Copyright (c) 2019 Jesse Carter. Changes from upstream: __test__/peers/CHANGES.md.
+import { RabbitRetryModule } from '../../../../lib/nestjs';
+import { Module } from '@nestjs/common';
+import { AppController } from './app.controller';
+import { ControllerDiscoveryModule } from './controller-discovery/controller-discovery.module';
+import { NamedConnectionModule } from './named-connection/named-connection.module';
+import { RpcService } from './rpc/rpc.service';
+
+const rabbitHost =
+  process.env.NODE_ENV === 'ci' ? process.env.RABBITMQ_HOST : 'localhost';
+const rabbitPort =
+  process.env.NODE_ENV === 'ci' ? process.env.RABBITMQ_PORT : '5672';
+const uri = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+
+@Module({
+  imports: [
+    RabbitRetryModule.forRootAsync({
+      useFactory: () => ({
+        url: uri,
+      }),
+    }),
+    ControllerDiscoveryModule,
+    NamedConnectionModule,
+  ],
+  controllers: [AppController],
+  providers: [RpcService],
+})
+export class AppModule {}

@@ -1,0 +1,73 @@
+/**
+ * golevelup's module options that shape handlers: `handlers` and `defaultHandler`
+ * (options by name), `channels` (a prefetch by channel name), and the routing of
+ * one queue's requests to the @RabbitRPC handler whose routing key matches.
+ */
+import type { Message } from '../message';
+import type { ConsumeHandlerOptions, RabbitRetryModuleOptions } from './options';
+import type { RabbitSubscribeOptions } from './subscribe';
+
+/**
+ * The options each consumer of a handler takes, as golevelup resolves them: with
+ * no `name` (nor `defaultHandler`), the decorator's; with one the module's
+ * `handlers` has, the decorator's completed by each of its entries (a list makes
+ * one consumer each); with one it does not have, none (`log` says so).
+ * @internal
+ */
+export function handlerConfigs(decorator: RabbitSubscribeOptions, module: RabbitRetryModuleOptions, log: (m: string) => void): RabbitSubscribeOptions[] {
+  const key = decorator.name ?? module.defaultHandler;
+  if (key === undefined || key === '') return [decorator];
+  const entry = module.handlers && Object.prototype.hasOwnProperty.call(module.handlers, key) ? module.handlers[key] : undefined;
+  if (entry === undefined) {
+    log(`the module's handlers have no '${key}': it does not consume`);
+    return [];
+  }
+  const { name: _name, ...own } = decorator;
+  const list = (Array.isArray(entry) ? entry : [entry]) as readonly RabbitSubscribeOptions[];
+  return list.map((config) => ({ ...own, ...config }));
+}
+
+/**
+ * The prefetch of a handler that names `channel` (`queueOptions.channel`): that
+ * channel's `prefetchCount`; for one the module does not list, or none, the
+ * default channel's; else the module's `prefetch`.
+ * @internal
+ */
+export function prefetchOf(module: RabbitRetryModuleOptions, channel: string | undefined): number | undefined {
+  const channels = module.channels ?? {};
+  const named = channel !== undefined && Object.prototype.hasOwnProperty.call(channels, channel) ? channels[channel] : undefined;
+  const chosen = named ?? Object.values(channels).find((c) => c.default === true);
+  return chosen?.prefetchCount ?? module.prefetch;
+}
+
+/** The binding keys of a consumer's options (the queue name when it gives none). @internal */
+export function keysOf(consume: ConsumeHandlerOptions): string[] {
+  const key = consume.routingKey;
+  if (key === undefined) return [consume.queue];
+  return typeof key === 'string' ? [key] : [...key];
+}
+
+/** Whether topic pattern `pattern` (`*` one word, `#` any number) matches `key`. */
+function topicMatches(pattern: readonly string[], key: readonly string[]): boolean {
+  if (pattern.length === 0) return key.length === 0;
+  if (pattern[0] === '#') return topicMatches(pattern.slice(1), key) || (key.length > 0 && topicMatches(pattern, key.slice(1)));
+  if (key.length === 0) return false;
+  return (pattern[0] === '*' || pattern[0] === key[0]) && topicMatches(pattern.slice(1), key.slice(1));
+}
+
+/**
+ * Picks the handler of a message by its routing key, as golevelup does for the
+ * @RabbitRPC handlers of one queue: the first whose keys include it, else the
+ * first whose topic pattern matches it.
+ * @internal
+ */
+export function routeByKey<R extends (msg: Message, ...rest: never[]) => Promise<void>>(
+  handlers: readonly { keys: readonly string[]; run: R }[],
+): (routingKey: string) => R | undefined {
+  return (routingKey) => {
+    const exact = handlers.find((h) => h.keys.includes(routingKey));
+    if (exact) return exact.run;
+    const words = routingKey.split('.');
+    return handlers.find((h) => h.keys.some((k) => topicMatches(k.split('.'), words)))?.run;
+  };
+}

@@ -1,0 +1,180 @@
+/**
+ * `@RabbitRPC`: a `@RabbitSubscribe` handler whose return value answers the
+ * request, on its `reply-to` (direct reply-to) with its correlation id and
+ * headers, as `@golevelup/nestjs-rabbitmq`'s decorator of the same name does.
+ */
+import { SetMetadata } from '@nestjs/common';
+
+import type { RabbitRetry } from '../client';
+import { reasonOf } from '../error-text';
+import { NonRetryableError, ReplyRefusedError, UnsupportedOptionError } from '../errors';
+import type { Message } from '../message';
+import type { PublishOptions } from '../options';
+import { REPLY_ERROR_HEADER } from '../request';
+import { RABBIT_RPC_METADATA } from './constants';
+import type { MessageSerializer } from './serialize';
+import type { RabbitSubscribeOptions } from './subscribe';
+
+/**
+ * golevelup's `errorHandler` of an RPC handler: called with a channel whose
+ * `publish` sends (a reply, say), and the request; `ack` (or nothing) settles
+ * the request, `nack(msg, false, true)` sends it to the next retry queue,
+ * `nack(msg, false, false)` or `reject(msg, false)` parks it.
+ */
+export type RpcErrorHandler = (channel: RpcErrorChannel, msg: Message, error: unknown) => unknown;
+
+/** The channel an {@link RpcErrorHandler} gets. */
+export interface RpcErrorChannel {
+  /** Publishes `content`; to `''` with a reply-to address as routing key, it is a reply. Sent once the error handler returns. */
+  publish(exchange: string, routingKey: string, content: Buffer, options?: PublishOptions): boolean;
+  /** Settles the request (the default). */
+  ack(msg: Message): void;
+  /** `requeue` (the default) sends the request to the next retry queue, `false` parks it. */
+  nack(msg: Message, allUpTo?: boolean, requeue?: boolean): void;
+  /** `requeue: false` parks the request; `true` sends it to the next retry queue. */
+  reject(msg: Message, requeue?: boolean): void;
+}
+
+/** What {@link RabbitRPC} takes: {@link RabbitSubscribeOptions}, and how failures are answered. */
+export interface RabbitRPCOptions extends Omit<RabbitSubscribeOptions, 'errorHandler' | 'errorBehavior' | 'usePersistentReplyTo'> {
+  /** Called when the handler throws, instead of the answer with the error (see {@link RpcErrorHandler}). */
+  errorHandler?: RpcErrorHandler;
+  /** Only `'ACK'` (what a failed request with a reply-to gets anyway: it is answered with the error, then acked). */
+  errorBehavior?: MessageHandlerErrorBehavior;
+  /** Replies are persistent. @default false */
+  usePersistentReplyTo?: boolean;
+}
+
+/**
+ * Answers requests with this provider method's return value, as
+ * `@golevelup/nestjs-rabbitmq`'s `@RabbitRPC` does: consumed as
+ * {@link RabbitSubscribe} would consume it, the value (through the module's
+ * `serializer`, JSON by default) goes to the request's `reply-to` with its
+ * correlation id and headers. A handler that throws answers with
+ * `{ status: 'error', message }` (and the `rabbit-retry-error` header, which
+ * `rr.request` turns into a `RemoteError`), then the request is acked; a
+ * request without a reply-to takes the failure path. A {@link Nack} sends no
+ * reply: `new Nack(true)` retries, `new Nack()` parks.
+ *
+ * ```ts
+ * @RabbitRPC({ exchange: 'exchange1', routingKey: 'rpc', queue: 'rpc' })
+ * rpc(message: object) { return { echo: message }; }
+ * ```
+ */
+export function RabbitRPC(options: RabbitRPCOptions): MethodDecorator {
+  return SetMetadata(RABBIT_RPC_METADATA, options);
+}
+
+/** golevelup's `MessageHandlerErrorBehavior`: of its values, `@RabbitRPC` takes `ACK` only (see {@link RabbitRPCOptions}). */
+export const MessageHandlerErrorBehavior = {
+  /** A failed request is answered with its error and acked. */
+  ACK: 'ACK',
+  /** Refused: give `errorHandler`, whose channel's `nack(msg, false, false)` parks the request. */
+  NACK: 'NACK',
+  /** Refused: a failed request is never requeued at once. */
+  REQUEUE: 'REQUEUE',
+} as const;
+
+/** One of {@link MessageHandlerErrorBehavior}'s values. */
+export type MessageHandlerErrorBehavior = (typeof MessageHandlerErrorBehavior)[keyof typeof MessageHandlerErrorBehavior];
+
+/** Refuses an `errorBehavior` other than `ACK`. @internal */
+export function checkErrorBehavior(options: RabbitRPCOptions): void {
+  const behavior = options.errorBehavior as unknown;
+  if (behavior === undefined || behavior === 'ACK') return;
+  throw new UnsupportedOptionError(
+    'errorBehavior',
+    `\`errorBehavior: ${JSON.stringify(behavior)}\` of @RabbitRPC is not supported: a failed request is answered with its error and acked (ACK); give \`errorHandler\` to do otherwise (its channel's nack retries or parks the request)`,
+  );
+}
+
+/** The options @RabbitRPC takes beyond @RabbitSubscribe's. @internal */
+export const RPC_OPTIONS: ReadonlySet<string> = new Set(['errorHandler', 'errorBehavior', 'usePersistentReplyTo']);
+
+/** How one @RabbitRPC handler answers. @internal */
+export interface Answerer {
+  rr: RabbitRetry;
+  serialize: MessageSerializer;
+  /** Logs a reply that could not be confirmed. */
+  warn: (m: string) => void;
+  options: RabbitRPCOptions;
+  name: string;
+}
+
+/**
+ * Sends a reply. The broker's refusal of it (`REPLY_REFUSED`) parks the request;
+ * any other failure is logged, not retried (a mandatory publish to a direct
+ * reply-to address can come back unroutable although the caller had it, and a
+ * request handled again would run its handler twice).
+ */
+async function send(a: Answerer, replyTo: string, body: Buffer, options: PublishOptions): Promise<void> {
+  try {
+    await a.rr.reply(replyTo, body, options);
+  } catch (err) {
+    if (err instanceof ReplyRefusedError) throw err;
+    a.warn(`${a.name}: the reply to '${replyTo}' was not confirmed: ${reasonOf(err)}`);
+  }
+}
+
+/** The reply's bytes for `value`, as golevelup sends them. */
+function encode(value: unknown, serialize: MessageSerializer): Buffer {
+  if (Buffer.isBuffer(value)) return value;
+  if (value instanceof Uint8Array) return Buffer.from(value);
+  if (value === null || value === undefined) return Buffer.alloc(0);
+  return serialize(value);
+}
+
+/** The reply's properties: the request's correlation id, headers and expiration. */
+function replyOptions(msg: Message, persistent: boolean, headers?: Record<string, unknown>): PublishOptions {
+  const { correlationId, expiration } = msg.properties;
+  const options: PublishOptions = { persistent, headers: { ...msg.headers, ...headers } };
+  if (correlationId !== undefined) options.correlationId = correlationId;
+  if (expiration !== undefined) options.expiration = expiration;
+  return options;
+}
+
+/** Sends the handler's value to the request's reply-to (nothing when it has none). @internal */
+export async function answer(a: Answerer, msg: Message, value: unknown): Promise<void> {
+  const replyTo = msg.properties.replyTo;
+  if (replyTo === undefined) return;
+  await send(a, replyTo, encode(value, a.serialize), replyOptions(msg, a.options.usePersistentReplyTo === true));
+}
+
+/**
+ * What a failed request gets: the `errorHandler`'s doing, or an answer with
+ * the error; without a reply-to, the failure path (the error is thrown on).
+ * @internal
+ */
+export async function answerFailure(a: Answerer, msg: Message, err: unknown): Promise<void> {
+  if (a.options.errorHandler) return runErrorHandler(a, msg, err, a.options.errorHandler);
+  const replyTo = msg.properties.replyTo;
+  if (replyTo === undefined) throw err;
+  const name = err instanceof Error ? err.name : 'Error';
+  const body = Buffer.from(JSON.stringify({ status: 'error', message: reasonOf(err) }));
+  const options = replyOptions(msg, a.options.usePersistentReplyTo === true, { [REPLY_ERROR_HEADER]: name });
+  await send(a, replyTo, body, options);
+}
+
+async function runErrorHandler(a: Answerer, msg: Message, err: unknown, handler: RpcErrorHandler): Promise<void> {
+  const sends: Promise<void>[] = [];
+  let verdict: 'ack' | 'retry' | 'park' = 'ack';
+  const channel: RpcErrorChannel = {
+    publish: (exchange, routingKey, content, options = {}) => {
+      const direct = exchange === '' && routingKey.startsWith('amq.rabbitmq.reply-to');
+      sends.push(direct ? a.rr.reply(routingKey, content, options) : a.rr.publish(exchange, routingKey, content, options));
+      return true;
+    },
+    ack: () => undefined,
+    nack: (_msg, _allUpTo, requeue = true) => {
+      verdict = requeue ? 'retry' : 'park';
+    },
+    reject: (_msg, requeue = true) => {
+      verdict = requeue ? 'retry' : 'park';
+    },
+  };
+  await handler(channel, msg, err);
+  await Promise.all(sends);
+  const settled = verdict as 'ack' | 'retry' | 'park';
+  if (settled === 'park') throw new NonRetryableError(`${a.name}'s errorHandler parked the request: ${reasonOf(err)}`, { cause: err });
+  if (settled === 'retry') throw err;
+}
