@@ -103,9 +103,11 @@ export class RabbitRetryRmqMessage extends Message {
  * an `RmqContext`, so a parameter typed `RmqContext` keeps working.
  */
 export class RabbitRetryContext extends RmqContext {
+  #message?: RabbitRetryRmqMessage;
+
   /** @internal */
   constructor(message: Message, channel: RabbitRetryChannelRef, pattern: string) {
-    super([new RabbitRetryRmqMessage(message), channel, pattern]);
+    super([message, channel, pattern]);
   }
 
   /**
@@ -114,7 +116,9 @@ export class RabbitRetryContext extends RmqContext {
    * {@link Message}: `attempt` (0 on the first delivery), `headers`, `body`, `json()`.
    */
   override getMessage(): RabbitRetryRmqMessage {
-    return this.getArgByIndex(0) as RabbitRetryRmqMessage;
+    // Made on first use: most handlers read only their payload.
+    this.#message ??= new RabbitRetryRmqMessage(this.getArgByIndex(0) as Message);
+    return this.#message;
   }
 
   /** A channel whose `ack`, `nack` and `reject` settle the message once the handler has finished (see {@link RabbitRetryChannelRef}). */
@@ -129,11 +133,11 @@ export class RabbitRetryContext extends RmqContext {
 
   /** How many earlier attempts of this message failed: 0 on the first delivery. */
   getAttempt(): number {
-    return this.getMessage().attempt;
+    return (this.getArgByIndex(0) as Message).attempt;
   }
 
   /** The message's headers (the `retry-*` headers of earlier failures among them). */
   getHeaders(): Record<string, unknown> {
-    return this.getMessage().headers;
+    return (this.getArgByIndex(0) as Message).headers;
   }
 }
