@@ -84,7 +84,8 @@ export class RabbitRetryRmqMessage extends Message {
   constructor(msg: Message) {
     const body = msg.body;
     const properties = { ...msg.properties, headers: msg.headers };
-    super({ ...msg, properties, bytes: body, start: 0, end: body.length });
+    const { exchange, routingKey, redelivered, attempt } = msg;
+    super({ exchange, routingKey, redelivered, attempt, properties, bytes: body, start: 0, end: body.length });
     this.content = body;
     this.fields = { exchange: msg.exchange, routingKey: msg.routingKey, redelivered: msg.redelivered };
     this.#properties = properties;

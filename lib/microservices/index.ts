@@ -7,7 +7,14 @@
  */
 export { RabbitRetryServer, type RabbitRetryServerEvents, type RabbitRetryServerStatus } from './server';
 export { RabbitRetryClient, type RabbitRetryClientStatus } from './client';
-export { RabbitRetryContext, RabbitRetryChannelRef, RabbitRetryRmqMessage, type ChannelVerdict, type RmqMessageFields, type RmqMessageProperties } from './context';
+export {
+  RabbitRetryContext,
+  RabbitRetryChannelRef,
+  RabbitRetryRmqMessage,
+  type ChannelVerdict,
+  type RmqMessageFields,
+  type RmqMessageProperties,
+} from './context';
 export { RabbitRetryExceptionFilter } from './filter';
 export { RpcHandlerError, RmqConnectionError } from './errors';
 export type { RabbitRetryServerOptions, RabbitRetryClientOptions } from './options';

@@ -31,7 +31,10 @@ export function consumeTarget(options: RabbitRetryServerOptions, consume: Consum
   const queueOptions = options.queueOptions ?? {};
   for (const key of Object.keys(queueOptions)) {
     if (key !== 'exclusive') {
-      throw new UnsupportedOptionError(`queueOptions.${key}`, `\`queueOptions.${key}\` of RabbitRetryServer has no meaning in rabbit-retry: ${QUEUE_OPTIONS_ADVICE}`);
+      throw new UnsupportedOptionError(
+        `queueOptions.${key}`,
+        `\`queueOptions.${key}\` of RabbitRetryServer has no meaning in rabbit-retry: ${QUEUE_OPTIONS_ADVICE}`,
+      );
     }
   }
   const broadcast = options.queue === '';
