@@ -83,6 +83,8 @@ export declare class NativeClient {
    * when it did not exist.
    */
   deleteQueue(queue: string): Promise<number | null>
+  /** Binds `queue` to `exchange` with `routingKey`. */
+  bindQueue(queue: string, exchange: string, routingKey: string): Promise<void>
   /** Deletes `exchange`. */
   deleteExchange(exchange: string): Promise<void>
 }

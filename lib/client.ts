@@ -421,6 +421,16 @@ export class RabbitRetry {
     return (await native(() => this.inner.deleteQueue(queue))) ?? null;
   }
 
+  /**
+   * Binds `queue` to `exchange` with `routingKey` beside the binding its
+   * consumer made (both must exist): the transport's `wildcards` bind one key
+   * per handler pattern this way.
+   */
+  async bindQueue(queue: string, exchange: string, routingKey: string): Promise<void> {
+    this.assertOpen();
+    await native(() => this.inner.bindQueue(queue, exchange, routingKey));
+  }
+
   /** Deletes `exchange`, for tests and tooling. */
   async deleteExchange(exchange: string): Promise<void> {
     this.assertOpen();

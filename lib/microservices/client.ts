@@ -5,11 +5,12 @@ import { ClientProxy, type ReadPacket, RmqRecord, type WritePacket } from '@nest
 
 import { RabbitRetry } from '../client';
 import type { PublishOptions } from '../options';
-import { InvalidOptionsError } from '../errors';
+import { ConnectionError, InvalidOptionsError } from '../errors';
 import type { Message } from '../message';
 import type { Replies } from '../replies';
 import { type Expectation, type FenceResult, OBJECT, fence } from '../fence';
 import { checkBoolean, checkConnectOptions, checkFunction, checkKeys, checkObject, checkString, refuseForeign } from '../check-options';
+import { RmqConnectionError } from './errors';
 import { CLIENT_OPTION_KEYS, RMQ_CLIENT_OPTIONS, type RabbitRetryClientOptions, connectOptionsOf, publishOptionsOf } from './options';
 
 /** The statuses a client reports through `status` (NestJS 11 and later). */
@@ -79,7 +80,8 @@ export class RabbitRetryClient extends ClientProxy {
     if (options.queue === undefined && options.exchange === undefined) {
       throw new InvalidOptionsError('RabbitRetryClient needs `queue` (sent through the default exchange) or `exchange`');
     }
-    if (options.queue !== undefined && options.exchange !== undefined) {
+    checkBoolean('wildcards', options.wildcards);
+    if (options.queue !== undefined && options.exchange !== undefined && options.wildcards !== true) {
       throw new InvalidOptionsError('give `queue` or `exchange` (with `routingKey`), not both');
     }
     checkBoolean('persistent', options.persistent);
@@ -97,7 +99,11 @@ export class RabbitRetryClient extends ClientProxy {
     this.initializeDeserializer(options);
   }
 
-  /** Connects (unless given a client); `send` and `emit` call it themselves. */
+  /**
+   * Connects (unless given a client); `send` and `emit` call it themselves. A
+   * connection that fails fails with an {@link RmqConnectionError}, whose `code`
+   * is the OS's (`ECONNREFUSED`, …) as with Nest's RMQ client.
+   */
   async connect(): Promise<RabbitRetry> {
     if (this.#rr) return this.#rr;
     this.#connecting ??= (async () => {
@@ -106,6 +112,9 @@ export class RabbitRetryClient extends ClientProxy {
         (await RabbitRetry.connect({
           logger: { warn: (m) => this.#logger.warn(m), error: (m) => this.#logger.error(m) },
           ...connectOptionsOf(this.#options),
+        }).catch((err: unknown) => {
+          // As Nest's RMQ client fails: err.code is the OS's (ECONNREFUSED, …).
+          throw err instanceof ConnectionError ? new RmqConnectionError(err) : err;
         }));
       this.#rr = rr;
       this.setStatus('connected');
@@ -164,7 +173,7 @@ export class RabbitRetryClient extends ClientProxy {
           return;
         }
         const { body, options } = await this.serialized({ ...packet, id: correlationId });
-        await replies.request(this.#options.exchange ?? '', this.routingKeyOf(packet), body, {
+        await replies.request(this.exchangeOf(), this.routingKeyOf(packet), body, {
           ...this.publishOptions(options),
           correlationId,
         });
@@ -182,7 +191,7 @@ export class RabbitRetryClient extends ClientProxy {
   protected async dispatchEvent<T = unknown>(packet: ReadPacket): Promise<T> {
     const rr = await this.connect();
     const { body, options } = await this.serialized(packet);
-    await rr.publish(this.#options.exchange ?? '', this.routingKeyOf(packet), body, this.publishOptions(options));
+    await rr.publish(this.exchangeOf(), this.routingKeyOf(packet), body, this.publishOptions(options));
     return undefined as T;
   }
 
@@ -244,8 +253,14 @@ export class RabbitRetryClient extends ClientProxy {
     };
   }
 
+  /** The exchange it publishes to: `exchange`; with `wildcards`, the one named after `queue` by default; else the default exchange. */
+  private exchangeOf(): string {
+    if (this.#options.wildcards === true) return this.#options.exchange ?? this.#options.queue ?? '';
+    return this.#options.exchange ?? '';
+  }
+
   private routingKeyOf(packet: ReadPacket): string {
-    if (this.#options.queue !== undefined) return this.#options.queue;
+    if (this.#options.queue !== undefined && this.#options.wildcards !== true) return this.#options.queue;
     if (this.#options.routingKey !== undefined) return this.#options.routingKey;
     return typeof packet.pattern === 'string' ? packet.pattern : JSON.stringify(packet.pattern);
   }

@@ -1,6 +1,6 @@
 import { RmqContext } from '@nestjs/microservices';
 
-import type { Message } from '../message';
+import { Message, type MessageProperties } from '../message';
 
 /** What a handler asked of its message through the channel of its context. */
 export type ChannelVerdict =
@@ -51,21 +51,75 @@ export class RabbitRetryChannelRef {
   }
 }
 
+/** amqplib's `fields` of a delivery, as far as the transport knows them. */
+export interface RmqMessageFields {
+  /** The exchange the message was delivered through (`''` after a retry hop). */
+  exchange: string;
+  /** The routing key it was delivered with. */
+  routingKey: string;
+  /** Whether the broker delivered it before. */
+  redelivered: boolean;
+}
+
+/** The properties of a {@link RabbitRetryRmqMessage}: amqplib's, with the headers among them. */
+export type RmqMessageProperties = MessageProperties & {
+  /** The application headers. */
+  headers: Record<string, unknown>;
+};
+
+/**
+ * The message `RabbitRetryContext.getMessage()` gives: shaped as amqplib's
+ * message that Nest's `RmqContext` gives (`content`, `fields`, `properties`
+ * with `headers`), and rabbit-retry's {@link Message} besides (`body`,
+ * `headers`, `attempt`, `json()`).
+ */
+export class RabbitRetryRmqMessage extends Message {
+  /** The body, as amqplib's `content`. */
+  readonly content: Buffer;
+  /** The exchange, routing key and redelivered flag, as amqplib's `fields`. */
+  readonly fields: RmqMessageFields;
+  readonly #properties: RmqMessageProperties;
+
+  /** @internal */
+  constructor(msg: Message) {
+    const body = msg.body;
+    const properties = { ...msg.properties, headers: msg.headers };
+    const { exchange, routingKey, redelivered, attempt } = msg;
+    super({ exchange, routingKey, redelivered, attempt, properties, bytes: body, start: 0, end: body.length });
+    this.content = body;
+    this.fields = { exchange: msg.exchange, routingKey: msg.routingKey, redelivered: msg.redelivered };
+    this.#properties = properties;
+  }
+
+  /** The message's properties, with `headers` among them as in amqplib. */
+  override get properties(): RmqMessageProperties {
+    return this.#properties;
+  }
+}
+
 /**
  * What `@Ctx()` gives a handler run by {@link RabbitRetryServer}: the
- * {@link Message} (its `attempt`, `headers`, `properties` and body), the
+ * message (a {@link RabbitRetryRmqMessage}: amqplib's shape, and its `attempt`), the
  * pattern, and a channel for handlers that settle their own messages. It is
  * an `RmqContext`, so a parameter typed `RmqContext` keeps working.
  */
 export class RabbitRetryContext extends RmqContext {
+  #message?: RabbitRetryRmqMessage;
+
   /** @internal */
   constructor(message: Message, channel: RabbitRetryChannelRef, pattern: string) {
     super([message, channel, pattern]);
   }
 
-  /** The message being handled: `attempt` (0 on the first delivery), `headers`, `properties`, `body`, `json()`. */
-  override getMessage(): Message {
-    return this.getArgByIndex(0) as Message;
+  /**
+   * The message being handled, in amqplib's shape as `Transport.RMQ` gives it
+   * (`content`, `fields`, `properties.headers`), and as rabbit-retry's
+   * {@link Message}: `attempt` (0 on the first delivery), `headers`, `body`, `json()`.
+   */
+  override getMessage(): RabbitRetryRmqMessage {
+    // Made on first use: most handlers read only their payload.
+    this.#message ??= new RabbitRetryRmqMessage(this.getArgByIndex(0) as Message);
+    return this.#message;
   }
 
   /** A channel whose `ack`, `nack` and `reject` settle the message once the handler has finished (see {@link RabbitRetryChannelRef}). */
@@ -80,11 +134,11 @@ export class RabbitRetryContext extends RmqContext {
 
   /** How many earlier attempts of this message failed: 0 on the first delivery. */
   getAttempt(): number {
-    return this.getMessage().attempt;
+    return (this.getArgByIndex(0) as Message).attempt;
   }
 
   /** The message's headers (the `retry-*` headers of earlier failures among them). */
   getHeaders(): Record<string, unknown> {
-    return this.getMessage().headers;
+    return (this.getArgByIndex(0) as Message).headers;
   }
 }

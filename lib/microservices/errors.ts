@@ -1,5 +1,6 @@
 import { RpcException } from '@nestjs/microservices';
 
+import type { ConnectionError } from '../errors';
 import { reasonOf } from '../error-text';
 
 /** What Nest answers a caller with when the error is not an RpcException. @internal */
@@ -74,4 +75,38 @@ export function answerOf(error: unknown): unknown {
     return { status: 'error', message: INTERNAL_ERROR_MESSAGE };
   }
   return error;
+}
+
+/** The OS's codes of failed connections, as Node's sockets name them, by what the connection's error says. */
+const OS_CODES: readonly (readonly [RegExp, string])[] = [
+  [/connection refused/i, 'ECONNREFUSED'],
+  [/could not be resolved|failed to lookup address/i, 'ENOTFOUND'],
+  [/timed out/i, 'ETIMEDOUT'],
+  [/connection reset/i, 'ECONNRESET'],
+  [/no route to host/i, 'EHOSTUNREACH'],
+  [/network is unreachable/i, 'ENETUNREACH'],
+];
+
+/**
+ * What a `send` or `emit` of {@link RabbitRetryClient} fails with when it
+ * could not connect, as Nest's RMQ client fails: `code` is the OS's code
+ * (`ECONNREFUSED`, `ENOTFOUND`, `ETIMEDOUT`, `ECONNRESET`, `EHOSTUNREACH`,
+ * `ENETUNREACH`), which Nest's handling and code written for `Transport.RMQ`
+ * check, or `CONNECTION` when the failure was none of those (the broker
+ * refused the user, say). rabbit-retry's own code is `rabbitRetryCode`, and
+ * its {@link ConnectionError} the `cause`.
+ */
+export class RmqConnectionError extends Error {
+  /** The OS's code of the failure, or `CONNECTION`. */
+  readonly code: string;
+  /** rabbit-retry's code: always `CONNECTION`. */
+  readonly rabbitRetryCode = 'CONNECTION';
+  /** The connection's error, as `RabbitRetry.connect` gave it. */
+  declare readonly cause: ConnectionError;
+
+  constructor(error: ConnectionError) {
+    super(error.message, { cause: error });
+    this.name = 'RmqConnectionError';
+    this.code = OS_CODES.find(([said]) => said.test(error.message))?.[1] ?? 'CONNECTION';
+  }
 }

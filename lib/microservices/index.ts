@@ -7,9 +7,16 @@
  */
 export { RabbitRetryServer, type RabbitRetryServerEvents, type RabbitRetryServerStatus } from './server';
 export { RabbitRetryClient, type RabbitRetryClientStatus } from './client';
-export { RabbitRetryContext, RabbitRetryChannelRef, type ChannelVerdict } from './context';
+export {
+  RabbitRetryContext,
+  RabbitRetryChannelRef,
+  RabbitRetryRmqMessage,
+  type ChannelVerdict,
+  type RmqMessageFields,
+  type RmqMessageProperties,
+} from './context';
 export { RabbitRetryExceptionFilter } from './filter';
-export { RpcHandlerError } from './errors';
+export { RpcHandlerError, RmqConnectionError } from './errors';
 export type { RabbitRetryServerOptions, RabbitRetryClientOptions } from './options';
 export {
   RabbitRetry,

@@ -55,6 +55,27 @@ export interface RabbitRetryServerOptions extends ConnectOptions, Omit<ConsumeOp
    * @default 30000
    */
   closeTimeoutMs?: number;
+  /**
+   * As `Transport.RMQ`'s: the queue is bound to the exchange named after it
+   * (or `exchange`, a topic exchange unless `exchangeType` says otherwise)
+   * with each handler's pattern, and a message whose pattern has no handler
+   * of its own goes to the first handler whose topic pattern (`orders.*`,
+   * `audit.#`) matches it.
+   * @default false
+   */
+  wildcards?: boolean;
+  /**
+   * `exclusive: true` with `queue: ''` (Nest's server-named queue): a
+   * broadcast's queue of this server's own, `<exchange>.<8 hex digits>`,
+   * deleted with its retry queues when the server closes (its parked queue
+   * too, when empty), and by the broker 5 minutes after a server that did not
+   * close is gone (`x-expires`). `queue: ''` alone does the same. No other
+   * key: the work queue is durable.
+   */
+  queueOptions?: {
+    /** Whether the queue is the server's own (see above). */
+    exclusive?: boolean;
+  };
 }
 
 /** The keys of the server's own options (beside the connect and consume options). @internal */
@@ -64,7 +85,11 @@ const SERVER_OWN_KEYS = {
   serializer: true,
   deserializer: true,
   closeTimeoutMs: true,
-} satisfies OptionKeys<Pick<RabbitRetryServerOptions, 'client' | 'retryRequests' | 'serializer' | 'deserializer' | 'closeTimeoutMs'>>;
+  wildcards: true,
+  queueOptions: true,
+} satisfies OptionKeys<
+  Pick<RabbitRetryServerOptions, 'client' | 'retryRequests' | 'serializer' | 'deserializer' | 'closeTimeoutMs' | 'wildcards' | 'queueOptions'>
+>;
 
 // The transport's handlers get no transaction: `inbox` is for `@Consume` and `rr.consume`.
 const { inbox: _inbox, ...serverConsumeKeys } = CONSUME_OPTION_KEYS;
@@ -85,12 +110,10 @@ export const RMQ_SERVER_OPTIONS: Readonly<Record<string, string>> = {
   prefetchCount: 'write `prefetch`',
   isGlobalPrefetchCount: 'remove it: the prefetch is per consumer',
   noAck: 'remove it: every message is acked once its handler has finished (or moved to a retry or the parked queue first)',
-  queueOptions: 'the work queue is durable; put its `arguments` in `queueArguments`, and `x-queue-type` in `queueType`',
   noAssert: 'write `assertQueue: false`',
   socketOptions: 'write `heartbeat`, `connectTimeoutMs` and `tls`',
   consumerTag: "remove it: the consumer tag is the broker's",
   maxConnectionAttempts: 'write `recovery: { maxAttempts }`; the first connection fails at once with CONNECTION',
-  wildcards: 'bind one `routingKey` (a topic pattern such as `orders.#`); the handler is found by the pattern in the message',
   exchangeArguments: 'remove it: the exchange is declared durable, with no arguments',
   replyQueue: 'it is an option of the client (RabbitRetryClient); the server answers the `reply-to` of each request',
   persistent: 'it is an option of the client (RabbitRetryClient)',
@@ -111,6 +134,13 @@ export interface RabbitRetryClientOptions extends ConnectOptions {
   exchange?: string;
   /** The routing key with `exchange`. @default the message's pattern */
   routingKey?: string;
+  /**
+   * As `Transport.RMQ`'s: requests and events go to the exchange named after
+   * `queue` (or to `exchange`), with each message's pattern as its routing
+   * key, for a server with `wildcards: true`.
+   * @default false
+   */
+  wildcards?: boolean;
   /** Whether the broker writes requests and events to disk. @default true */
   persistent?: boolean;
   /** Headers every request and event carries. */
@@ -138,6 +168,7 @@ export const CLIENT_OPTION_KEYS = {
   queue: true,
   exchange: true,
   routingKey: true,
+  wildcards: true,
   persistent: true,
   headers: true,
   serializer: true,
@@ -155,7 +186,6 @@ export const RMQ_CLIENT_OPTIONS: Readonly<Record<string, string>> = {
   isGlobalPrefetchCount: 'remove it: the client consumes replies only',
   socketOptions: 'write `heartbeat`, `connectTimeoutMs` and `tls`',
   maxConnectionAttempts: 'remove it: connect fails at once with CONNECTION, naming each node it tried',
-  wildcards: "write `exchange`: each message's pattern is then its routing key",
   exchangeType: 'remove it: the client declares nothing; the server declares the exchange',
   exchangeArguments: 'remove it: the client declares nothing',
 };

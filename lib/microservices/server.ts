@@ -5,7 +5,7 @@ import { type CustomTransportStrategy, type MessageHandler, type ReadPacket, Ser
 import { type Observable, lastValueFrom } from 'rxjs';
 
 import { RabbitRetry } from '../client';
-import type { PublishOptions } from '../options';
+import type { ConsumeOptions, PublishOptions } from '../options';
 import type { Consumer } from '../consumer';
 import type { ConsumerEvents } from '../consumer/events';
 import { ClosedError, InvalidOptionsError, NoHandlerError, NonRetryableError, RabbitRetryError, ReplyRefusedError, UnroutableError } from '../errors';
@@ -28,6 +28,7 @@ import { BOOLEAN, DEFAULT_CALLBACK_TIMEOUT_MS, OBJECT, fence, fenceSync } from '
 import { RabbitRetryChannelRef, RabbitRetryContext } from './context';
 import { NO_MESSAGE_HANDLER, answerOf, failureOf, isNestInternalError } from './errors';
 import { RMQ_SERVER_OPTIONS, type RabbitRetryServerOptions, SERVER_OPTION_KEYS, connectOptionsOf, consumeOptionsOf, publishOptionsOf } from './options';
+import { consumeTarget, isTopicPattern, matchesTopic, removeBroadcastQueues } from './topology';
 
 /** The events a server passes on from its consumer: `on('parked', e => …)`. */
 export type RabbitRetryServerEvents = ConsumerEvents;
@@ -91,6 +92,8 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
   /** Nest's logger, under the name RabbitRetryServer. */
   protected override readonly logger = new Logger('RabbitRetryServer');
   readonly #options: RabbitRetryServerOptions;
+  /** What it consumes: the options' queue, or a broadcast's queue of its own, and the exchange of `wildcards`. */
+  readonly #target: { consume: ConsumeOptions; broadcast: boolean };
   // A listener's returned Promise that rejects is logged, never unhandled.
   readonly #events = new EventEmitter({ captureRejections: true });
   #rr?: RabbitRetry;
@@ -117,7 +120,11 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
     } else {
       checkConnectOptions(connectOptionsOf(options));
     }
-    checkConsumeOptions(consumeOptionsOf(options));
+    checkBoolean('wildcards', options.wildcards);
+    if (options.queueOptions !== undefined) checkObject('queueOptions', options.queueOptions, 'an object such as { exclusive: true }');
+    checkBoolean('queueOptions.exclusive', options.queueOptions?.exclusive);
+    this.#target = consumeTarget(options, consumeOptionsOf(options));
+    checkConsumeOptions(this.#target.consume);
     delayStrings(options.onFailure?.delays);
     checkBoolean('retryRequests', retryRequests);
     for (const [name, hook, method] of [
@@ -141,8 +148,9 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
     try {
       const rr = this.#options.client ?? (await RabbitRetry.connect({ logger: this.rrLogger(), ...connectOptionsOf(this.#options) }));
       this.#rr = rr;
-      const consumer = await rr.consume(consumeOptionsOf(this.#options), (msg) => this.handle(msg));
+      const consumer = await rr.consume(this.consumeOptions(), (msg) => this.handle(msg));
       this.#consumer = consumer;
+      await this.bindPatterns(rr, consumer.queue);
       if (this.#closing) {
         // close() came while the consumer was starting: it stops now too.
         await consumer.close({ timeoutMs: this.#options.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS });
@@ -170,6 +178,11 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
     this.#closing ??= (async () => {
       try {
         await this.#consumer?.close({ timeoutMs: this.#options.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS });
+        if (this.#target.broadcast && this.#rr) {
+          await removeBroadcastQueues(this.#rr, this.#target.consume).catch((err: unknown) =>
+            this.logger.warn(`the queues of broadcast queue '${this.#target.consume.queue}' could not be deleted: ${reasonOf(err)}`),
+          );
+        }
       } finally {
         if (this.#options.client === undefined) await this.#rr?.close().catch(() => undefined);
         this.setStatus('closed');
@@ -205,7 +218,7 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
     const id = packet.id;
     const replyTo = msg.properties.replyTo;
     const answers = id !== undefined && id !== null && replyTo !== undefined && replyTo !== '';
-    const handler = packet.pattern === undefined ? null : this.getHandlerByPattern(pattern);
+    const handler = packet.pattern === undefined ? null : this.handlerFor(pattern);
     if (!handler) {
       if (answers) {
         // The message parks as no-handler either way: a refused answer is only logged.
@@ -289,6 +302,31 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
     queue(pending ? { ...pending, isDisposed: true } : { isDisposed: true });
     await sent;
     return { failed: false };
+  }
+
+  /** The consume options; with `wildcards`, bound with the first handler's pattern (the others are bound by {@link bindPatterns}). */
+  private consumeOptions(): ConsumeOptions {
+    const consume = this.#target.consume;
+    if (this.#options.wildcards !== true) return consume;
+    const first = [...this.getHandlers().keys()][0];
+    return first === undefined ? consume : { ...consume, routingKey: first };
+  }
+
+  /** With `wildcards`, binds the queue with each handler's pattern beside the first, as `Transport.RMQ` does. */
+  private async bindPatterns(rr: RabbitRetry, queue: string): Promise<void> {
+    const exchange = this.#target.consume.exchange;
+    if (this.#options.wildcards !== true || exchange === undefined) return;
+    for (const pattern of [...this.getHandlers().keys()].slice(1)) await rr.bindQueue(queue, exchange, pattern);
+  }
+
+  /** The handler of `pattern`: its own, or with `wildcards` the first whose topic pattern matches it. */
+  private handlerFor(pattern: string): MessageHandler | null {
+    const own = this.getHandlerByPattern(pattern);
+    if (own || this.#options.wildcards !== true) return own;
+    for (const [p, handler] of this.getHandlers()) {
+      if (isTopicPattern(p) && matchesTopic(p, pattern)) return handler;
+    }
+    return null;
   }
 
   /** Whether the failure of a request that retries parks it now (so its caller is answered). */

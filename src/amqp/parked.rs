@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use lapin::message::Delivery;
 use lapin::options::{
-    BasicAckOptions, BasicGetOptions, BasicNackOptions, ExchangeDeleteOptions, QueueDeclareOptions,
-    QueueDeleteOptions, QueuePurgeOptions,
+    BasicAckOptions, BasicGetOptions, BasicNackOptions, ExchangeDeleteOptions, QueueBindOptions,
+    QueueDeclareOptions, QueueDeleteOptions, QueuePurgeOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::Channel;
@@ -144,6 +144,36 @@ pub(crate) async fn delete_exchange(broker: &Broker, exchange: &str) -> Result<(
         Error::with_source(
             ErrorKind::Connection,
             format!("deleting exchange '{exchange}' failed: {e}"),
+            e,
+        )
+    })?;
+    let _ = ch.close(200, "done".into()).await;
+    Ok(())
+}
+
+/// Binds `queue` to `exchange` with `routing_key` (both must exist); binding
+/// twice binds once.
+pub(crate) async fn bind_queue(
+    broker: &Broker,
+    queue: &str,
+    exchange: &str,
+    routing_key: &str,
+) -> Result<()> {
+    let ch = broker.channel().await?;
+    ch.queue_bind(
+        short_name("queue", queue)?,
+        short_name("exchange", exchange)?,
+        short_name("routing key", routing_key)?,
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .map_err(|e| {
+        Error::with_source(
+            ErrorKind::Connection,
+            format!(
+                "binding queue '{queue}' to exchange '{exchange}' with '{routing_key}' failed: {e}"
+            ),
             e,
         )
     })?;

@@ -19,7 +19,8 @@ use super::table::{
 };
 use crate::amqp::connection::{Broker, ConnectOptions as AmqpConnectOptions, TlsOptions};
 use crate::amqp::parked::{
-    declare_state_queue, delete_exchange, delete_queue, purge, queue_info, ParkedSession,
+    bind_queue, declare_state_queue, delete_exchange, delete_queue, purge, queue_info,
+    ParkedSession,
 };
 use crate::amqp::replier::Replier;
 use crate::amqp::reply::ReplySession;
@@ -428,6 +429,19 @@ impl NativeClient {
     #[napi]
     pub async fn delete_queue(&self, queue: String) -> napi::Result<Option<u32>> {
         delete_queue(&self.broker, &queue).await.map_err(js_error)
+    }
+
+    /// Binds `queue` to `exchange` with `routingKey`.
+    #[napi]
+    pub async fn bind_queue(
+        &self,
+        queue: String,
+        exchange: String,
+        routing_key: String,
+    ) -> napi::Result<()> {
+        bind_queue(&self.broker, &queue, &exchange, &routing_key)
+            .await
+            .map_err(js_error)
     }
 
     /// Deletes `exchange`.

@@ -1,0 +1,91 @@
+/**
+ * What the server consumes, worked out from `Transport.RMQ`'s options: a
+ * queue of its own for a broadcast (`queue: ''`), the exchange of
+ * `wildcards`, and the topic patterns its handlers are found by.
+ */
+import { randomBytes } from 'node:crypto';
+
+import type { RabbitRetry } from '../client';
+import { DEFAULT_DELAYS } from '../options';
+import type { ConsumeOptions } from '../options';
+import { InvalidOptionsError, UnsupportedOptionError } from '../errors';
+import { parkedQueueName, retryQueueName } from '../native';
+import type { RabbitRetryServerOptions } from './options';
+
+/** How long the broker keeps a broadcast queue nobody consumes (its instance is gone): 5 minutes. */
+export const BROADCAST_QUEUE_EXPIRES_MS = 300_000;
+
+/** The one `queueOptions` key the server takes, and what the others are to be written as. @internal */
+const QUEUE_OPTIONS_ADVICE = 'the work queue is durable; put its `arguments` in `queueArguments`, and `x-queue-type` in `queueType`';
+
+/**
+ * The queue, exchange and binding a server consumes, from its options: a
+ * broadcast (`queue: ''`, Nest's server-named queue) gets a queue of its own,
+ * `<exchange>.<8 hex digits>`, that the broker deletes 5 minutes after its
+ * instance is gone (`x-expires`, unless `queueArguments` sets it);
+ * `wildcards` consumes through the exchange named after the queue (or
+ * `exchange`), a topic exchange unless `exchangeType` says otherwise.
+ * @internal
+ */
+export function consumeTarget(options: RabbitRetryServerOptions, consume: ConsumeOptions): { consume: ConsumeOptions; broadcast: boolean } {
+  const queueOptions = options.queueOptions ?? {};
+  for (const key of Object.keys(queueOptions)) {
+    if (key !== 'exclusive') {
+      throw new UnsupportedOptionError(
+        `queueOptions.${key}`,
+        `\`queueOptions.${key}\` of RabbitRetryServer has no meaning in rabbit-retry: ${QUEUE_OPTIONS_ADVICE}`,
+      );
+    }
+  }
+  const broadcast = options.queue === '';
+  if (queueOptions.exclusive === true && !broadcast) {
+    throw new UnsupportedOptionError(
+      'queueOptions.exclusive',
+      "`queueOptions.exclusive` of RabbitRetryServer needs `queue: ''`: a broadcast's queue is named by the server, and deleted when it closes; a named queue is durable and shared",
+    );
+  }
+  if (!broadcast) {
+    if (options.wildcards !== true) return { consume, broadcast };
+    return { consume: { ...consume, exchange: options.exchange ?? options.queue }, broadcast };
+  }
+  if (options.exchange === undefined || options.exchange === '') {
+    throw new InvalidOptionsError("queue: '' (a queue of the server's own) needs `exchange`: the broadcast it receives comes through it");
+  }
+  const queue = `${options.exchange}.${randomBytes(4).toString('hex')}`;
+  const queueArguments = { 'x-expires': BROADCAST_QUEUE_EXPIRES_MS, ...options.queueArguments };
+  return { consume: { ...consume, queue, queueArguments }, broadcast };
+}
+
+/** The queues a broadcast's server deletes when it closes: its work queue and its retry queues (its parked queue when empty). @internal */
+export async function removeBroadcastQueues(rr: RabbitRetry, consume: ConsumeOptions): Promise<void> {
+  const delays = consume.onFailure?.brokerDelay ? [] : (consume.onFailure?.delays ?? DEFAULT_DELAYS);
+  for (const name of [consume.queue, ...delays.map((d) => retryQueueName(consume.queue, d))]) await rr.deleteQueue(name);
+  const parked = parkedQueueName(consume.queue);
+  if ((await rr.queueInfo(parked))?.messages === 0) await rr.deleteQueue(parked);
+}
+
+/**
+ * Whether `routingKey` matches the topic pattern `pattern` as RabbitMQ
+ * matches them: words split at `.`, `*` one word, `#` none or more.
+ * @internal
+ */
+export function matchesTopic(pattern: string, routingKey: string): boolean {
+  const p = pattern.split('.');
+  const k = routingKey.split('.');
+  // matches[i][j]: the first i words of the pattern match the first j of the key.
+  let row: boolean[] = [true, ...k.map(() => false)];
+  for (const word of p) {
+    const next = row.map(() => false);
+    for (let j = 0; j <= k.length; j++) {
+      if (word === '#') next[j] = row[j] || (j > 0 && next[j - 1]);
+      else next[j] = j > 0 && row[j - 1] && (word === '*' || word === k[j - 1]);
+    }
+    row = next;
+  }
+  return row[k.length];
+}
+
+/** Whether a handler's pattern is a topic pattern (has a `*` or `#` word). @internal */
+export function isTopicPattern(pattern: string): boolean {
+  return pattern.split('.').some((w) => w === '*' || w === '#');
+}
