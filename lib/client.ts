@@ -6,6 +6,7 @@ import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
 import { Parked } from './parked';
 import { Replies } from './replies';
 import { RetryTable } from './table';
+import { Outbox } from './outbox/outbox';
 import { binding, type NativeClient, parkedQueueName, retryQueueName } from './native';
 import { consumerMetrics } from './metrics';
 import { drainTracing, tracedPublish } from './tracing';
@@ -104,9 +105,21 @@ export class RabbitRetry {
       this.#table = new RetryTable(inner, logTo(options.logger ?? console));
       this.#table.observe(options.meterProvider);
     }
+    const outbox = inner.outbox();
+    if (outbox) {
+      this.#outbox = new Outbox(outbox);
+      this.#outbox.observe(options.meterProvider);
+    }
   }
 
   readonly #table?: RetryTable;
+  readonly #outbox?: Outbox;
+
+  /** The transactional outbox (connect with `outbox: { url }`): stats and parked rows. */
+  get outbox(): Outbox {
+    if (!this.#outbox) throw new InvalidOptionsError("no outbox: connect with { outbox: { url: 'postgres://…' } }");
+    return this.#outbox;
+  }
 
   /**
    * The retry table (connect with `retryTable: { url }`): pause, resume,
@@ -136,6 +149,7 @@ export class RabbitRetry {
         retryTableRatePerSecPerProcess: options.retryTable?.ratePerSecPerProcess,
         retryTableDependencyRates: options.retryTable?.dependencyRates ? { ...options.retryTable.dependencyRates } : undefined,
         retryTableScheduler: options.retryTable?.scheduler,
+        outbox: options.outbox && { ...options.outbox },
         tlsCa: tls.ca,
         tlsCert: tls.cert,
         tlsKey: tls.key,
@@ -410,6 +424,8 @@ export class RabbitRetry {
    * start of the close, within about a second even mid-drain (see
    * {@link SchedulerStopResult}); the result's `retryTable` says what it
    * published and what it left, and a warning is logged when it left due rows.
+   * The outbox's relay stops alongside it: its batch in hand commits what was
+   * confirmed, within about a second, or rolls back.
    */
   close(options?: CloseOptions): Promise<CloseResult> {
     let timeoutMs: number;
@@ -437,8 +453,18 @@ export class RabbitRetry {
   private async shutdown(consumers: Consumer[], timeoutMs: number): Promise<CloseResult> {
     // The retry table's scheduler stops at once, alongside the consumers: its
     // drain does not wait for their handlers.
-    const [results, stopped] = await Promise.all([Promise.all(consumers.map((c) => c.close({ timeoutMs }))), native(() => this.inner.stopScheduler())]);
+    const [results, stopped, relay] = await Promise.all([
+      Promise.all(consumers.map((c) => c.close({ timeoutMs }))),
+      native(() => this.inner.stopScheduler()),
+      native(() => this.inner.stopRelay()),
+    ]);
     await native(() => this.inner.close());
+    if (relay && relay.unconfirmed > 0) {
+      this.log(
+        'warn',
+        `rabbit-retry: the outbox relay stopped mid-batch: ${relay.unconfirmed} row(s) sent without a confirm stay, and will be published again`,
+      );
+    }
     const unfinished = results.reduce((n, r) => n + r.unfinished, 0);
     if (!stopped) return { unfinished };
     const retryTable: SchedulerStopResult = { published: stopped.published, unconfirmed: stopped.unconfirmed, due: stopped.due ?? null };

@@ -7,6 +7,7 @@
 import type { BrokerDelayOptions, Delay } from './delay';
 import type { Message, MessageProperties } from './message';
 import type { MeterProviderLike } from './otel';
+import type { OutboxOptions } from './outbox-options';
 
 export { type BrokerDelayOptions, type Delay, DEFAULT_DELAYS } from './delay';
 
@@ -47,16 +48,15 @@ export interface ConnectOptions {
   tls?: TlsOptions;
   /** The retry table in PostgreSQL, for `onFailure.table`. */
   retryTable?: RetryTableOptions;
+  /** The transactional outbox in PostgreSQL, and its relay. */
+  outbox?: OutboxOptions;
   /**
    * Where warnings go when nobody listens for a consumer's `error` event. A
    * logger that throws, or returns a Promise that rejects, is ignored.
    * @default console
    */
   logger?: Logger;
-  /**
-   * The OpenTelemetry meter provider for metrics.
-   * @default the global one of `@opentelemetry/api` when installed; else no metrics
-   */
+  /** The OpenTelemetry meter provider for metrics. @default the global one of `@opentelemetry/api` when installed; else no metrics */
   meterProvider?: MeterProviderLike;
 }
 
@@ -70,6 +70,7 @@ export const CONNECT_OPTION_KEYS = {
   confirmTimeoutMs: true,
   tls: true,
   retryTable: true,
+  outbox: true,
   logger: true,
   meterProvider: true,
 } satisfies OptionKeys<ConnectOptions>;
@@ -462,10 +463,7 @@ export interface RecoveryOptions {
   initialDelayMs?: number;
   /** The longest wait, in milliseconds. @default 30000 */
   maxDelayMs?: number;
-  /**
-   * Give up after this many tries: the consumer closes and emits `error`.
-   * @default Infinity (never give up)
-   */
+  /** Give up after this many tries: the consumer closes and emits `error`. @default Infinity (never give up) */
   maxAttempts?: number;
   /**
    * How long one broker round trip of starting, recovering or stopping the

@@ -3,10 +3,10 @@
  * may import modules of its own layer and of lower ones:
  *
  *   base      native, errors, error-text, otel, otel-api, redact: no library module below them
- *   model     options, delay, message, wire, metrics: what the options and a message are
+ *   model     options, outbox-options, delay, message, wire, metrics: what the options and a message are
  *   tools     names, check-options, fence, log, tracing, publish, replies
  *   circuit   circuit: one dependency's breaker, which consumers share
- *   parts     table, parked, consumer/: each stands alone, none imports another
+ *   parts     table, parked, consumer/, outbox/: each stands alone, none imports another
  *   client    client: the RabbitRetry connection that puts the parts together
  *   surfaces  console/, testing/: built on the client
  *   entries   index (the package's main export) and cli/: what a user reaches first
@@ -19,10 +19,10 @@
  */
 const LAYERS = [
   ['base', ['native', 'errors', 'error-text', 'otel', 'otel-api', 'redact']],
-  ['model', ['options', 'delay', 'message', 'wire', 'metrics']],
+  ['model', ['options', 'outbox-options', 'delay', 'message', 'wire', 'metrics']],
   ['tools', ['names', 'check-options', 'fence', 'log', 'tracing', 'publish', 'replies']],
   ['circuit', ['circuit']],
-  ['parts', ['table', 'parked', 'consumer']],
+  ['parts', ['table', 'parked', 'consumer', 'outbox']],
   ['client', ['client']],
   ['surfaces', ['console', 'testing']],
   ['entries', ['index', 'cli']],

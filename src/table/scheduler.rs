@@ -18,7 +18,7 @@ mod drain;
 mod publish;
 mod rates;
 mod run;
-mod stop;
+pub(crate) mod stop;
 mod trace;
 
 use std::sync::atomic::{AtomicU64, Ordering};
