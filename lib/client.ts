@@ -107,7 +107,7 @@ export class RabbitRetry {
     }
     const outbox = inner.outbox();
     if (outbox) {
-      this.#outbox = new Outbox(outbox);
+      this.#outbox = new Outbox(outbox, options.outbox?.relay !== false);
       this.#outbox.observe(options.meterProvider);
     }
   }
@@ -458,6 +458,7 @@ export class RabbitRetry {
       native(() => this.inner.stopScheduler()),
       native(() => this.inner.stopRelay()),
     ]);
+    this.#outbox?.stopped();
     await native(() => this.inner.close());
     if (relay && relay.unconfirmed > 0) {
       this.log(

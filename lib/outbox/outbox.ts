@@ -84,8 +84,21 @@ export class Outbox {
   /** The last stats read, shared by the metrics' callbacks of one collection. */
   private recent?: { at: number; stats: Promise<OutboxStats> };
 
+  /** Keeps the process running while this process's relay publishes: it runs in native threads, which Node does not wait for. */
+  private running?: NodeJS.Timeout;
+
   /** @internal */
-  constructor(private readonly inner: NativeOutbox) {}
+  constructor(
+    private readonly inner: NativeOutbox,
+    relay: boolean,
+  ) {
+    if (relay) this.running = setInterval(() => undefined, 2 ** 31 - 1);
+  }
+
+  /** The relay stopped: the process may end. @internal */
+  stopped(): void {
+    clearInterval(this.running);
+  }
 
   /**
    * Writes a message into the outbox inside `tx`, the application's open
