@@ -9,6 +9,7 @@
  * of its own, and the outbox is emptied after each.
  */
 import { InvalidOptionsError, type OutboxOptions, type RabbitRetry } from '../lib';
+import { run } from '../lib/cli';
 import {
   cleanup,
   closeAmqp,
@@ -241,6 +242,27 @@ describe('the relay', () => {
     writeRows(q, 2);
     expect((await bodies(q)).length).toBe(5);
     expect(rowsLeft()).toBe(2);
+  });
+});
+
+describe('rabbit-retry outbox status', () => {
+  it('prints the pending and parked rows, the oldest age, and the inbox duplicates per consumer', async () => {
+    const q = await durableQueue();
+    await connectOutbox({ relay: false });
+    writeRows(q, 3);
+    psql("UPDATE rabbit_retry_outbox SET parked_at = now(), park_reason = 'unroutable' WHERE id = (SELECT min(id) FROM rabbit_retry_outbox)", db);
+    psql("INSERT INTO rabbit_retry_inbox_duplicates (consumer, n) VALUES ('billing', 7) ON CONFLICT (consumer) DO UPDATE SET n = 7", db);
+    const out: string[] = [];
+    const io = { out: (t: string) => out.push(t), err: (t: string) => out.push(t), env: {}, isTTY: false };
+    expect(await run(['outbox', 'status', '--db', pgUrl(db)], io)).toBe(0);
+    const text = out.join('\n');
+    expect(text).toContain('outbox: pending 2, parked 1');
+    expect(text).toMatch(/billing\s+7/);
+    out.length = 0;
+    expect(await run(['--json', 'outbox', 'status', '--db', pgUrl(db)], io)).toBe(0);
+    const json = JSON.parse(out.join('')) as { pending: number; parked: number; inboxDuplicates: { consumer: string; duplicates: number }[] };
+    expect(json).toMatchObject({ pending: 2, parked: 1, inboxDuplicates: [{ consumer: 'billing', duplicates: 7 }] });
+    psql('DELETE FROM rabbit_retry_inbox_duplicates', db);
   });
 });
 

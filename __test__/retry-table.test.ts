@@ -842,12 +842,14 @@ describe('migrations and the table shape', () => {
       { version: 2, n: 1 },
       { version: 3, n: 1 },
       { version: 4, n: 1 },
+      { version: 5, n: 1 },
+      { version: 6, n: 1 },
     ]);
     expect(psql("SELECT count(*) FROM pg_class WHERE relname = 'message_retries' AND relkind = 'r'", fresh)).toBe('1');
     for (const c of clients) expect(await c.retryTable.stats()).toMatchObject({ rows: 0 });
     // Connecting again changes nothing.
     await connectClient({ retryTable: { url: pgUrl(fresh), scheduler: false } });
-    expect(psql('SELECT count(*) FROM rabbit_retry_migrations', fresh)).toBe('4');
+    expect(psql('SELECT count(*) FROM rabbit_retry_migrations', fresh)).toBe('6');
   });
 
   test('a message_retries table of another shape is refused with RETRY_TABLE, naming the column', async () => {

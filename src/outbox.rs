@@ -32,7 +32,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::amqp::connection::Broker;
-use crate::table::scheduler::stop::STOP_BOUND;
+use crate::table::scheduler::stop::end_within_bound;
 use crate::table::store::RetryStore;
 
 /// How a relay works.
@@ -103,7 +103,7 @@ impl RelayHandle {
     }
 
     /// Stops: at once when idle, within a second for the confirms and a commit
-    /// mid-batch, after [`STOP_BOUND`] at the latest (the batch in hand then
+    /// mid-batch, after three seconds at the latest (the batch in hand then
     /// rolls back). Every call resolves to the same report.
     pub(crate) async fn stop(&self) -> RelayStop {
         let _ = self.stop.send(true);
@@ -111,13 +111,7 @@ impl RelayHandle {
         let report = match &mut *task {
             Task::Stopped(report) => return *report,
             Task::Running(running) => {
-                if tokio::time::timeout(STOP_BOUND, &mut *running)
-                    .await
-                    .is_err()
-                {
-                    running.abort();
-                    let _ = (&mut *running).await;
-                }
+                end_within_bound(running).await;
                 RelayStop {
                     published: self.counters.published.load(Ordering::Relaxed),
                     parked: self.counters.parked.load(Ordering::Relaxed),

@@ -5,7 +5,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lapin::options::ConfirmSelectOptions;
 use lapin::Channel;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -16,8 +15,8 @@ use super::{RelayConfig, RelayCounters};
 use crate::amqp::connection::Broker;
 use crate::amqp::fields::short_name;
 use crate::amqp::properties::Properties;
-use crate::amqp::publisher::{confirmed, publish_confirmed};
-use crate::error::{Error, ErrorKind, Result};
+use crate::amqp::publisher::{confirmed, publish_confirmed, Publisher};
+use crate::error::Result;
 use crate::table::row::table_error;
 use crate::table::scheduler::stop::{pause, within_grace, STOP_COMMIT_WAIT, STOP_CONFIRM_WAIT};
 use crate::table::store::RetryStore;
@@ -46,6 +45,9 @@ pub(super) struct Relay {
     broker: Arc<Broker>,
     config: RelayConfig,
     counters: Arc<RelayCounters>,
+    /// Its confirm channel (opened again when the broker closed it), and the
+    /// last one it published on.
+    publisher: Publisher,
     channel: Option<Channel>,
 }
 
@@ -58,8 +60,9 @@ impl Relay {
     ) -> Relay {
         Relay {
             store,
-            broker,
             config,
+            publisher: Publisher::new(broker.confirm_timeout()),
+            broker,
             counters,
             channel: None,
         }
@@ -69,14 +72,23 @@ impl Relay {
     /// found rows, after a growing wait (up to the poll interval) after an
     /// empty one, after a longer one while the database or broker is away.
     pub(super) async fn run(mut self, mut stopped: watch::Receiver<bool>) {
+        self.publish_until_stopped(&mut stopped).await;
+        // Closed here, not dropped: lapin closes a dropped channel in the
+        // background, and the client's close would find it half closed.
+        if let Some(ch) = self.channel.take() {
+            self.publisher.replace(&ch).await;
+        }
+    }
+
+    async fn publish_until_stopped(&mut self, stopped: &mut watch::Receiver<bool>) {
         let mut idle = IDLE_FIRST;
         let mut trouble = TROUBLE_FIRST;
         let mut next = Instant::now();
         loop {
-            if pause(&mut stopped, next).await {
+            if pause(stopped, next).await {
                 return;
             }
-            let done = self.batch(&stopped).await;
+            let done = self.batch(stopped).await;
             if *stopped.borrow() {
                 return;
             }
@@ -104,36 +116,17 @@ impl Relay {
         }
     }
 
-    /// The confirm channel, opened again when the broker closed it or the
-    /// connection was lost (on a new connection then).
-    async fn channel(&mut self) -> Result<Channel> {
-        if let Some(ch) = self.channel.as_ref().filter(|c| c.status().connected()) {
-            return Ok(ch.clone());
-        }
-        self.channel = None;
-        let ch = self.broker.channel().await?;
-        ch.confirm_select(ConfirmSelectOptions::default())
-            .await
-            .map_err(|e| {
-                Error::with_source(
-                    ErrorKind::Connection,
-                    format!("the broker refused publisher confirms: {e}"),
-                    e,
-                )
-            })?;
-        self.channel = Some(ch.clone());
-        Ok(ch)
-    }
-
     /// One batch, in one transaction (see the module's notes). A stop before
     /// the publishes rolls it back.
     async fn batch(&mut self, stopped: &watch::Receiver<bool>) -> Result<Done> {
         let db = |e| table_error("outbox relay", e);
         // The broker first: rows are not held while it is away.
-        let Some(ch) = within_grace(stopped, Duration::ZERO, self.channel()).await else {
+        let channel = self.publisher.channel(self.broker.as_ref());
+        let Some(ch) = within_grace(stopped, Duration::ZERO, channel).await else {
             return Ok(Done::default());
         };
         let ch = ch?;
+        self.channel = Some(ch.clone());
         let Some(client) = within_grace(stopped, Duration::ZERO, self.store.conn()).await else {
             return Ok(Done::default());
         };
@@ -156,12 +149,7 @@ impl Relay {
         if outcomes.iter().any(|o| matches!(o, Outcome::Nacked(_))) {
             // RabbitMQ 3.10 to 3.12 may refuse every later publish of a channel
             // that was refused once (rabbitmq-server#9241): the next batch opens another.
-            self.channel = None;
-            let _ = tokio::time::timeout(
-                STOP_CONFIRM_WAIT,
-                ch.close(200, "replaced after a refused publish".into()),
-            )
-            .await;
+            self.publisher.replace(&ch).await;
         }
         let s = settle(&rows, &outcomes);
         self.counters

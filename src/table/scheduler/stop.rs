@@ -52,3 +52,16 @@ pub(crate) async fn within_grace<T>(
         () = cut => None,
     }
 }
+
+/// Waits for a stopped task to end, at most [`STOP_BOUND`]; past it, drops
+/// it where it is (mid-statement: its transaction rolls back, and the rows it
+/// held stay).
+pub(crate) async fn end_within_bound(running: &mut tokio::task::JoinHandle<()>) {
+    if tokio::time::timeout(STOP_BOUND, &mut *running)
+        .await
+        .is_err()
+    {
+        running.abort();
+        let _ = (&mut *running).await;
+    }
+}
