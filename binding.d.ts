@@ -47,8 +47,15 @@ export declare class NativeClient {
    * call, or `null` when this process runs none.
    */
   stopScheduler(): Promise<NativeSchedulerStop | null>
-  /** Stops the scheduler and closes the connections. */
+  /** Stops the scheduler and the relay, and closes the connections. */
   close(): Promise<void>
+  /** The outbox, when the client was connected with one. */
+  outbox(): NativeOutbox | null
+  /**
+   * Stops the outbox's relay: resolves to what it had done, the same on
+   * every call, or `null` when this process runs none.
+   */
+  stopRelay(): Promise<NativeRelayStop | null>
   /** Pauses the selected rows; resolves to how many. */
   tablePause(selector: NativeSelector): Promise<number>
   /** Resumes the selected rows and makes them due now; resolves to how many. */
@@ -135,6 +142,20 @@ export declare class NativeConsumer {
   finish(): Promise<string>
 }
 
+/** The outbox of a client's database, and the counts of this process's relay. */
+export declare class NativeOutbox {
+  /** Counts of the outbox and of this process's relay. */
+  stats(): Promise<NativeOutboxStats>
+  /** Parked rows, oldest first. */
+  listParked(limit: number): Promise<Array<NativeParkedOutboxRow>>
+  /** Puts parked rows back to be published; resolves to how many. */
+  retryParked(ids: Array<number>): Promise<number>
+  /** Deletes parked rows; resolves to how many. */
+  deleteParked(ids: Array<number>): Promise<number>
+  /** Each consumer's count of deliveries its inbox skipped as duplicates. */
+  inboxDuplicates(): Promise<Array<NativeInboxDuplicates>>
+}
+
 /** A session on one parked queue. */
 export declare class NativeParkedSession {
   /**
@@ -216,6 +237,8 @@ export interface ConnectOptions {
   retryTableDependencyRates?: Record<string, number>
   /** Whether this process runs a scheduler. @default true */
   retryTableScheduler?: boolean
+  /** The transactional outbox. */
+  outbox?: NativeOutboxOptions
 }
 
 /**
@@ -491,6 +514,16 @@ export interface NativeHeld {
   remaining: number
 }
 
+/** A consumer's count of deliveries its inbox skipped as already handled. */
+export interface NativeInboxDuplicates {
+  /** The consumer's name. */
+  consumer: string
+  /** Deliveries skipped. */
+  duplicates: number
+  /** The last one, ms since the epoch. */
+  lastAtMs: number
+}
+
 /** What `list` returns. */
 export interface NativeListFilter {
   /** Rows of this dependency. */
@@ -507,6 +540,58 @@ export interface NativeListFilter {
 export interface NativeMigration {
   version: number
   sql: string
+}
+
+/** The outbox's options. */
+export interface NativeOutboxOptions {
+  /** The outbox's PostgreSQL URL. */
+  url: string
+  /** Rows in one relay batch. @default 200 */
+  batchSize?: number
+  /** Whether the rows of one ordering key are published in id order. */
+  ordered?: boolean
+  /** Whether this process runs a relay. @default true */
+  relay?: boolean
+  /** The longest wait between two looks at an empty outbox, ms. @default 100 */
+  pollIntervalMs?: number
+}
+
+/** Counts of the outbox and of this process's relay. */
+export interface NativeOutboxStats {
+  /** Rows waiting to be published. */
+  pending: number
+  /** Rows parked. */
+  parked: number
+  /** Age in ms of the oldest pending row; 0 when none. */
+  oldestPendingAgeMs: number
+  /** Rows this process's relay published. */
+  published: number
+  /** Rows this process's relay parked. */
+  parkedByRelay: number
+}
+
+/** A parked outbox row (without its body). */
+export interface NativeParkedOutboxRow {
+  /** Row id. */
+  id: number
+  /** The exchange it was to be published to. */
+  exchange: string
+  /** Its routing key. */
+  routingKey: string
+  /** Its ordering key. */
+  orderingKey?: string
+  /** Its `messageId` property. */
+  messageId?: string
+  /** Refusals by the broker so far. */
+  attempts: number
+  /** When it was written, ms since the epoch. */
+  createdAtMs: number
+  /** When it was parked, ms since the epoch. */
+  parkedAtMs: number
+  /** Why: `unroutable`, `exchange-not-found`, `invalid-properties` or `nacked`. */
+  parkReason: string
+  /** The error that parked it. */
+  lastError?: string
 }
 
 /** What a probe took. */
@@ -531,6 +616,16 @@ export interface NativeRate {
   dependency: string
   /** Rows a second. */
   rate: number
+}
+
+/** What the relay had done when it stopped. */
+export interface NativeRelayStop {
+  /** Rows it published and deleted. */
+  published: number
+  /** Rows it parked. */
+  parked: number
+  /** Rows it sent that stay in the outbox, to be published again. */
+  unconfirmed: number
 }
 
 /** A row of the retry table. */

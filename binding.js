@@ -837,6 +837,7 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.NativeClient = nativeBinding.NativeClient
 module.exports.NativeConsumer = nativeBinding.NativeConsumer
+module.exports.NativeOutbox = nativeBinding.NativeOutbox
 module.exports.NativeParkedSession = nativeBinding.NativeParkedSession
 module.exports.NativeReplySession = nativeBinding.NativeReplySession
 module.exports.connect = nativeBinding.connect

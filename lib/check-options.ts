@@ -10,6 +10,7 @@
 import { InvalidOptionsError, UnsupportedOptionError, nativeSync } from './errors';
 import { binding } from './native';
 import { redactUrl } from './redact';
+import { OUTBOX_OPTION_KEYS } from './outbox-options';
 import {
   ALERT_OPTION_KEYS,
   BROKER_DELAY_OPTION_KEYS,
@@ -315,6 +316,16 @@ export function checkConnectOptions(o: ConnectOptions): void {
       }
     }
     checkBoolean('retryTable.scheduler', t.scheduler);
+  }
+  if (o.outbox !== undefined) {
+    if (!isRecord(o.outbox)) throw new InvalidOptionsError(`outbox must be an object such as { url }, got ${kindOf(o.outbox)}`);
+    checkKeys('outbox', o.outbox, OUTBOX_OPTION_KEYS);
+    const b = o.outbox;
+    checkString('outbox.url', b.url, { optional: false, nonEmpty: true, what: "a PostgreSQL URL such as 'postgres://user@127.0.0.1:5432/app'" });
+    checkWhole('outbox.batchSize', b.batchSize, 1, 10_000, 'a whole number of rows from 1 to 10000');
+    checkWhole('outbox.pollIntervalMs', b.pollIntervalMs, 1, U32, 'a whole number of milliseconds of at least 1');
+    checkBoolean('outbox.ordered', b.ordered);
+    checkBoolean('outbox.relay', b.relay);
   }
   if (o.logger !== undefined) {
     const l = o.logger as unknown;

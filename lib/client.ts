@@ -1,5 +1,3 @@
-import { readFileSync } from 'node:fs';
-
 import { Consumer, outsideHandlers, runningConsumer } from './consumer';
 import type { CloseResult, Handler, SchedulerStopResult } from './consumer/events';
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
@@ -7,6 +5,7 @@ import { Parked } from './parked';
 import { Replies } from './replies';
 import { type RequestOptions, outgoingRequest, replyValue, sendRequest } from './request';
 import { RetryTable } from './table';
+import { Outbox } from './outbox/outbox';
 import { binding, type NativeClient, parkedQueueName, retryQueueName } from './native';
 import { consumerMetrics } from './metrics';
 import { Inbox } from './inbox';
@@ -18,6 +17,7 @@ import { CircuitIo, circuitQueueName, readCircuitState } from './consumer/circui
 import { reasonOf } from './error-text';
 import { logTo } from './log';
 import { type Body, checkPublishOptions, toBuffer, toNativeProps } from './publish';
+import { nativeConnectOptions, nativeConsumeOptions } from './native-options';
 import { brokerUrls, checkCloseOptions, checkConnectOptions, checkConsumeOptions, checkString, delayStrings, parseDelay } from './check-options';
 import {
   type Delay,
@@ -58,26 +58,6 @@ export interface ConsumedQueue {
   brokerDelay?: true;
 }
 
-function readPem(option: string, file: string | undefined): string | undefined {
-  if (file === undefined) return undefined;
-  try {
-    return readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new InvalidOptionsError(`${option}: cannot read '${file}' (${reasonOf(err)})`);
-  }
-}
-
-function readTls(tls: TlsOptions | undefined): { ca?: string; cert?: string; key?: string } {
-  if (!tls) return {};
-  const ca = tls.ca !== undefined ? tls.ca.toString() : readPem('tls.caFile', tls.caFile);
-  const cert = readPem('tls.certFile', tls.certFile);
-  const key = readPem('tls.keyFile', tls.keyFile);
-  if ((cert === undefined) !== (key === undefined)) {
-    throw new InvalidOptionsError('tls.certFile and tls.keyFile go together: give both or neither');
-  }
-  return { ca, cert, key };
-}
-
 /**
  * A connection to RabbitMQ with rabbit-retry's failure path: consumers that
  * never requeue a handler error, and publishes that wait for the broker's confirm.
@@ -112,9 +92,21 @@ export class RabbitRetry {
       this.#table = new RetryTable(inner, logTo(options.logger ?? console));
       this.#table.observe(options.meterProvider);
     }
+    const outbox = inner.outbox();
+    if (outbox) {
+      this.#outbox = new Outbox(outbox, options.outbox?.relay !== false);
+      this.#outbox.observe(options.meterProvider);
+    }
   }
 
   readonly #table?: RetryTable;
+  readonly #outbox?: Outbox;
+
+  /** The transactional outbox (connect with `outbox: { url }`): stats and parked rows. */
+  get outbox(): Outbox {
+    if (!this.#outbox) throw new InvalidOptionsError("no outbox: connect with { outbox: { url: 'postgres://…' } }");
+    return this.#outbox;
+  }
 
   /**
    * The retry table (connect with `retryTable: { url }`): pause, resume,
@@ -134,25 +126,7 @@ export class RabbitRetry {
   static async connect(options: ConnectOptions = {}): Promise<RabbitRetry> {
     checkConnectOptions(options);
     const urls = brokerUrls(options.url, process.env.AMQP_URL, DEFAULT_URL);
-    const tls = readTls(options.tls);
-    const inner = await native(() =>
-      binding.connect({
-        urls,
-        hostOrder: options.hostOrder,
-        retryTableUrl: options.retryTable?.url,
-        retryTableRatePerSec: options.retryTable?.ratePerSec,
-        retryTableRatePerSecPerProcess: options.retryTable?.ratePerSecPerProcess,
-        retryTableDependencyRates: options.retryTable?.dependencyRates ? { ...options.retryTable.dependencyRates } : undefined,
-        retryTableScheduler: options.retryTable?.scheduler,
-        tlsCa: tls.ca,
-        tlsCert: tls.cert,
-        tlsKey: tls.key,
-        connectionName: options.connectionName,
-        heartbeat: options.heartbeat,
-        connectTimeoutMs: options.connectTimeoutMs,
-        confirmTimeoutMs: options.confirmTimeoutMs,
-      }),
-    );
+    const inner = await native(() => binding.connect(nativeConnectOptions(options, urls)));
     const drains = options.retryTable && options.retryTable.scheduler !== false ? drainTracing() : undefined;
     if (drains)
       inner.traceDrains(
@@ -217,36 +191,7 @@ export class RabbitRetry {
     // The inbox's tables exist before anything is declared.
     await inbox?.prepare();
     // Left-out options go as undefined: the native layer checks every value and applies the defaults.
-    const inner = await native(() =>
-      this.inner.consume({
-        queue: options.queue,
-        exchange: options.exchange,
-        exchangeType: options.exchangeType,
-        routingKey: typeof options.routingKey === 'string' ? options.routingKey : options.routingKey?.[0],
-        moreRoutingKeys: typeof options.routingKey === 'string' ? undefined : options.routingKey?.slice(1),
-        prefetch: options.prefetch,
-        queueType: options.queueType,
-        deliveryLimit: options.deliveryLimit,
-        consumerTimeoutMs: options.consumerTimeoutMs,
-        assertQueue: options.assertQueue,
-        queueArguments: argumentsJson(options.queueArguments),
-        retryQueueArguments: argumentsJson(options.retryQueueArguments),
-        parkedQueueArguments: argumentsJson(options.parkedQueueArguments),
-        table: options.onFailure?.table !== undefined,
-        tableMaxAttempts: options.onFailure?.table?.maxAttempts,
-        delays,
-        brokerDelayMin: brokerDelay && delayStrings([brokerDelay.min], 'onFailure.brokerDelay.min')[0],
-        brokerDelayMax: brokerDelay && delayStrings([brokerDelay.max], 'onFailure.brokerDelay.max')[0],
-        brokerDelayAttempts: brokerDelay?.attempts,
-        recoveryInitialDelayMs: options.recovery?.initialDelayMs,
-        recoveryMaxDelayMs: options.recovery?.maxDelayMs,
-        recoveryStepTimeoutMs: options.recovery?.stepTimeoutMs,
-        recoveryMaxAttempts:
-          options.recovery?.maxAttempts === undefined || options.recovery.maxAttempts === Infinity
-            ? undefined
-            : Math.min(options.recovery.maxAttempts, 0xffffffff),
-      }),
-    );
+    const inner = await native(() => this.inner.consume(nativeConsumeOptions(options, delays)));
     const parkedDepth = async () => (await native(() => this.inner.queueInfo(parkedQueueName(options.queue))))?.messages;
     const table = this.#table;
     const oldestDueAge = table ? async () => (await table.stats()).oldestDueAgeMs : undefined;
@@ -456,6 +401,8 @@ export class RabbitRetry {
    * start of the close, within about a second even mid-drain (see
    * {@link SchedulerStopResult}); the result's `retryTable` says what it
    * published and what it left, and a warning is logged when it left due rows.
+   * The outbox's relay stops alongside it: its batch in hand commits what was
+   * confirmed, within about a second, or rolls back.
    */
   close(options?: CloseOptions): Promise<CloseResult> {
     let timeoutMs: number;
@@ -484,8 +431,19 @@ export class RabbitRetry {
     // The retry table's scheduler stops at once, alongside the consumers: its
     // drain does not wait for their handlers.
     await this.#replies?.close();
-    const [results, stopped] = await Promise.all([Promise.all(consumers.map((c) => c.close({ timeoutMs }))), native(() => this.inner.stopScheduler())]);
+    const [results, stopped, relay] = await Promise.all([
+      Promise.all(consumers.map((c) => c.close({ timeoutMs }))),
+      native(() => this.inner.stopScheduler()),
+      native(() => this.inner.stopRelay()),
+    ]);
+    this.#outbox?.stopped();
     await native(() => this.inner.close());
+    if (relay && relay.unconfirmed > 0) {
+      this.log(
+        'warn',
+        `rabbit-retry: the outbox relay stopped mid-batch: ${relay.unconfirmed} row(s) sent without a confirm stay, and will be published again`,
+      );
+    }
     const unfinished = results.reduce((n, r) => n + r.unfinished, 0);
     if (!stopped) return { unfinished };
     const retryTable: SchedulerStopResult = { published: stopped.published, unconfirmed: stopped.unconfirmed, due: stopped.due ?? null };
@@ -508,9 +466,4 @@ export class RabbitRetry {
   private assertOpen(): void {
     if (this.closed) throw new ClosedError('this RabbitRetry client is closed; connect again');
   }
-}
-
-/** Queue arguments in the JSON form the native layer takes. */
-function argumentsJson(args: QueueArguments | undefined): string | undefined {
-  return args === undefined ? undefined : JSON.stringify(args);
 }

@@ -30,6 +30,16 @@ export type {
 } from './consumer/events';
 export { RetryTable, type RowSelector, type ListOptions, type RetryRow, type RetryTableStats, type PauseWhenOptions, type DependencyWatch } from './table';
 export type { MeterProviderLike } from './otel';
+export {
+  Outbox,
+  type OutboxStats,
+  type OutboxParkReason,
+  type ParkedOutboxRow,
+  type InboxDuplicateCount,
+  type OutboxTransaction,
+  type OutboxPublishOptions,
+} from './outbox/outbox';
+export type { OutboxOptions } from './outbox-options';
 export { Message, type MessageProperties } from './message';
 export type { InboxOptions, InboxPoolOptions, InboxAdapterOptions, InboxCommonOptions, InboxContext, InboxHandler } from './inbox-options';
 export {

@@ -113,3 +113,43 @@ export function consumerMetrics(
     },
   };
 }
+
+/** The counts the outbox's instruments read. @internal */
+export interface OutboxCounts {
+  pending: number;
+  parked: number;
+  oldestPendingAgeMs: number;
+  published: number;
+  parkedByRelay: number;
+}
+
+/**
+ * The outbox's instruments: the gauges `rabbit_retry.outbox.depth`,
+ * `rabbit_retry.outbox.parked` and `rabbit_retry.outbox.oldest_age` (ms), and
+ * the counters `rabbit_retry.outbox.published` and
+ * `rabbit_retry.outbox.parked_by_relay` (this process's relay).
+ * @internal
+ */
+export function outboxMetrics(provider: MeterProviderLike | undefined, read: () => Promise<OutboxCounts | undefined>): void {
+  const p = meterProviderOr(provider);
+  if (!p) return;
+  const meter = p.getMeter('rabbit-retry') as Meter & {
+    createObservableCounter(name: string, options?: { description?: string; unit?: string }): ObservableGauge;
+  };
+  const instruments: [ObservableGauge, keyof OutboxCounts][] = [
+    [meter.createObservableGauge('rabbit_retry.outbox.depth', { description: 'Outbox rows waiting to be published' }), 'pending'],
+    [meter.createObservableGauge('rabbit_retry.outbox.parked', { description: 'Outbox rows parked' }), 'parked'],
+    [
+      meter.createObservableGauge('rabbit_retry.outbox.oldest_age', { description: 'Age of the oldest outbox row waiting', unit: 'ms' }),
+      'oldestPendingAgeMs',
+    ],
+    [meter.createObservableCounter('rabbit_retry.outbox.published', { description: "Outbox rows this process's relay published" }), 'published'],
+    [meter.createObservableCounter('rabbit_retry.outbox.parked_by_relay', { description: "Outbox rows this process's relay parked" }), 'parkedByRelay'],
+  ];
+  for (const [instrument, key] of instruments) {
+    instrument.addCallback(async (r) => {
+      const counts = await read();
+      if (counts) r.observe(counts[key]);
+    });
+  }
+}

@@ -14,6 +14,7 @@ import { nativeSync } from './errors';
 export type {
   NativeClient,
   NativeConsumer,
+  NativeOutbox,
   NativeBatch,
   NativeParkedSession,
   NativeReplySession,

@@ -9,6 +9,7 @@ import type { Message, MessageProperties } from './message';
 import type { InboxOptions } from './inbox-options';
 import type { MeterProviderLike } from './otel';
 import type { RecoveryOptions } from './recovery';
+import type { OutboxOptions } from './outbox-options';
 
 export { type BrokerDelayOptions, type Delay, DEFAULT_DELAYS } from './delay';
 export { type RecoveryOptions, RECOVERY_OPTION_KEYS } from './recovery';
@@ -50,16 +51,15 @@ export interface ConnectOptions {
   tls?: TlsOptions;
   /** The retry table in PostgreSQL, for `onFailure.table`. */
   retryTable?: RetryTableOptions;
+  /** The transactional outbox in PostgreSQL, and its relay. */
+  outbox?: OutboxOptions;
   /**
    * Where warnings go when nobody listens for a consumer's `error` event. A
    * logger that throws, or returns a Promise that rejects, is ignored.
    * @default console
    */
   logger?: Logger;
-  /**
-   * The OpenTelemetry meter provider for metrics.
-   * @default the global one of `@opentelemetry/api` when installed; else no metrics
-   */
+  /** The OpenTelemetry meter provider for metrics. @default the global one of `@opentelemetry/api` when installed; else no metrics */
   meterProvider?: MeterProviderLike;
 }
 
@@ -73,6 +73,7 @@ export const CONNECT_OPTION_KEYS = {
   confirmTimeoutMs: true,
   tls: true,
   retryTable: true,
+  outbox: true,
   logger: true,
   meterProvider: true,
 } satisfies OptionKeys<ConnectOptions>;

@@ -13,7 +13,7 @@ import { join, relative } from 'node:path';
 const root = join(import.meta.dirname, '..');
 const { LAYERS, pathOf } = createRequire(import.meta.url)('./lib-layers.cjs');
 const MAX_LINES = 500;
-const RUST_ORDER = ['retry', 'amqp', 'table', 'consumer', 'binding'];
+const RUST_ORDER = ['retry', 'amqp', 'table', 'outbox', 'consumer', 'binding'];
 
 /** Every file under `dir` (none if there is no such folder), as paths relative to the repository's root. */
 function filesUnder(dir) {

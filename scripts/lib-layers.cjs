@@ -3,12 +3,12 @@
  * may import modules of its own layer and of lower ones:
  *
  *   base      native, errors, error-text, otel, otel-api, redact: no library module below them
- *   model     options, delay, recovery, message, wire, metrics, transaction, inbox-options: what the options
- *             and a message are, and what rabbit-retry needs of the user's database
+ *   model     options, outbox-options, delay, recovery, message, wire, metrics, transaction, inbox-options: what
+ *             the options and a message are, and what rabbit-retry needs of the user's database
  *   tools     names, check-options, fence, log, tracing, publish, replies, request, sql
  *   circuit   circuit: one dependency's breaker, which consumers share
  *   parts     table, parked, consumer/, inbox/, outbox/: each stands alone, none imports another
- *   client    client: the RabbitRetry connection that puts the parts together
+ *   client    client, native-options: the RabbitRetry connection that puts the parts together
  *   surfaces  console/, testing/: built on the client
  *   entries   index (the package's main export) and cli/: what a user reaches first
  *   nestjs    nestjs/: the NestJS module, over the main export
@@ -20,11 +20,11 @@
  */
 const LAYERS = [
   ['base', ['native', 'errors', 'error-text', 'otel', 'otel-api', 'redact']],
-  ['model', ['options', 'delay', 'recovery', 'message', 'wire', 'metrics', 'transaction', 'inbox-options']],
+  ['model', ['options', 'outbox-options', 'delay', 'recovery', 'message', 'wire', 'metrics', 'transaction', 'inbox-options']],
   ['tools', ['names', 'check-options', 'fence', 'log', 'tracing', 'publish', 'replies', 'request', 'sql']],
   ['circuit', ['circuit']],
   ['parts', ['table', 'parked', 'consumer', 'inbox', 'outbox']],
-  ['client', ['client']],
+  ['client', ['client', 'native-options']],
   ['surfaces', ['console', 'testing']],
   ['entries', ['index', 'cli']],
   ['nestjs', ['nestjs']],

@@ -16,6 +16,8 @@
 //!   publishers, topology, parked-queue sessions, header fields.
 //! - `table`: the retry table in PostgreSQL and its scheduler (which publishes
 //!   through `amqp`).
+//! - `outbox`: the transactional outbox's relay, which publishes through
+//!   `amqp` the rows committed in `table`'s database.
 //! - `consumer`: a consumer of one work queue: the task that owns its channel,
 //!   the hand-off to JavaScript, acks, and failure routing to `amqp` or `table`.
 //! - `binding`: the only module that knows about Node-API.
@@ -24,6 +26,7 @@ mod amqp;
 mod binding;
 mod consumer;
 mod error;
+mod outbox;
 mod redact;
 mod retry;
 mod table;

@@ -38,6 +38,8 @@ export interface Cli {
   needsDb: boolean;
   /** The chosen command uses the retry table's database when one is given. */
   wantsDb?: boolean;
+  /** The chosen command reads the outbox in that database. */
+  needsOutbox?: boolean;
 }
 
 /** A `--limit`: a whole number of at least 1. */

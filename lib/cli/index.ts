@@ -14,7 +14,7 @@ import { redactIn } from '../redact';
 import { type Action, type Cli, type CliIo, EXIT, UsageError } from './common';
 import { parkedCommands } from './queue-commands';
 import { statusCommand } from './status-command';
-import { tableCommands } from './table-commands';
+import { outboxCommands, tableCommands } from './table-commands';
 import { uiCommand } from './ui-command';
 
 export { type CliIo, EXIT, formatTable } from './common';
@@ -36,7 +36,7 @@ function cliProgram(io: CliIo, secrets: readonly (string | undefined)[]): { prog
       'broker URL; repeat it, or separate several with commas, for the nodes of a cluster (default: $AMQP_URL, else amqp://guest:guest@127.0.0.1:5672)',
       (value: string, previous: string[] | undefined) => [...(previous ?? []), ...splitUrls(value)],
     )
-    .option('--db <postgres-url>', 'retry table database for the table commands (default: $RETRY_TABLE_URL)')
+    .option('--db <postgres-url>', 'database of the retry table and the outbox, for the table and outbox commands (default: $RETRY_TABLE_URL)')
     .option('--json', 'print JSON for machines')
     .exitOverride()
     .configureOutput({ writeOut: io.out, writeErr: (text) => io.err(redactIn(text, secrets)) })
@@ -45,6 +45,7 @@ function cliProgram(io: CliIo, secrets: readonly (string | undefined)[]): { prog
   statusCommand(program, cli);
   parkedCommands(program, cli);
   tableCommands(program, cli);
+  outboxCommands(program, cli);
   uiCommand(program, cli);
   return { program, cli };
 }
@@ -66,7 +67,12 @@ async function connectAndRun(program: Command, cli: Cli, action: Action, secrets
     const usesTable = cli.needsDb || (cli.wantsDb === true && db !== undefined && db !== '');
     if (usesTable && !db) throw new UsageError('the table commands need the database: --db postgres://… or RETRY_TABLE_URL');
     // The CLI looks and operates; it never runs a scheduler of its own.
-    rr = await RabbitRetry.connect({ url, connectTimeoutMs: 5000, retryTable: usesTable && db ? { url: db, scheduler: false } : undefined });
+    rr = await RabbitRetry.connect({
+      url,
+      connectTimeoutMs: 5000,
+      retryTable: usesTable && db ? { url: db, scheduler: false } : undefined,
+      outbox: cli.needsOutbox && db ? { url: db, relay: false } : undefined,
+    });
     await action(rr);
     return EXIT.ok;
   } catch (e) {

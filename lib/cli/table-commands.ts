@@ -1,4 +1,4 @@
-/** The commands on the retry table: `table list`, `table pause`, `table resume` and `table stats`. */
+/** The commands on the tables in PostgreSQL: `table list`, `table pause`, `table resume`, `table stats`, and `outbox status`. */
 import { type Command, Option } from 'commander';
 
 import type { RowSelector } from '../table';
@@ -127,4 +127,39 @@ export function tableCommands(program: Command, cli: Cli): void {
   pauseCommand(table, cli);
   resumeCommand(table, cli);
   statsCommand(table, cli);
+}
+
+/** `outbox status`: the outbox's pending and parked rows, its oldest pending row's age, and each consumer's inbox duplicates. */
+export function outboxCommands(program: Command, cli: Cli): void {
+  const { io } = cli;
+  program
+    .command('outbox')
+    .description('look at the transactional outbox (PostgreSQL)')
+    .hook('preAction', () => {
+      cli.needsDb = true;
+      cli.needsOutbox = true;
+    })
+    .command('status')
+    .description('pending and parked rows, the age of the oldest pending row, and the duplicates each inbox skipped')
+    .action(() => {
+      cli.action = async (rr) => {
+        const { published: _p, parkedByRelay: _r, ...st } = await rr.outbox.stats();
+        const inbox = await rr.outbox.inboxDuplicates();
+        if (cli.json()) {
+          io.out(JSON.stringify({ ...st, inboxDuplicates: inbox }, null, 2));
+          return;
+        }
+        io.out(`outbox: pending ${st.pending}, parked ${st.parked}, oldest pending ${(st.oldestPendingAgeMs / 1000).toFixed(1)} s ago`);
+        if (inbox.length === 0) {
+          io.out('inbox: no duplicates skipped');
+          return;
+        }
+        io.out(
+          formatTable(
+            ['CONSUMER', 'DUPLICATES', 'LAST'],
+            inbox.map((d) => [d.consumer, String(d.duplicates), d.lastAt.toISOString()]),
+          ),
+        );
+      };
+    });
 }

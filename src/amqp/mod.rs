@@ -5,6 +5,7 @@ pub(crate) mod connection;
 pub(crate) mod fields;
 pub(crate) mod hosts;
 pub(crate) mod parked;
+pub(crate) mod properties;
 pub(crate) mod publisher;
 pub(crate) mod replier;
 pub(crate) mod reply;

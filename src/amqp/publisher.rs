@@ -187,7 +187,7 @@ pub(crate) fn confirmed(
 impl Publisher {
     /// Drops `ch` as the confirm channel, if it still is, and closes it: the
     /// next publish opens a new one.
-    async fn replace(&self, ch: &Channel) {
+    pub(crate) async fn replace(&self, ch: &Channel) {
         let mut slot = self.channel.lock().await;
         if slot.as_ref().is_some_and(|c| c.id() == ch.id()) {
             *slot = None;

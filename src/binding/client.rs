@@ -10,6 +10,9 @@ use napi_derive::napi;
 
 use super::consumer::NativeConsumer;
 use super::convert::{invalid, js_error, MessageProperties};
+use super::outbox::{
+    ClientOutbox, NativeOutbox, NativeOutboxOptions, NativeRelayStop, OutboxSettings,
+};
 use super::parked::{NativeParkedSession, NativeQueueInfo};
 use super::reply::NativeReplySession;
 use super::spec::{ConsumeOptions, ConsumeSpec};
@@ -26,7 +29,7 @@ use crate::amqp::replier::Replier;
 use crate::amqp::reply::ReplySession;
 use crate::consumer::ConsumerHandle;
 use crate::table::scheduler::{SchedulerHandle, SchedulerRates};
-use crate::table::store::{check_param, RetryStore};
+use crate::table::store::{check_param, RetryStore, StoreFor};
 
 /// How to connect.
 #[napi(object)]
@@ -61,6 +64,8 @@ pub(crate) struct ConnectOptions {
     pub retry_table_dependency_rates: Option<HashMap<String, f64>>,
     /// Whether this process runs a scheduler. @default true
     pub retry_table_scheduler: Option<bool>,
+    /// The transactional outbox.
+    pub outbox: Option<NativeOutboxOptions>,
 }
 
 /// A shared drain rate.
@@ -80,11 +85,16 @@ pub struct NativeClient {
     replier: Replier,
     store: Option<Arc<RetryStore>>,
     scheduler: Option<SchedulerHandle>,
+    outbox: Option<ClientOutbox>,
 }
 
 /// Connects to the broker; rejects with `CONNECTION` or `INVALID_OPTIONS`.
 #[napi]
 pub(crate) async fn connect(options: ConnectOptions) -> napi::Result<NativeClient> {
+    let outbox_settings = match &options.outbox {
+        Some(o) => Some(OutboxSettings::of(o, options.retry_table_url.as_ref())?),
+        None => None,
+    };
     let heartbeat =
         match options.heartbeat {
             Some(h) => Some(u16::try_from(h).map_err(|_| {
@@ -162,7 +172,7 @@ pub(crate) async fn connect(options: ConnectOptions) -> napi::Result<NativeClien
     let replier = Replier::new(opts.clone());
     let broker = Broker::connect(opts).await.map_err(js_error)?;
     let store = match &options.retry_table_url {
-        Some(url) => match RetryStore::connect(url).await {
+        Some(url) => match RetryStore::connect(url, StoreFor::RetryTable).await {
             Ok(store) => Some(store),
             Err(e) => {
                 let _ = broker.close().await;
@@ -175,11 +185,28 @@ pub(crate) async fn connect(options: ConnectOptions) -> napi::Result<NativeClien
         (Some(store), true) => Some(SchedulerHandle::start(store.clone(), broker.clone(), rates)),
         _ => None,
     };
+    let outbox = match outbox_settings {
+        Some(settings) => ClientOutbox::open(settings, &broker, store.as_ref())
+            .await
+            .map(Some),
+        None => Ok(None),
+    };
+    let outbox = match outbox {
+        Ok(outbox) => outbox,
+        Err(e) => {
+            if let Some(s) = &scheduler {
+                s.stop().await;
+            }
+            let _ = broker.close().await;
+            return Err(e);
+        }
+    };
     Ok(NativeClient {
         broker,
         replier,
         store,
         scheduler,
+        outbox,
     })
 }
 
@@ -219,7 +246,7 @@ impl NativeClient {
         body: Buffer,
         properties: Option<MessageProperties>,
     ) -> napi::Result<()> {
-        let props = properties.unwrap_or_default().to_amqp()?;
+        let props = properties.unwrap_or_default().into_amqp()?;
         self.broker
             .publish(&exchange, &routing_key, &body, props)
             .await
@@ -238,7 +265,7 @@ impl NativeClient {
         body: Buffer,
         properties: Option<MessageProperties>,
     ) -> napi::Result<()> {
-        let props = properties.unwrap_or_default().to_amqp()?;
+        let props = properties.unwrap_or_default().into_amqp()?;
         self.replier
             .reply(&reply_to, &body, props)
             .await
@@ -272,15 +299,34 @@ impl NativeClient {
         })
     }
 
-    /// Stops the scheduler and closes the connections.
+    /// Stops the scheduler and the relay, and closes the connections.
     #[napi]
     pub async fn close(&self) -> napi::Result<()> {
         if let Some(s) = &self.scheduler {
             s.stop().await;
         }
+        if let Some(o) = &self.outbox {
+            o.stop().await;
+        }
         let replies = self.replier.close().await;
         self.broker.close().await.map_err(js_error)?;
         replies.map_err(js_error)
+    }
+
+    /// The outbox, when the client was connected with one.
+    #[napi]
+    pub fn outbox(&self) -> Option<NativeOutbox> {
+        self.outbox.as_ref().map(ClientOutbox::native)
+    }
+
+    /// Stops the outbox's relay: resolves to what it had done, the same on
+    /// every call, or `null` when this process runs none.
+    #[napi]
+    pub async fn stop_relay(&self) -> napi::Result<Option<NativeRelayStop>> {
+        Ok(match &self.outbox {
+            Some(o) => o.stop().await.map(NativeRelayStop::from),
+            None => None,
+        })
     }
 
     fn store(&self) -> napi::Result<&Arc<RetryStore>> {

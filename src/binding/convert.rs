@@ -4,7 +4,8 @@ use lapin::types::ShortString;
 use lapin::BasicProperties;
 use napi_derive::napi;
 
-use crate::amqp::fields::{table_from_json, table_to_json};
+use crate::amqp::fields::table_to_json;
+use crate::amqp::properties::Properties;
 use crate::error::{Error as AmqpError, ErrorKind};
 use crate::redact;
 use crate::retry::{parse_delays as parse_delay_list, DelayError};
@@ -52,63 +53,27 @@ pub struct MessageProperties {
     pub headers: Option<serde_json::Value>,
 }
 
-fn short(field: &str, v: &str) -> napi::Result<ShortString> {
-    ShortString::try_new(v).map_err(|_| {
-        invalid(format!(
-            "{field} is {} bytes long; AMQP allows at most 255",
-            v.len()
-        ))
-    })
-}
-
-fn octet(field: &str, v: u32) -> napi::Result<u8> {
-    u8::try_from(v).map_err(|_| invalid(format!("{field} must be between 0 and 255, got {v}")))
-}
-
 impl MessageProperties {
-    /// Builds AMQP properties; publishes are persistent unless told otherwise.
-    pub fn to_amqp(&self) -> napi::Result<BasicProperties> {
-        let mut p = BasicProperties::default()
-            .with_delivery_mode(octet("deliveryMode", self.delivery_mode.unwrap_or(2))?);
-        if let Some(v) = &self.message_id {
-            p = p.with_message_id(short("messageId", v)?);
+    /// Builds AMQP properties (see [`Properties::to_amqp`]); publishes are
+    /// persistent unless told otherwise.
+    pub fn into_amqp(self) -> napi::Result<BasicProperties> {
+        Properties {
+            message_id: self.message_id,
+            correlation_id: self.correlation_id,
+            content_type: self.content_type,
+            content_encoding: self.content_encoding,
+            kind: self.kind,
+            app_id: self.app_id,
+            timestamp: self.timestamp,
+            priority: self.priority,
+            delivery_mode: self.delivery_mode,
+            reply_to: self.reply_to,
+            expiration: self.expiration,
+            user_id: self.user_id,
+            headers: self.headers,
         }
-        if let Some(v) = &self.correlation_id {
-            p = p.with_correlation_id(short("correlationId", v)?);
-        }
-        if let Some(v) = &self.content_type {
-            p = p.with_content_type(short("contentType", v)?);
-        }
-        if let Some(v) = &self.content_encoding {
-            p = p.with_content_encoding(short("contentEncoding", v)?);
-        }
-        if let Some(v) = &self.kind {
-            p = p.with_type(short("type", v)?);
-        }
-        if let Some(v) = &self.app_id {
-            p = p.with_app_id(short("appId", v)?);
-        }
-        if let Some(v) = self.timestamp {
-            let t = u64::try_from(v)
-                .map_err(|_| invalid(format!("timestamp must not be negative, got {v}")))?;
-            p = p.with_timestamp(t);
-        }
-        if let Some(v) = self.priority {
-            p = p.with_priority(octet("priority", v)?);
-        }
-        if let Some(v) = &self.reply_to {
-            p = p.with_reply_to(short("replyTo", v)?);
-        }
-        if let Some(v) = &self.expiration {
-            p = p.with_expiration(short("expiration", v)?);
-        }
-        if let Some(v) = &self.user_id {
-            p = p.with_user_id(short("userId", v)?);
-        }
-        if let Some(h) = &self.headers {
-            p = p.with_headers(table_from_json(h).map_err(invalid)?);
-        }
-        Ok(p)
+        .to_amqp()
+        .map_err(invalid)
     }
 }
 

@@ -8,6 +8,7 @@ mod client;
 mod consumer;
 mod convert;
 mod names;
+mod outbox;
 mod parked;
 mod reply;
 mod spec;

@@ -38,7 +38,7 @@ impl NativeReplySession {
         body: Buffer,
         properties: Option<MessageProperties>,
     ) -> napi::Result<()> {
-        let props = properties.unwrap_or_default().to_amqp()?;
+        let props = properties.unwrap_or_default().into_amqp()?;
         self.session
             .request(&exchange, &routing_key, &body, props)
             .await

@@ -4,7 +4,7 @@
 
 mod intake;
 mod rate;
-mod row;
+pub(crate) mod row;
 pub(crate) mod scheduler;
 pub(crate) mod schema;
 pub(crate) mod store;

@@ -238,7 +238,7 @@ pub(super) fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-pub(super) fn table_error(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> Error {
+pub(crate) fn table_error(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::with_source(
         ErrorKind::RetryTable,
         format!("{what}: {}", with_causes(&e)),

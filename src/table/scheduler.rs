@@ -18,7 +18,7 @@ mod drain;
 mod publish;
 mod rates;
 mod run;
-mod stop;
+pub(crate) mod stop;
 mod trace;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,7 +27,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use self::publish::Drainer;
-use self::stop::{STOP_BOUND, STOP_COUNT_WAIT};
+use self::stop::{end_within_bound, STOP_COUNT_WAIT};
 use self::trace::TracerSlot;
 use super::store::RetryStore;
 use crate::amqp::connection::Broker;
@@ -116,22 +116,15 @@ impl SchedulerHandle {
 
     /// Stops: within [`STOP_CONFIRM_WAIT`](stop::STOP_CONFIRM_WAIT) and a commit when it is
     /// publishing a batch, at once otherwise (see the module's notes), and
-    /// after [`STOP_BOUND`] at the latest. Every call resolves to the same report.
+    /// after [`STOP_BOUND`](stop::STOP_BOUND) at the latest. Every call resolves to the same report.
     pub(crate) async fn stop(&self) -> StopReport {
         let _ = self.stop.send(true);
         let mut task = self.task.lock().await;
         let report = match &mut *task {
             Task::Stopped(report) => return *report,
             Task::Running(running) => {
-                if tokio::time::timeout(STOP_BOUND, &mut *running)
-                    .await
-                    .is_err()
-                {
-                    // Dropped mid-statement: its transaction rolls back, and the
-                    // rows it held stay (those it had published count as unsettled).
-                    running.abort();
-                    let _ = (&mut *running).await;
-                }
+                // Past the bound, the rows it had published count as unsettled.
+                end_within_bound(running).await;
                 let due = tokio::time::timeout(STOP_COUNT_WAIT, self.store.due_rows())
                     .await
                     .ok()

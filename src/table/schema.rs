@@ -273,9 +273,10 @@ impl RetryStore {
             Err(Error::new(
                 ErrorKind::RetryTable,
                 format!(
-                    "table message_retries in {} has another shape ({}); rename or drop it, or point retryTable.url at another database",
+                    "table message_retries in {} has another shape ({}); rename or drop it, or point {} at another database",
                     self.safe_url(),
-                    problems.join(", ")
+                    problems.join(", "),
+                    self.option()
                 ),
             ))
         }

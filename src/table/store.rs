@@ -136,23 +136,39 @@ pub(crate) struct RetryStore {
     /// The URL as given: what the passwords to take out of the driver's
     /// errors are read from.
     url: String,
+    /// The option that gave the URL (`retryTable.url`, `outbox.url`), and
+    /// what errors call the database: for messages that say which one failed.
+    option: &'static str,
+    database: &'static str,
     intake: Intake,
+}
+
+/// Which option a store's URL came from: the retry table's or the outbox's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StoreFor {
+    /// `retryTable.url`.
+    RetryTable,
+    /// `outbox.url`.
+    Outbox,
 }
 
 impl RetryStore {
     /// Connects (with TLS as the URL's `sslmode` and `sslrootcert` ask, see
     /// `tls`), applies the migrations under an advisory lock, and checks the
-    /// table's shape.
-    pub(crate) async fn connect(url: &str) -> Result<Arc<RetryStore>> {
+    /// table's shape. `role` says which option gave the URL, for the errors.
+    pub(crate) async fn connect(url: &str, role: StoreFor) -> Result<Arc<RetryStore>> {
+        let (option, database) = match role {
+            StoreFor::RetryTable => ("retryTable.url", "the retry table's database"),
+            StoreFor::Outbox => ("outbox.url", "the outbox's database"),
+        };
         let safe_url = redact_url(url);
-        let in_url =
-            |e: Error| Error::new(e.kind, format!("retryTable.url {safe_url}: {}", e.message));
+        let in_url = |e: Error| Error::new(e.kind, format!("{option} {safe_url}: {}", e.message));
         let (rest, tls) = PgTls::take_from_url(url).map_err(in_url)?;
         let mut pg: tokio_postgres::Config = rest.parse().map_err(|e: tokio_postgres::Error| {
             let e = redact_in(&with_causes(&e), url);
             Error::new(
                 ErrorKind::InvalidOptions,
-                format!("retryTable.url {safe_url} is not a PostgreSQL URL ({e}): use postgres://user:password@host:5432/database"),
+                format!("{option} {safe_url} is not a PostgreSQL URL ({e}): use postgres://user:password@host:5432/database"),
             )
         })?;
         pg.ssl_mode(tls.driver_mode(&pg));
@@ -177,11 +193,18 @@ impl RetryStore {
             pool,
             safe_url,
             url: url.to_owned(),
+            option,
+            database,
             intake,
         });
         store.migrate().await?;
         store.check_shape().await?;
         Ok(store)
+    }
+
+    /// The option that gave the URL (`retryTable.url`, `outbox.url`).
+    pub(crate) fn option(&self) -> &'static str {
+        self.option
     }
 
     /// The URL without its password.
@@ -202,8 +225,8 @@ impl RetryStore {
                 None => causes.clone(),
             };
             let message = format!(
-                "could not reach the retry table's database at {}: {what}",
-                self.safe_url
+                "could not reach {} at {}: {what}",
+                self.database, self.safe_url
             );
             // The driver's own error keeps a password it may quote: it is kept only without one.
             if causes == text {
