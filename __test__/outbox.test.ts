@@ -8,6 +8,8 @@
  * One database `rr_test_<random>` for the file; each test writes to queues
  * of its own, and the outbox is emptied after each.
  */
+import { Pool } from 'pg';
+
 import { InvalidOptionsError, type OutboxOptions, type RabbitRetry } from '../lib';
 import { run } from '../lib/cli';
 import {
@@ -21,7 +23,10 @@ import {
   extraQueue,
   pgUrl,
   psql,
+  queueDepth,
   testExchange,
+  testQueue,
+  track,
   uniqueName,
   waitFor,
   withChannel,
@@ -242,6 +247,58 @@ describe('the relay', () => {
     writeRows(q, 2);
     expect((await bodies(q)).length).toBe(5);
     expect(rowsLeft()).toBe(2);
+  });
+});
+
+describe('rr.outbox.publish from an inbox handler', () => {
+  it('publishes what a handler wrote in its tx once the tx commits, with the effect; a throw publishes nothing', async () => {
+    const rr = await connectOutbox();
+    const pool = new Pool({ connectionString: pgUrl(db), max: 4 });
+    psql('CREATE TABLE IF NOT EXISTS paid (id text PRIMARY KEY)', db);
+    try {
+      const queue = testQueue(['200ms']);
+      const out = await durableQueue();
+      let calls = 0;
+      track(
+        await rr.consume({ queue, onFailure: { delays: ['200ms'] }, inbox: { pool } }, async (msg, { tx }) => {
+          calls++;
+          const { id } = msg.json<{ id: string }>();
+          await tx.query('INSERT INTO paid (id) VALUES ($1)', [id]);
+          await rr.outbox.publish(tx, '', out, { shipment: id, attempt: msg.attempt }, { messageId: `ship-${id}`, headers: { tenant: 'acme' } });
+          // The first attempt's effect and outgoing message roll back together.
+          if (msg.attempt === 0) throw new Error('carrier down');
+        }),
+      );
+      await rr.publish('', queue, { id: `${queue}-1` }, { messageId: `${queue}-1` });
+      await waitFor(() => calls === 2, 10_000, 'the retried call');
+      await outboxEmpty();
+      await waitFor(async () => (await queueDepth(out)) === 1, 10_000, 'the outgoing message');
+      const got = await drainAll(out);
+      expect(got.map((m) => m.content.toString())).toEqual([JSON.stringify({ shipment: `${queue}-1`, attempt: 1 })]);
+      expect(got[0].properties).toMatchObject({ messageId: `ship-${queue}-1`, contentType: 'application/json', deliveryMode: 2 });
+      expect(got[0].headers).toEqual({ tenant: 'acme' });
+      expect(psql(`SELECT count(*) FROM paid WHERE id = '${queue}-1'`, db)).toBe('1');
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('refuses what is not a transaction, and a body publish would refuse, before writing anything', async () => {
+    const rr = await connectOutbox({ relay: false });
+    await expect(rr.outbox.publish({} as never, '', 'q', 'x')).rejects.toBeInstanceOf(InvalidOptionsError);
+    const pool = new Pool({ connectionString: pgUrl(db), max: 1 });
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      const cycle: Record<string, unknown> = {};
+      cycle.self = cycle;
+      await expect(rr.outbox.publish(client, '', 'q', cycle)).rejects.toBeInstanceOf(InvalidOptionsError);
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+      await pool.end();
+    }
+    expect(psql('SELECT count(*) FROM rabbit_retry_outbox', db)).toBe('0');
   });
 });
 
