@@ -19,16 +19,7 @@ import { logTo } from './log';
 import { type Body, checkPublishOptions, toBuffer, toNativeProps } from './publish';
 import { nativeConnectOptions, nativeConsumeOptions } from './native-options';
 import { brokerUrls, checkCloseOptions, checkConnectOptions, checkConsumeOptions, checkString, delayStrings, parseDelay } from './check-options';
-import {
-  type Delay,
-  DEFAULT_STUCK_AFTER_MS,
-  type CloseOptions,
-  type ConnectOptions,
-  type ConsumeOptions,
-  type QueueArguments,
-  type PublishOptions,
-  type TlsOptions,
-} from './options';
+import { type Delay, DEFAULT_STUCK_AFTER_MS, type CloseOptions, type ConnectOptions, type ConsumeOptions, type PublishOptions } from './options';
 
 /** The default broker URL when neither the options nor `AMQP_URL` give one. */
 export const DEFAULT_URL = 'amqp://guest:guest@127.0.0.1:5672';
