@@ -253,7 +253,7 @@ describe('unknown options are refused, naming the key, where it is and the neare
       [
         'no near neighbour: the options are listed',
         { url: AMQP_URL, vhost: '/' } as never,
-        '`vhost` is not an option of RabbitRetry.connect; its options are `url`, `hostOrder`, `connectionName`, `heartbeat`, `connectTimeoutMs`, `confirmTimeoutMs`, `tls`, `retryTable`, `logger`, `meterProvider`',
+        '`vhost` is not an option of RabbitRetry.connect; its options are `url`, `hostOrder`, `connectionName`, `heartbeat`, `connectTimeoutMs`, `confirmTimeoutMs`, `tls`, `retryTable`, `outbox`, `logger`, `meterProvider`',
       ],
       ['tls', { url: AMQP_URL, tls: { caFiel: 'ca.pem' } } as never, '`caFiel` is not an option of tls; did you mean `caFile`?'],
       [
