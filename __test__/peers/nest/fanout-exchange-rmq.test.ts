@@ -47,6 +47,8 @@ describe('RabbitMQ transport (Fanout Exchange)', () => {
   });
 
   afterEach(async () => {
+    // rabbit-retry: the controller's client is closed (Nest closes only clients it registered); Jest waits for it.
+    await appProducer.get(RMQFanoutExchangeProducerController).client.close();
     await Promise.all([appProducer.close(), appConsumer.close()]);
   });
 

@@ -99,6 +99,8 @@ describe('RabbitMQ transport', () => {
   });
 
   afterEach(async () => {
+    // rabbit-retry: the controller's client is closed (Nest closes only clients it registered); Jest waits for it.
+    await app.get(RMQController).client.close();
     await app.close();
   });
 

@@ -39,6 +39,8 @@ describe('RabbitMQ transport (Topic Exchange - wildcards)', () => {
   });
 
   afterEach(async () => {
+    // rabbit-retry: the controller's client is closed (Nest closes only clients it registered); Jest waits for it.
+    await app.get(RMQTopicExchangeController).client.close();
     await app.close();
   });
 

@@ -6,7 +6,7 @@
 import { Body, Controller, HttpCode, Post, Query } from '@nestjs/common';
 import { ClientProxy, Ctx, EventPattern, MessagePattern, Payload, RmqContext, RmqRecordBuilder } from '@nestjs/microservices';
 import { from, lastValueFrom, Observable, of } from 'rxjs';
-import { scan } from 'rxjs/operators';
+import { finalize, scan } from 'rxjs/operators';
 
 import { RabbitRetryClient } from '../../../../../lib/microservices';
 import { AMQP_URL, QUEUE, urlOnPort } from '../../broker';
@@ -55,7 +55,8 @@ export class RMQController {
       url: [urlOnPort(5671), AMQP_URL],
       queue: QUEUE,
     });
-    return clientWithMultipleUrls.send<number>({ cmd: 'multiple-urls' }, data);
+    // rabbit-retry: the client made for this request is closed after its reply; Jest waits for it.
+    return clientWithMultipleUrls.send<number>({ cmd: 'multiple-urls' }, data).pipe(finalize(() => void clientWithMultipleUrls.close()));
   }
 
   @Post('record-builder-duplex')
