@@ -226,7 +226,7 @@ export function outboxRows(action, ids, what) {
     (action === 'retry' ? 'Publish ' : 'Delete ') + rows + '?',
     action === 'retry'
       ? 'The relay publishes ' + what + ' again, first of their ordering keys.'
-      : what.charAt(0).toUpperCase() + what.slice(1) + ' are deleted from the outbox for good: they will never be published.',
+      : 'Deleted from the outbox for good, never to be published: ' + what + '.',
     (action === 'retry' ? 'Publish ' : 'Delete ') + count,
     action === 'delete',
   )
