@@ -190,7 +190,7 @@ export class Actions {
   async outbox(action: OutboxAction, body: Record<string, unknown>): Promise<number> {
     checkOpen(this.host.closing);
     const outbox = this.host.outbox.outbox();
-    if (!outbox) throw new HttpError(404, 'NO_OUTBOX', "the console has no outbox: connect the client with { outbox: { url } }");
+    if (!outbox) throw new HttpError(404, 'NO_OUTBOX', 'the console has no outbox: connect the client with { outbox: { url } }');
     const { ids } = body;
     if (
       !Array.isArray(ids) ||

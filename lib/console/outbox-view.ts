@@ -43,7 +43,7 @@ export interface OutboxView {
   parkedByRelay: number;
   /** Parked rows by reason (among those read). */
   parkedByReason: Partial<Record<OutboxParkReason, number>>;
-  /** The oldest parked rows, up to {@link OUTBOX_PARKED_READ}. */
+  /** The oldest parked rows, up to 100. */
   parkedRows: ParkedOutboxRowView[];
   /** Whether more rows are parked than were read. */
   truncated: boolean;
