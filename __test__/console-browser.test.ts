@@ -16,7 +16,7 @@ import path from 'node:path';
 
 import { type Browser, type Page, chromium } from 'playwright-core';
 
-import { parkedQueueName } from '../lib';
+import { type RabbitRetry, parkedQueueName } from '../lib';
 import { type ConsoleServer, startConsole } from '../lib/console';
 import { parkThreeKinds } from './console-fixture';
 import {
@@ -68,6 +68,17 @@ async function shot(page: Page, name: string): Promise<string> {
   return file;
 }
 
+/** Serves the console of `rr` and opens its page in Chromium; the page's script errors are collected in `pageErrors`. */
+async function openPage(rr: RabbitRetry): Promise<{ page: Page; pageErrors: string[] }> {
+  server = await startConsole({ client: rr, port: 0, management: false });
+  browser = await chromium.launch({ executablePath: CHROMIUM });
+  const page = await browser.newPage({ viewport: { width: 1366, height: 900 } });
+  const pageErrors: string[] = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto(server.url);
+  return { page, pageErrors };
+}
+
 const groupRow = (page: Page, errorName: string) => page.locator('tr.group', { has: page.locator('.ename', { hasText: new RegExp(`^${errorName}$`) }) });
 
 (hasChromium ? test : test.skip)(
@@ -80,13 +91,7 @@ const groupRow = (page: Page, errorName: string) => page.locator('tr.group', { h
     queues.push(queue);
     const { consumer, succeeded, ids } = await parkThreeKinds(rr, queue, 10);
     track(consumer);
-    server = await startConsole({ client: rr, port: 0, management: false });
-
-    browser = await chromium.launch({ executablePath: CHROMIUM });
-    const page = await browser.newPage({ viewport: { width: 1366, height: 900 } });
-    const pageErrors: string[] = [];
-    page.on('pageerror', (e) => pageErrors.push(e.message));
-    await page.goto(server.url);
+    const { page, pageErrors } = await openPage(rr);
 
     // Three groups of 10, each named by its error.
     await page.locator('tr.group').nth(2).waitFor();
@@ -219,12 +224,7 @@ const groupRow = (page: Page, errorName: string) => page.locator('tr.group', { h
         db,
       );
       psql("INSERT INTO rabbit_retry_inbox_duplicates (consumer, n) VALUES ('billing', 7)", db);
-      server = await startConsole({ client: rr, port: 0, management: false });
-      browser = await chromium.launch({ executablePath: CHROMIUM });
-      const page = await browser.newPage({ viewport: { width: 1366, height: 900 } });
-      const pageErrors: string[] = [];
-      page.on('pageerror', (e) => pageErrors.push(e.message));
-      await page.goto(server.url);
+      const { page, pageErrors } = await openPage(rr);
 
       const rows = page.locator('#outbox tr[data-outbox-row]');
       await rows.nth(1).waitFor();

@@ -4,9 +4,8 @@
  * relay, and each consumer's inbox duplicates, read at most once a second.
  */
 import type { RabbitRetry } from '../client';
-import { reasonOf } from '../error-text';
 import type { Outbox, OutboxParkReason, ParkedOutboxRow } from '../outbox/outbox';
-import { FRESH_MS } from './table-view';
+import { CachedReading } from './cached';
 
 /** Parked rows of the outbox read for the page. */
 export const OUTBOX_PARKED_READ = 100;
@@ -53,8 +52,7 @@ export interface OutboxView {
 
 /** The outbox's last reading, and what went wrong with it. */
 export class OutboxReader {
-  private last: { view: OutboxView | null; error: string | null; at: number } = { view: null, error: null, at: 0 };
-  private ask?: Promise<void>;
+  private readonly reading = new CachedReading<OutboxView>();
 
   constructor(private readonly client: Pick<RabbitRetry, 'outbox'>) {}
 
@@ -69,45 +67,34 @@ export class OutboxReader {
 
   /** The last reading; null before the first, and without an outbox. */
   get view(): OutboxView | null {
-    return this.outbox() ? this.last.view : null;
+    return this.outbox() ? this.reading.value : null;
   }
 
   /** Why the last reading failed; null when it did not, and without an outbox. */
   get error(): string | null {
-    return this.outbox() ? this.last.error : null;
+    return this.outbox() ? this.reading.error : null;
   }
 
   /** The next {@link refresh} reads the outbox anew (an action changed it). */
   invalidate(): void {
-    this.last.at = 0;
+    this.reading.invalidate();
   }
 
-  /** Reads the outbox again when the last reading is older than {@link FRESH_MS}; one reading at a time. */
+  /** Reads the outbox again when the last reading is older than a second; one reading at a time. */
   async refresh(): Promise<void> {
     const outbox = this.outbox();
-    if (!outbox || Date.now() - this.last.at < FRESH_MS) return;
-    this.ask ??= (async () => {
-      try {
-        const [stats, rows, duplicates] = await Promise.all([outbox.stats(), outbox.listParked(OUTBOX_PARKED_READ), outbox.inboxDuplicates()]);
-        const parkedByReason: OutboxView['parkedByReason'] = {};
-        for (const r of rows) parkedByReason[r.parkReason] = (parkedByReason[r.parkReason] ?? 0) + 1;
-        this.last = {
-          view: {
-            ...stats,
-            parkedByReason,
-            parkedRows: rows.map((r) => ({ ...r, createdAt: r.createdAt.toISOString(), parkedAt: r.parkedAt.toISOString() })),
-            truncated: stats.parked > rows.length,
-            inboxDuplicates: duplicates.map((d) => ({ consumer: d.consumer, duplicates: d.duplicates, lastAt: d.lastAt.toISOString() })),
-          },
-          error: null,
-          at: Date.now(),
-        };
-      } catch (err) {
-        this.last = { view: this.last.view, error: reasonOf(err), at: Date.now() };
-      }
-    })().finally(() => {
-      this.ask = undefined;
+    if (!outbox) return;
+    await this.reading.refresh(async () => {
+      const [stats, rows, duplicates] = await Promise.all([outbox.stats(), outbox.listParked(OUTBOX_PARKED_READ), outbox.inboxDuplicates()]);
+      const parkedByReason: OutboxView['parkedByReason'] = {};
+      for (const r of rows) parkedByReason[r.parkReason] = (parkedByReason[r.parkReason] ?? 0) + 1;
+      return {
+        ...stats,
+        parkedByReason,
+        parkedRows: rows.map((r) => ({ ...r, createdAt: r.createdAt.toISOString(), parkedAt: r.parkedAt.toISOString() })),
+        truncated: stats.parked > rows.length,
+        inboxDuplicates: duplicates.map((d) => ({ consumer: d.consumer, duplicates: d.duplicates, lastAt: d.lastAt.toISOString() })),
+      };
     });
-    await this.ask;
   }
 }

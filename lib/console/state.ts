@@ -10,7 +10,8 @@ import type { KnownQueue, ManagementStatus } from './discovery';
 import type { JobView, Jobs, KeyedQueue } from './jobs';
 import type { KnownQueues } from './known-queues';
 import type { OutboxReader, OutboxView } from './outbox-view';
-import { FRESH_MS, type TableReader, type TableView } from './table-view';
+import { FRESH_MS } from './cached';
+import type { TableReader, TableView } from './table-view';
 
 /** A work queue's depths, as the page shows them. */
 export interface QueueView {
