@@ -3,7 +3,9 @@
  * or CHROMIUM_PATH) driven by playwright-core, against the real broker. An
  * operator sees 30 parked messages as three groups of 10, opens one, replays
  * it and watches its count fall to 0 while the handler completes each
- * message, then purges another group after confirming its count.
+ * message, then purges another group after confirming its count. The
+ * outbox's panel shows its backlog, parked rows and inbox duplicates, and
+ * puts a parked row back.
  *
  * Screenshots go to __test__/output/console/; with RR_DOCS=1 (`npm run
  * docs:console`) the one docs/console.md shows is written to docs/console.png too.
@@ -14,10 +16,26 @@ import path from 'node:path';
 
 import { type Browser, type Page, chromium } from 'playwright-core';
 
-import { parkedQueueName } from '../lib';
+import { type RabbitRetry, parkedQueueName } from '../lib';
 import { type ConsoleServer, startConsole } from '../lib/console';
 import { parkThreeKinds } from './console-fixture';
-import { cleanup, closeAmqp, connectClient, deleteQueues, drain, queueDepth, seedParked, testQueue, track, uniqueName, waitFor } from './helpers';
+import {
+  cleanup,
+  closeAmqp,
+  connectClient,
+  createTestDatabase,
+  deleteQueues,
+  drain,
+  dropTestDatabase,
+  pgUrl,
+  psql,
+  queueDepth,
+  seedParked,
+  testQueue,
+  track,
+  uniqueName,
+  waitFor,
+} from './helpers';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const OUT = path.join(__dirname, 'output', 'console');
@@ -50,6 +68,17 @@ async function shot(page: Page, name: string): Promise<string> {
   return file;
 }
 
+/** Serves the console of `rr` and opens its page in Chromium; the page's script errors are collected in `pageErrors`. */
+async function openPage(rr: RabbitRetry): Promise<{ page: Page; pageErrors: string[] }> {
+  server = await startConsole({ client: rr, port: 0, management: false });
+  browser = await chromium.launch({ executablePath: CHROMIUM });
+  const page = await browser.newPage({ viewport: { width: 1366, height: 900 } });
+  const pageErrors: string[] = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto(server.url);
+  return { page, pageErrors };
+}
+
 const groupRow = (page: Page, errorName: string) => page.locator('tr.group', { has: page.locator('.ename', { hasText: new RegExp(`^${errorName}$`) }) });
 
 (hasChromium ? test : test.skip)(
@@ -62,13 +91,7 @@ const groupRow = (page: Page, errorName: string) => page.locator('tr.group', { h
     queues.push(queue);
     const { consumer, succeeded, ids } = await parkThreeKinds(rr, queue, 10);
     track(consumer);
-    server = await startConsole({ client: rr, port: 0, management: false });
-
-    browser = await chromium.launch({ executablePath: CHROMIUM });
-    const page = await browser.newPage({ viewport: { width: 1366, height: 900 } });
-    const pageErrors: string[] = [];
-    page.on('pageerror', (e) => pageErrors.push(e.message));
-    await page.goto(server.url);
+    const { page, pageErrors } = await openPage(rr);
 
     // Three groups of 10, each named by its error.
     await page.locator('tr.group').nth(2).waitFor();
@@ -180,6 +203,53 @@ const groupRow = (page: Page, errorName: string) => page.locator('tr.group', { h
     expect(await page.locator('.message pre').first().textContent()).toContain(JSON.stringify(markup).slice(1, -1));
     expect(await page.locator('.message pre').nth(2).textContent()).toContain('"x-note": "<img src=x onerror=\\"window.__ran=1\\"><b>bold</b>"');
     expect(await queueDepth(parkedQueueName(queue))).toBe(1);
+  },
+  60_000,
+);
+
+(hasChromium ? test : test.skip)(
+  hasChromium
+    ? "the outbox's panel shows its backlog, its parked rows with their reason (markup as text) and the inbox's duplicates; a parked row is put back after confirming"
+    : `the outbox's panel (skipped: no Chromium at ${CHROMIUM})`,
+  async () => {
+    const db = createTestDatabase('console');
+    try {
+      const rr = await connectClient({ outbox: { url: pgUrl(db), relay: false } });
+      const markup = '<img src=x onerror="window.__ran=1"><b>bold</b>';
+      psql(
+        `INSERT INTO rabbit_retry_outbox (exchange, routing_key, body, properties, parked_at, park_reason, last_error)
+         SELECT '', 'orders', convert_to('m' || i, 'UTF8'), jsonb_build_object('messageId', 'm' || i),
+                CASE WHEN i <= 2 THEN now() END, CASE WHEN i <= 2 THEN 'unroutable' END, CASE WHEN i <= 2 THEN '${markup}' END
+         FROM generate_series(1, 5) i`,
+        db,
+      );
+      psql("INSERT INTO rabbit_retry_inbox_duplicates (consumer, n) VALUES ('billing', 7)", db);
+      const { page, pageErrors } = await openPage(rr);
+
+      const rows = page.locator('#outbox tr[data-outbox-row]');
+      await rows.nth(1).waitFor();
+      const values = await page.locator('#outbox .tile .value').allTextContents();
+      expect([values[0], values[2], values[3]]).toEqual(['3', '2', '0']);
+      expect(await page.locator('#outbox .tile').nth(2).textContent()).toContain('unroutable 2');
+      expect(await rows.first().locator('.emsg').textContent()).toBe(markup);
+      expect(await page.locator('#outbox img, #outbox b').count()).toBe(0);
+      expect(await page.locator('#outbox tr[data-consumer=billing] td.num').textContent()).toBe('7');
+      await shot(page, '7-outbox.png');
+
+      await rows.first().locator('[data-outbox-action=retry]').click();
+      await page.locator('#modal').waitFor({ state: 'visible' });
+      expect(await page.locator('#modal-title').textContent()).toBe('Publish 1 parked outbox row?');
+      await page.locator('#modal-ok').click();
+      await waitFor(async () => (await rows.count()) === 1, 10_000, 'one parked row left on the page');
+      expect(psql('SELECT count(*) FROM rabbit_retry_outbox WHERE parked_at IS NULL', db)).toBe('4');
+      expect(await page.evaluate('typeof window.__ran')).toBe('undefined');
+      expect(pageErrors).toEqual([]);
+    } finally {
+      await server?.close();
+      server = undefined;
+      await cleanup();
+      dropTestDatabase(db);
+    }
   },
   60_000,
 );

@@ -194,6 +194,7 @@ describe('which requests the console answers', () => {
       const r = await send(replay, { method: 'POST', origin, token: TOKEN, body });
       expect({ origin, status: r.status, code: r.body.error?.code }).toEqual({ origin, status: 403, code: 'FORBIDDEN_ORIGIN' });
       expect((await send(`${url}api/jobs/1/stop`, { method: 'POST', origin, token: TOKEN, body: {} })).status).toBe(403);
+      expect((await send(`${url}api/outbox/delete`, { method: 'POST', origin, token: TOKEN, body: { ids: [1] } })).status).toBe(403);
     }
     // On the CLI's own server too.
     const server = await startConsole({ client: rr, port: 0, management: false, queues: [queue], token: TOKEN });

@@ -36,13 +36,16 @@ import {
   createTestDatabase,
   drain,
   dropTestDatabase,
+  extraQueue,
   pgUrl,
+  psql,
   queueDepth,
   seedParked,
   startScript,
   testQueue,
   track,
   waitFor,
+  withChannel,
 } from './helpers';
 
 const servers: ConsoleServer[] = [];
@@ -481,6 +484,86 @@ describe('the retry table', () => {
     const row = st.table?.oldest[0];
     expect(row).toMatchObject({ queue, messageId: 't0', dependency: 'carrier-api' });
     expect((await api.post('api/table/retry-now', { id: row?.id })).body).toEqual({ rows: 1 });
+  });
+});
+
+describe('the outbox', () => {
+  /** A test database of its own (the client's connection creates the outbox's tables). */
+  function outboxDatabase(): string {
+    const db = createTestDatabase('console');
+    databases.push(db);
+    return db;
+  }
+
+  /** Writes `n` rows for `queue` a minute ago, the first `parked` of them parked as unroutable. */
+  function writeRows(db: string, queue: string, n: number, parked: number): void {
+    psql(
+      `INSERT INTO rabbit_retry_outbox (exchange, routing_key, body, properties, created_at, parked_at, park_reason, last_error)
+       SELECT '', '${queue}', convert_to('m' || i, 'UTF8'), jsonb_build_object('messageId', 'm' || i), now() - interval '1 minute',
+              CASE WHEN i <= ${parked} THEN now() END, CASE WHEN i <= ${parked} THEN 'unroutable' END,
+              CASE WHEN i <= ${parked} THEN 'no queue is bound to <b>${queue}</b>' END
+       FROM generate_series(1, ${n}) i`,
+      db,
+    );
+  }
+
+  test('shows the backlog, the parked rows with their reason and each consumer’s inbox duplicates; parked rows are put back or deleted', async () => {
+    const queue = extraQueue();
+    const db = outboxDatabase();
+    const rr = await connectClient({ outbox: { url: pgUrl(db), relay: false } });
+    const { api } = await serve(rr);
+    expect((await state(api)).outbox).toMatchObject({ pending: 0, parked: 0, oldestPendingAgeMs: 0, published: 0, parkedRows: [], inboxDuplicates: [] });
+
+    writeRows(db, queue, 5, 2);
+    psql("INSERT INTO rabbit_retry_inbox_duplicates (consumer, n) VALUES ('billing', 7), ('shipping', 2)", db);
+    // The console reuses a reading for a second.
+    await waitFor(async () => (await state(api)).outbox?.pending === 3, 5000, 'the rows written');
+    let st = await state(api);
+    expect(st.outboxError).toBeNull();
+    expect(st.outbox).toMatchObject({ pending: 3, parked: 2, published: 0, parkedByRelay: 0, parkedByReason: { unroutable: 2 }, truncated: false });
+    expect(st.outbox?.oldestPendingAgeMs).toBeGreaterThanOrEqual(60_000);
+    expect(st.outbox?.parkedRows.map((r) => [r.messageId, r.routingKey, r.parkReason, r.lastError])).toEqual([
+      ['m1', queue, 'unroutable', `no queue is bound to <b>${queue}</b>`],
+      ['m2', queue, 'unroutable', `no queue is bound to <b>${queue}</b>`],
+    ]);
+    expect(st.outbox?.inboxDuplicates.map((d) => [d.consumer, d.duplicates]).sort()).toEqual([
+      ['billing', 7],
+      ['shipping', 2],
+    ]);
+
+    const [first, second] = st.outbox?.parkedRows.map((r) => r.id) ?? [];
+    expect((await api.post('api/outbox/retry', { ids: [first] })).body).toEqual({ rows: 1 });
+    expect((await api.post('api/outbox/delete', { ids: [second] })).body).toEqual({ rows: 1 });
+    st = await state(api);
+    expect(st.outbox).toMatchObject({ pending: 4, parked: 0, parkedRows: [] });
+    expect(psql(`SELECT string_agg(properties->>'messageId', ',' ORDER BY id) FROM rabbit_retry_outbox WHERE parked_at IS NULL`, db)).toBe('m1,m3,m4,m5');
+    // A row no longer parked counts for nothing, and a body without ids is refused.
+    expect((await api.post('api/outbox/delete', { ids: [first] })).body).toEqual({ rows: 0 });
+    for (const body of [{}, { ids: [] }, { ids: ['1'] }, { ids: [0] }]) {
+      expect(await api.post('api/outbox/retry', body)).toMatchObject({ status: 400, body: { error: { code: 'BAD_REQUEST' } } });
+    }
+    expect((await api.get('api/outbox/retry')).status).toBe(405);
+    expect(Number(psql('SELECT count(*) FROM rabbit_retry_outbox', db))).toBe(4);
+  });
+
+  test("with its relay on, the relay's published count; without an outbox the state has none and its actions answer NO_OUTBOX", async () => {
+    const queue = extraQueue();
+    await withChannel(async (ch) => {
+      await ch.assertQueue(queue, { durable: true });
+    });
+    const db = outboxDatabase();
+    const rr = await connectClient({ outbox: { url: pgUrl(db) } });
+    const { api } = await serve(rr);
+    writeRows(db, queue, 4, 0);
+    await waitFor(async () => (await state(api)).outbox?.published === 4, 20_000, 'four rows published');
+    await waitFor(async () => (await queueDepth(queue)) === 4, 5000, 'four messages in the queue');
+    expect((await state(api)).outbox).toMatchObject({ pending: 0, parked: 0, oldestPendingAgeMs: 0, published: 4 });
+
+    const plain = await connectClient();
+    const { api: without } = await serve(plain);
+    const st = await state(without);
+    expect({ outbox: st.outbox, outboxError: st.outboxError }).toEqual({ outbox: null, outboxError: null });
+    expect(await without.post('api/outbox/delete', { ids: [1] })).toMatchObject({ status: 404, body: { error: { code: 'NO_OUTBOX' } } });
   });
 });
 

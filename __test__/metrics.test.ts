@@ -18,8 +18,12 @@ import {
   cleanup,
   closeAmqp,
   connectClient,
+  createTestDatabase,
   deleteQueue,
+  dropTestDatabase,
   extraQueue,
+  pgUrl,
+  psql,
   queueDepth,
   seedParked,
   sleep,
@@ -347,6 +351,44 @@ describe('OpenTelemetry metrics', () => {
     expect(counter(all, 'rabbit_retry.messages.acked', { queue })).toBe(1);
     expect(counter(all, 'rabbit_retry.messages.parked', { queue, reason: 'exhausted' })).toBe(1);
     expect(gauge(all, 'rabbit_retry.parked.depth', { queue })).toEqual([1]);
+  });
+});
+
+describe("the outbox's metrics", () => {
+  it('the depth, parked and oldest-age gauges read the outbox; the published counter counts what the relay published', async () => {
+    const db = createTestDatabase('metrics');
+    try {
+      const queue = extraQueue();
+      await withChannel(async (ch) => {
+        await ch.assertQueue(queue, { durable: true });
+      });
+      const writer = meterProvider();
+      await connectClient({ meterProvider: writer.provider, outbox: { url: pgUrl(db), relay: false } });
+      psql(
+        `INSERT INTO rabbit_retry_outbox (exchange, routing_key, body, properties, created_at)
+         SELECT '', '${queue}', convert_to('m' || i, 'UTF8'), jsonb_build_object('messageId', 'm' || i), now() - interval '1 minute'
+         FROM generate_series(1, 3) i`,
+        db,
+      );
+      const backlog = await collect(writer.reader);
+      expect(gauge(backlog, 'rabbit_retry.outbox.depth')).toEqual([3]);
+      expect(gauge(backlog, 'rabbit_retry.outbox.parked')).toEqual([0]);
+      expect(gauge(backlog, 'rabbit_retry.outbox.oldest_age')[0]).toBeGreaterThanOrEqual(60_000);
+      expect(counter(backlog, 'rabbit_retry.outbox.published')).toBe(0);
+
+      const relay = meterProvider();
+      const rr = await connectClient({ meterProvider: relay.provider, outbox: { url: pgUrl(db) } });
+      await waitFor(async () => (await rr.outbox.stats()).published === 3, 20_000, 'three rows published');
+      await waitFor(async () => (await queueDepth(queue)) === 3, 5000, 'three messages in the queue');
+      const published = await collect(relay.reader);
+      expect(counter(published, 'rabbit_retry.outbox.published')).toBe(3);
+      expect(counter(published, 'rabbit_retry.outbox.parked_by_relay')).toBe(0);
+      expect(gauge(published, 'rabbit_retry.outbox.depth')).toEqual([0]);
+      expect(gauge(published, 'rabbit_retry.outbox.oldest_age')).toEqual([0]);
+    } finally {
+      await cleanup();
+      dropTestDatabase(db);
+    }
   });
 });
 

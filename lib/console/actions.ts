@@ -1,7 +1,7 @@
 /**
  * What the console does: replays and purges of parked messages, run as
- * jobs in each queue's turn, and pauses, resumes and retries of the retry
- * table's dependencies.
+ * jobs in each queue's turn, pauses, resumes and retries of the retry
+ * table's dependencies, and retries and deletes of the outbox's parked rows.
  */
 import type { RabbitRetry } from '../client';
 import type { ParkedMessage } from '../parked';
@@ -9,6 +9,7 @@ import { fingerprint } from './fingerprint';
 import { type Groupings, checkKey } from './groups';
 import { HttpError, checkOpen } from './http';
 import type { Job, JobScope, JobView, Jobs } from './jobs';
+import type { OutboxReader } from './outbox-view';
 import type { ConsoleStateCache } from './state';
 import { TABLE_READ, type TableReader } from './table-view';
 import { messageKey } from './views';
@@ -18,6 +19,12 @@ const DEPTH_AFTER_MS = 2000;
 
 /** What the retry table's actions do to a dependency. */
 export type TableAction = 'pause' | 'resume' | 'retry-now';
+
+/** What the outbox's actions do to its parked rows. */
+export type OutboxAction = 'retry' | 'delete';
+
+/** The most parked outbox rows one action names. */
+const MAX_OUTBOX_IDS = 1000;
 
 /** The scope, key and confirmed count of an action's body. */
 function actionOf(body: Record<string, unknown>, scopes: JobScope[]): { scope: JobScope; key: string | null; count: number } {
@@ -47,6 +54,8 @@ export interface ActionsHost {
   readonly state: Pick<ConsoleStateCache, 'invalidate'>;
   /** The retry table, read anew after an action on it. */
   readonly table: Pick<TableReader, 'retryTable' | 'invalidate'>;
+  /** The outbox, read anew after an action on it. */
+  readonly outbox: Pick<OutboxReader, 'outbox' | 'invalidate'>;
   /** Aborted when the console closes: it takes no new action. */
   readonly closing: AbortSignal;
 }
@@ -172,5 +181,27 @@ export class Actions {
       if (await table.retryNow(r.id)) n++;
     }
     return n;
+  }
+
+  /**
+   * Puts the outbox's parked rows `body.ids` back to be published (`retry`)
+   * or deletes them (`delete`); resolves to how many of them were parked.
+   */
+  async outbox(action: OutboxAction, body: Record<string, unknown>): Promise<number> {
+    checkOpen(this.host.closing);
+    const outbox = this.host.outbox.outbox();
+    if (!outbox) throw new HttpError(404, 'NO_OUTBOX', 'the console has no outbox: connect the client with { outbox: { url } }');
+    const { ids } = body;
+    if (
+      !Array.isArray(ids) ||
+      ids.length < 1 ||
+      ids.length > MAX_OUTBOX_IDS ||
+      ids.some((id) => typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1)
+    ) {
+      throw new HttpError(400, 'BAD_REQUEST', `ids must be the parked rows' ids (1 to ${MAX_OUTBOX_IDS})`);
+    }
+    this.host.outbox.invalidate();
+    const checked = ids as number[];
+    return action === 'retry' ? outbox.retryParked(checked) : outbox.deleteParked(checked);
   }
 }

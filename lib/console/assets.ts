@@ -9,7 +9,17 @@ import { join } from 'node:path';
 import { reasonOf } from '../error-text';
 
 /** The page's script modules: `console.js` starts the page and imports the others. */
-export const SCRIPTS = ['console.js', 'actions.js', 'api.js', 'dom.js', 'reading.js', 'render.js', 'render-queue.js', 'store.js'] as const;
+export const SCRIPTS = [
+  'console.js',
+  'actions.js',
+  'api.js',
+  'dom.js',
+  'reading.js',
+  'render.js',
+  'render-outbox.js',
+  'render-queue.js',
+  'store.js',
+] as const;
 
 /** The page's style sheets, linked in this order by `index.html`. */
 export const STYLES = ['console.css', 'tables.css'] as const;

@@ -3,8 +3,10 @@
  * `ServerResponse`, so Express, Fastify, NestJS or a bare `http.Server` can
  * mount it) that serves the page and its JSON API. The page shows the work
  * queues with retry topology, their parked messages grouped by failure, and
- * the retry table; it replays and purges parked messages and pauses, resumes
- * and retries the table's dependencies, through the same code as the API.
+ * the retry table, and the transactional outbox's backlog and the inbox's
+ * duplicates; it replays and purges parked messages, pauses, resumes and
+ * retries the table's dependencies, and retries or deletes the outbox's
+ * parked rows, through the same code as the API.
  *
  * This class wires the parts: {@link RequestGate} (hosts, origins, token),
  * the page ({@link servePage}), the API ({@link serveApi}) over the state
@@ -23,6 +25,7 @@ import { KnownQueues } from './known-queues';
 import { type ConsoleOptions, consoleSettings } from './options';
 import { type PageSetup, assetAt, serveAsset, servePage } from './page';
 import { type ApiHost, serveApi } from './routes';
+import { OutboxReader } from './outbox-view';
 import { ConsoleStateCache } from './state';
 import { TableReader } from './table-view';
 
@@ -68,10 +71,11 @@ export class RabbitRetryConsole {
     const order = new KeyedQueue();
     const jobs = (this.#jobs = new Jobs(order));
     const table = new TableReader(client);
+    const outbox = new OutboxReader(client);
     const queues = new KnownQueues(client, s.named, s.management, s.managementStatus);
-    const state = new ConsoleStateCache({ client, jobs, order, queues, table }, s.scanLimit, s.ratePerSec);
+    const state = new ConsoleStateCache({ client, jobs, order, queues, table, outbox }, s.scanLimit, s.ratePerSec);
     const groupings = new Groupings({ client, jobs, order, closing }, s.scanLimit);
-    const actions = new Actions({ client, jobs, groupings, state, table, closing }, s.ratePerSec);
+    const actions = new Actions({ client, jobs, groupings, state, table, outbox, closing }, s.ratePerSec);
     this.#api = { state, queues, groupings, actions, jobs };
     this.handle = (req, res) => {
       void this.#serve(req, res);

@@ -27,6 +27,7 @@ export type ConsoleErrorCode =
   | 'METHOD_NOT_ALLOWED'
   | 'BUSY'
   | 'NO_RETRY_TABLE'
+  | 'NO_OUTBOX'
   | 'INTERNAL';
 
 /** An error the console answers with its HTTP status. */

@@ -10,6 +10,7 @@ export type { ConsoleOptions } from './options';
 export type { ConsoleHandler, ConsoleErrorCode } from './http';
 export type { ConsoleState, QueueView } from './state';
 export type { TableView, DependencyView, RowView } from './table-view';
+export type { OutboxView, ParkedOutboxRowView, InboxDuplicatesView } from './outbox-view';
 export type { GroupsAnswer } from './groups';
 export { startConsole, DEFAULT_CONSOLE_PORT, type StartConsoleOptions, type ConsoleServer } from './server';
 export { fingerprint, normalizeMessage, userFrame, type Fingerprint } from './fingerprint';

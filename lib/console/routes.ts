@@ -1,7 +1,8 @@
 /**
  * The console's JSON API: which request reads or does what, by method and
  * path (`state`, `queues/<queue>/groups[/<key>/messages]`,
- * `queues/<queue>/replay|purge`, `jobs/<id>/stop`, `table/pause|resume|retry-now`).
+ * `queues/<queue>/replay|purge`, `jobs/<id>/stop`, `table/pause|resume|retry-now`,
+ * `outbox/retry|delete`).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
@@ -17,7 +18,7 @@ export interface ApiHost {
   readonly state: Pick<ConsoleStateCache, 'state'>;
   readonly queues: Pick<KnownQueues, 'known'>;
   readonly groupings: Pick<Groupings, 'read' | 'messages'>;
-  readonly actions: Pick<Actions, 'replay' | 'purge' | 'table'>;
+  readonly actions: Pick<Actions, 'replay' | 'purge' | 'table' | 'outbox'>;
   readonly jobs: Pick<Jobs, 'stop'>;
 }
 
@@ -75,6 +76,12 @@ export async function serveApi(
     if (!post) throw new HttpError(405, 'METHOD_NOT_ALLOWED', `${second} with POST`);
     const body = await readJson(req);
     sendJson(res, 200, { rows: await host.actions.table(second, body) });
+    return;
+  }
+  if (first === 'outbox' && parts.length === 2 && (second === 'retry' || second === 'delete')) {
+    if (!post) throw new HttpError(405, 'METHOD_NOT_ALLOWED', `${second} parked outbox rows with POST`);
+    const body = await readJson(req);
+    sendJson(res, 200, { rows: await host.actions.outbox(second, body) });
     return;
   }
   throw new HttpError(404, 'NOT_FOUND', `no API at ${parts.join('/')}`);

@@ -9,7 +9,9 @@ import { parkedQueueName, retryQueueName } from '../native';
 import type { KnownQueue, ManagementStatus } from './discovery';
 import type { JobView, Jobs, KeyedQueue } from './jobs';
 import type { KnownQueues } from './known-queues';
-import { FRESH_MS, type TableReader, type TableView } from './table-view';
+import type { OutboxReader, OutboxView } from './outbox-view';
+import { FRESH_MS } from './cached';
+import type { TableReader, TableView } from './table-view';
 
 /** A work queue's depths, as the page shows them. */
 export interface QueueView {
@@ -69,6 +71,10 @@ export interface ConsoleState {
   table: TableView | null;
   /** Why the table could not be read. */
   tableError: string | null;
+  /** The transactional outbox and the inbox's duplicates; null when the client has no outbox. */
+  outbox: OutboxView | null;
+  /** Why the outbox could not be read. */
+  outboxError: string | null;
   /** When this was read, ISO 8601. */
   at: string;
 }
@@ -82,6 +88,7 @@ export interface StateHost {
   readonly order: Pick<KeyedQueue, 'busy'>;
   readonly queues: Pick<KnownQueues, 'list' | 'status' | 'delayed'>;
   readonly table: Pick<TableReader, 'refresh' | 'view' | 'error'>;
+  readonly outbox: Pick<OutboxReader, 'refresh' | 'view' | 'error'>;
 }
 
 /** The work queues' depths, read at most once a second, and the state built from them. */
@@ -103,9 +110,9 @@ export class ConsoleStateCache {
 
   /** Everything the page polls. */
   async state(): Promise<ConsoleState> {
-    const { client, jobs, table: reader } = this.host;
+    const { client, jobs, table: reader, outbox } = this.host;
     const queues = await this.host.queues.list();
-    await Promise.all([this.refresh(queues), reader.refresh()]);
+    await Promise.all([this.refresh(queues), reader.refresh(), outbox.refresh()]);
     const table = reader.view;
     return {
       broker: client.url,
@@ -130,6 +137,8 @@ export class ConsoleStateCache {
       jobs: jobs.views(),
       table,
       tableError: reader.error,
+      outbox: outbox.view,
+      outboxError: outbox.error,
       at: new Date().toISOString(),
     };
   }

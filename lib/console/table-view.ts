@@ -4,10 +4,7 @@
  */
 import type { RabbitRetry } from '../client';
 import type { RetryRow, RetryTable } from '../table';
-import { reasonOf } from '../error-text';
-
-/** How long depths and table counts are reused, ms. */
-export const FRESH_MS = 1000;
+import { CachedReading } from './cached';
 
 /** Rows of the retry table read to count them by dependency and queue. */
 export const TABLE_READ = 10_000;
@@ -74,8 +71,7 @@ function rowView(r: RetryRow): RowView {
 
 /** The retry table's last reading, and what went wrong with it. */
 export class TableReader {
-  private last: { view: TableView | null; error: string | null; at: number } = { view: null, error: null, at: 0 };
-  private ask?: Promise<void>;
+  private readonly reading = new CachedReading<TableView>();
 
   constructor(private readonly client: Pick<RabbitRetry, 'retryTable'>) {}
 
@@ -90,71 +86,60 @@ export class TableReader {
 
   /** The last reading; null before the first, and without a table. */
   get view(): TableView | null {
-    return this.last.view;
+    return this.reading.value;
   }
 
   /** Why the last reading failed; null when it did not, and without a table. */
   get error(): string | null {
-    return this.retryTable() ? this.last.error : null;
+    return this.retryTable() ? this.reading.error : null;
   }
 
   /** The next {@link refresh} reads the table anew (an action changed it). */
   invalidate(): void {
-    this.last.at = 0;
+    this.reading.invalidate();
   }
 
-  /** Reads the table again when the last reading is older than {@link FRESH_MS}; one reading at a time. */
+  /** Reads the table again when the last reading is older than a second; one reading at a time. */
   async refresh(): Promise<void> {
     const table = this.retryTable();
-    if (!table || Date.now() - this.last.at < FRESH_MS) return;
-    this.ask ??= (async () => {
-      try {
-        const [stats, rows] = await Promise.all([table.stats(), table.list({ limit: TABLE_READ })]);
-        const byDependency = new Map<string | null, DependencyView>();
-        for (const d of stats.byDependency) {
-          byDependency.set(d.dependency, { dependency: d.dependency, rows: d.rows, paused: 0, held: 0, due: 0, pauseInForce: false });
-        }
-        const byQueue: Record<string, number> = {};
-        const now = Date.now();
-        for (const r of rows) {
-          byQueue[r.queue] = (byQueue[r.queue] ?? 0) + 1;
-          let d = byDependency.get(r.dependency);
-          if (!d) {
-            d = { dependency: r.dependency, rows: 0, paused: 0, held: 0, due: 0, pauseInForce: false };
-            byDependency.set(r.dependency, d);
-          }
-          if (r.paused) d.paused++;
-          if (r.nextAttemptAt === null) d.held++;
-          else if (!r.paused && r.nextAttemptAt.getTime() <= now) d.due++;
-        }
-        const dependencies = [...byDependency.values()].sort((a, b) => b.rows - a.rows);
-        await Promise.all(
-          dependencies.map(async (d) => {
-            if (d.dependency !== null) d.pauseInForce = await table.isPaused({ dependency: d.dependency });
-          }),
-        );
-        this.last = {
-          view: {
-            rows: stats.rows,
-            paused: stats.paused,
-            held: stats.held,
-            due: stats.due,
-            oldestDueAgeMs: stats.oldestDueAgeMs,
-            read: rows.length,
-            truncated: stats.rows > rows.length,
-            dependencies,
-            byQueue,
-            oldest: rows.slice(0, 25).map(rowView),
-          },
-          error: null,
-          at: Date.now(),
-        };
-      } catch (err) {
-        this.last = { view: this.last.view, error: reasonOf(err), at: Date.now() };
+    if (!table) return;
+    await this.reading.refresh(async () => {
+      const [stats, rows] = await Promise.all([table.stats(), table.list({ limit: TABLE_READ })]);
+      const byDependency = new Map<string | null, DependencyView>();
+      for (const d of stats.byDependency) {
+        byDependency.set(d.dependency, { dependency: d.dependency, rows: d.rows, paused: 0, held: 0, due: 0, pauseInForce: false });
       }
-    })().finally(() => {
-      this.ask = undefined;
+      const byQueue: Record<string, number> = {};
+      const now = Date.now();
+      for (const r of rows) {
+        byQueue[r.queue] = (byQueue[r.queue] ?? 0) + 1;
+        let d = byDependency.get(r.dependency);
+        if (!d) {
+          d = { dependency: r.dependency, rows: 0, paused: 0, held: 0, due: 0, pauseInForce: false };
+          byDependency.set(r.dependency, d);
+        }
+        if (r.paused) d.paused++;
+        if (r.nextAttemptAt === null) d.held++;
+        else if (!r.paused && r.nextAttemptAt.getTime() <= now) d.due++;
+      }
+      const dependencies = [...byDependency.values()].sort((a, b) => b.rows - a.rows);
+      await Promise.all(
+        dependencies.map(async (d) => {
+          if (d.dependency !== null) d.pauseInForce = await table.isPaused({ dependency: d.dependency });
+        }),
+      );
+      return {
+        rows: stats.rows,
+        paused: stats.paused,
+        held: stats.held,
+        due: stats.due,
+        oldestDueAgeMs: stats.oldestDueAgeMs,
+        read: rows.length,
+        truncated: stats.rows > rows.length,
+        dependencies,
+        byQueue,
+        oldest: rows.slice(0, 25).map(rowView),
+      };
     });
-    await this.ask;
   }
 }

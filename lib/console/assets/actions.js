@@ -1,8 +1,9 @@
 // @ts-check
 // What the operator does: replays and purges, each confirmed with the count
-// it acts on, stops of jobs, and the retry table's actions.
+// it acts on, stops of jobs, the retry table's actions, and the outbox's
+// parked rows put back or deleted.
 
-import { messageOf, refused, startJob, stopJob as askStop, tableAction as askTable } from './api.js';
+import { messageOf, outboxAction as askOutbox, refused, startJob, stopJob as askStop, tableAction as askTable } from './api.js';
 import { $, toast } from './dom.js';
 import { loadMessages, poll } from './reading.js';
 import { S, liveCount, redraw } from './store.js';
@@ -210,4 +211,31 @@ export function toggleGroup(queue, key) {
     loadMessages(queue, key);
   }
   redraw();
+}
+
+/**
+ * Puts the outbox's parked rows `ids` back to be published, or deletes them, once the operator confirms.
+ * @param {'retry' | 'delete'} action
+ * @param {number[]} ids
+ * @param {string} what the rows, in words
+ */
+export function outboxRows(action, ids, what) {
+  var count = ids.length;
+  var rows = count + ' parked outbox row' + (count === 1 ? '' : 's');
+  confirmAction(
+    (action === 'retry' ? 'Publish ' : 'Delete ') + rows + '?',
+    action === 'retry'
+      ? 'The relay publishes ' + what + ' again, first of their ordering keys.'
+      : 'Deleted from the outbox for good, never to be published: ' + what + '.',
+    (action === 'retry' ? 'Publish ' : 'Delete ') + count,
+    action === 'delete',
+  )
+    .then(function (ok) {
+      if (!ok) return;
+      return askOutbox(action, ids).then(function (r) {
+        toast((action === 'retry' ? 'Put back to publish: ' : 'Deleted: ') + r.rows + ' row' + (r.rows === 1 ? '' : 's'));
+        poll();
+      });
+    })
+    .catch(failed);
 }

@@ -160,3 +160,13 @@ export function stopJob(id) {
 export function tableAction(action, body) {
   return /** @type {Promise<{ rows: number }>} */ (api('table/' + action, body));
 }
+
+/**
+ * Puts the outbox's parked rows `ids` back to be published, or deletes them.
+ * @param {'retry' | 'delete'} action
+ * @param {number[]} ids
+ * @returns {Promise<{ rows: number }>}
+ */
+export function outboxAction(action, ids) {
+  return /** @type {Promise<{ rows: number }>} */ (api('outbox/' + action, { ids: ids }));
+}

@@ -1,11 +1,12 @@
 // @ts-check
 // Drawing the page from the state: the header, the list of work queues,
-// the jobs and the retry table; each part again only when what it shows
+// the jobs, the retry table and the outbox; each part again only when what it shows
 // changed, so that what the operator opened or types survives a poll.
 
 import { stopJob, tableAction } from './actions.js';
 import { $, h, ms, n, replace, tile, when } from './dom.js';
 import { select } from './reading.js';
+import { renderOutbox } from './render-outbox.js';
 import { renderQueue } from './render-queue.js';
 import { S, jobsOf, queueView } from './store.js';
 
@@ -43,6 +44,9 @@ export function render() {
   });
   once('table', [st.table, st.tableError], function () {
     renderTable(state);
+  });
+  once('outbox', [st.outbox, st.outboxError], function () {
+    renderOutbox(state);
   });
 }
 
