@@ -15,30 +15,18 @@
  *
  * Env: INBOX_N, INBOX_PREFETCH, INBOX_ROUNDS, PGHOST_TEST/PGPORT_TEST/PGUSER_TEST, AMQP_URL.
  */
-import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 
 import { Pool } from 'pg';
 
 import { RabbitRetry } from '../lib';
 import { AMQP_URL, Publisher, declareWorkQueue, envInt, fmt, median, runBenchmark, sleep, table, uniqueName, deleteQueues } from './common';
+import { benchDatabase } from './pg';
 
 const N = envInt('INBOX_N', 10_000);
 const PREFETCH = envInt('INBOX_PREFETCH', 50);
 const ROUNDS = envInt('INBOX_ROUNDS', 3);
-const PG = {
-  host: process.env.PGHOST_TEST ?? '127.0.0.1',
-  port: process.env.PGPORT_TEST ?? '5432',
-  user: process.env.PGUSER_TEST ?? 'postgres',
-};
-const DB = `rr_bench_inbox_${process.pid}`;
-const DB_URL = `postgres://${PG.user}@${PG.host}:${PG.port}/${DB}`;
-
-function psql(sql: string, db = DB): string {
-  const r = spawnSync('psql', ['-h', PG.host, '-p', PG.port, '-U', PG.user, '-d', db, '-v', 'ON_ERROR_STOP=1', '-Atc', sql], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`psql: ${r.stderr.trim()}`);
-  return r.stdout.trim();
-}
+const { db: DB, url: DB_URL, psql } = benchDatabase('inbox');
 
 /** CPU seconds of every `postgres` process on this machine (the server and its backends). */
 function postgresCpuS(): number {

@@ -10,28 +10,16 @@
  * Env: OUTBOX_ROWS, OUTBOX_BATCH, OUTBOX_ORDERED, OUTBOX_KEYS,
  * PGHOST_TEST/PGPORT_TEST/PGUSER_TEST, AMQP_URL.
  */
-import { spawnSync } from 'node:child_process';
 
 import { RabbitRetry } from '../lib';
 import { AMQP_URL, declareWorkQueue, depth, envInt, fmt, runBenchmark, sleep, uniqueName } from './common';
+import { benchDatabase } from './pg';
 
 const ROWS = envInt('OUTBOX_ROWS', 20_000);
 const BATCH = envInt('OUTBOX_BATCH', 200);
 const ORDERED = process.env.OUTBOX_ORDERED === '1';
 const KEYS = envInt('OUTBOX_KEYS', 100);
-const PG = {
-  host: process.env.PGHOST_TEST ?? '127.0.0.1',
-  port: process.env.PGPORT_TEST ?? '5432',
-  user: process.env.PGUSER_TEST ?? 'postgres',
-};
-const DB = `rr_bench_outbox_${process.pid}`;
-const DB_URL = `postgres://${PG.user}@${PG.host}:${PG.port}/${DB}`;
-
-function psql(sql: string, db = DB): string {
-  const r = spawnSync('psql', ['-h', PG.host, '-p', PG.port, '-U', PG.user, '-d', db, '-v', 'ON_ERROR_STOP=1', '-Atc', sql], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`psql: ${r.stderr.trim()}`);
-  return r.stdout.trim();
-}
+const { db: DB, url: DB_URL, psql } = benchDatabase('outbox');
 
 const pending = () => Number(psql('SELECT count(*) FROM rabbit_retry_outbox WHERE parked_at IS NULL'));
 

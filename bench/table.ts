@@ -19,32 +19,21 @@
  * Env: TABLE_ROWS (5000), TABLE_PREFETCH (200), TABLE_MILLION (1000000),
  * PGHOST_TEST/PGPORT_TEST/PGUSER_TEST, AMQP_URL.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 
 import { RabbitRetry } from '../lib';
 import { AMQP_URL, cleanupOnSignal, depth, envInt, fmt, median, remember, runBenchmark, sleep, table, uniqueName, deleteQueues } from './common';
+import { benchDatabase } from './pg';
 
 const ROWS = envInt('TABLE_ROWS', 5000);
 const PREFETCH = envInt('TABLE_PREFETCH', 200);
 const MILLION = envInt('TABLE_MILLION', 1_000_000);
-const PG = {
-  host: process.env.PGHOST_TEST ?? '127.0.0.1',
-  port: process.env.PGPORT_TEST ?? '5432',
-  user: process.env.PGUSER_TEST ?? 'postgres',
-};
-const DB = `rr_bench_table_${process.pid}`;
-const DB_URL = `postgres://${PG.user}@${PG.host}:${PG.port}/${DB}`;
+const { db: DB, url: DB_URL, psql } = benchDatabase('table');
 const UNBOUNDED = 1_000_000;
 
 function log(line: string): void {
   process.stderr.write(`${line}\n`);
-}
-
-function psql(sql: string, db = DB): string {
-  const r = spawnSync('psql', ['-h', PG.host, '-p', PG.port, '-U', PG.user, '-d', db, '-v', 'ON_ERROR_STOP=1', '-Atc', sql], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`psql: ${r.stderr.trim()}`);
-  return r.stdout.trim();
 }
 
 const rowCount = () => Number(psql('SELECT count(*) FROM message_retries'));
