@@ -196,8 +196,13 @@ describe('the console', () => {
       let view: ConsoleState['queues'][number] | undefined;
       await waitFor(
         async () => {
-          const st = (await api.get<ConsoleState>('api/state')).body;
-          view = st.queues.find((q) => q.queue === queue);
+          // Under load a read of the management API can fail once; the page reads the state again, and so does this.
+          const { status, body } = await api.get<ConsoleState>('api/state');
+          if (status !== 200) {
+            console.warn(`api/state answered ${status}: ${JSON.stringify(body)}`);
+            return false;
+          }
+          view = body.queues.find((q) => q.queue === queue);
           return view?.delayed === 2;
         },
         30_000,

@@ -147,7 +147,8 @@ export class ConsoleStateCache {
     if (Date.now() - this.depthsAt < FRESH_MS && queues.every((q) => this.depths.has(q.queue))) return;
     this.depthsAsk ??= (async () => {
       const next = new Map<string, QueueView>();
-      const info = (name: string) => this.host.client.queueInfo(name);
+      // One queue the console cannot read (another connection's exclusive queue, one deleted meanwhile) costs only its own row.
+      const info = (name: string) => this.host.client.queueInfo(name).catch(() => null);
       for (let i = 0; i < queues.length; i += 8) {
         await Promise.all(
           queues.slice(i, i + 8).map(async (q) => {
