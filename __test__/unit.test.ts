@@ -17,6 +17,7 @@ import {
   type Delay,
 } from '../lib';
 import { FailureReporter, type FailureKind } from '../lib/consumer/failure';
+import { isTopicPattern, matchesTopic } from '../lib/topic';
 
 type Delivery = ConstructorParameters<typeof Message>[0];
 
@@ -204,5 +205,29 @@ describe('the failure report: JavaScript says what the handler threw, the native
     expect(stack(report(err(), yes, true).failure)).toBe('Error: carrier 503');
     expect(stack(report(err(), no).failure)).toBe('Error: carrier 503');
     expect(stack(report(new NoHandlerError('none'), yes).failure)).toBe('NoHandlerError: none');
+  });
+});
+
+describe('topic patterns, matched as RabbitMQ matches them', () => {
+  it.each([
+    ['wildcard.*.*', 'wildcard.a.b', true],
+    ['wildcard.*.*', 'wildcard.a', false],
+    ['wildcard.*.*', 'wildcard.a.b.c', false],
+    ['orders.#', 'orders', true],
+    ['orders.#', 'orders.eu.paid', true],
+    ['#.paid', 'orders.eu.paid', true],
+    ['#.paid', 'orders.eu.shipped', false],
+    ['a.#.b.#.c', 'a.x.b.y.z.c', true],
+    ['#', '', true],
+    ['exact.key', 'exact.key', true],
+    ['exact.key', 'exact.other', false],
+  ])('%s against %s: %s', (pattern, key, want) => {
+    expect(matchesTopic(pattern, key)).toBe(want);
+  });
+
+  it('tells a pattern from a plain key', () => {
+    expect(isTopicPattern('orders.*')).toBe(true);
+    expect(isTopicPattern('orders.#')).toBe(true);
+    expect(isTopicPattern('orders.paid')).toBe(false);
   });
 });

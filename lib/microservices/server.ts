@@ -28,7 +28,8 @@ import { BOOLEAN, DEFAULT_CALLBACK_TIMEOUT_MS, OBJECT, fence, fenceSync } from '
 import { RabbitRetryChannelRef, RabbitRetryContext } from './context';
 import { NO_MESSAGE_HANDLER, answerOf, failureOf, isNestInternalError } from './errors';
 import { RMQ_SERVER_OPTIONS, type RabbitRetryServerOptions, SERVER_OPTION_KEYS, connectOptionsOf, consumeOptionsOf, publishOptionsOf } from './options';
-import { consumeTarget, isTopicPattern, matchesTopic, removeBroadcastQueues } from './topology';
+import { isTopicPattern, matchesTopic } from '../topic';
+import { consumeTarget, removeBroadcastQueues } from './topology';
 
 /** The events a server passes on from its consumer: `on('parked', e => …)`. */
 export type RabbitRetryServerEvents = ConsumerEvents;

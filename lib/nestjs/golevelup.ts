@@ -6,6 +6,7 @@
 import type { Message } from '../message';
 import type { ConsumeHandlerOptions, RabbitRetryModuleOptions } from './options';
 import type { RabbitSubscribeOptions } from './subscribe';
+import { matchesTopic } from '../topic';
 
 /**
  * The options each consumer of a handler takes, as golevelup resolves them: with
@@ -47,14 +48,6 @@ export function keysOf(consume: ConsumeHandlerOptions): string[] {
   return typeof key === 'string' ? [key] : [...key];
 }
 
-/** Whether topic pattern `pattern` (`*` one word, `#` any number) matches `key`. */
-function topicMatches(pattern: readonly string[], key: readonly string[]): boolean {
-  if (pattern.length === 0) return key.length === 0;
-  if (pattern[0] === '#') return topicMatches(pattern.slice(1), key) || (key.length > 0 && topicMatches(pattern, key.slice(1)));
-  if (key.length === 0) return false;
-  return (pattern[0] === '*' || pattern[0] === key[0]) && topicMatches(pattern.slice(1), key.slice(1));
-}
-
 /**
  * Picks the handler of a message by its routing key, as golevelup does for the
  * @RabbitRPC handlers of one queue: the first whose keys include it, else the
@@ -67,7 +60,6 @@ export function routeByKey<R extends (msg: Message, ...rest: never[]) => Promise
   return (routingKey) => {
     const exact = handlers.find((h) => h.keys.includes(routingKey));
     if (exact) return exact.run;
-    const words = routingKey.split('.');
-    return handlers.find((h) => h.keys.some((k) => topicMatches(k.split('.'), words)))?.run;
+    return handlers.find((h) => h.keys.some((k) => matchesTopic(k, routingKey)))?.run;
   };
 }
