@@ -308,6 +308,39 @@ describe('inbox over a node-postgres pool', () => {
     expect(inboxIds(queue)).toEqual(['o-7', 'o-8']);
   });
 
+  it('parks a message whose inbox.key throws or answers a Promise that rejects, costing only that message', async () => {
+    const rr = await connectClient();
+    const queue = testQueue();
+    const handled: string[] = [];
+    track(
+      await rr.consume(
+        {
+          queue,
+          inbox: {
+            pool,
+            key: (msg) => {
+              const { orderId } = msg.json<{ orderId: string }>();
+              if (orderId === 'throws') throw new Error('no key here');
+              if (orderId === 'rejects') return Promise.reject(new Error('later')) as never;
+              return orderId;
+            },
+          },
+        },
+        (msg) => {
+          handled.push(msg.json<{ orderId: string }>().orderId);
+        },
+      ),
+    );
+    for (const orderId of ['throws', 'rejects', 'o-9']) await rr.publish('', queue, { orderId });
+    await waitFor(() => handled.length === 1, 10_000, 'the good one handled');
+    const parked = [await waitForOne(parkedQueueName(queue)), await waitForOne(parkedQueueName(queue))];
+    expect(parked.map((m) => m.headers?.['retry-reason'])).toEqual(['non-retryable', 'non-retryable']);
+    expect(String(parked[0].headers?.['retry-last-error'])).toMatch(/^inbox: inbox\.key threw/);
+    expect(String(parked[1].headers?.['retry-last-error'])).toMatch(/^inbox: inbox\.key /);
+    expect(handled).toEqual(['o-9']);
+    expect(inboxIds(queue)).toEqual(['o-9']);
+  });
+
   it('deletes the ids older than the retention, its own consumer only, and stops with the consumer', async () => {
     const rr = await connectClient();
     const queue = testQueue();

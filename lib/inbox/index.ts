@@ -7,6 +7,7 @@
  * its commit or its rollback: so a message's effects are committed once.
  */
 import { reasonOf } from '../error-text';
+import { type Expectation, fenceSync } from '../fence';
 import { InboxError, NonRetryableError } from '../errors';
 import type { InboxHandler } from '../inbox-options';
 import type { Message } from '../message';
@@ -23,6 +24,9 @@ export const CLEANUP_BATCH = 1000;
 const CLEANUP = `DELETE FROM rabbit_retry_inbox WHERE ctid IN (
   SELECT ctid FROM rabbit_retry_inbox WHERE consumer = $1 AND handled_at < now() - $2::interval LIMIT ${CLEANUP_BATCH})
   RETURNING 1`;
+
+/** What `inbox.key` must answer with. */
+const KEY: Expectation<string> = { accepts: (v): v is string => typeof v === 'string' && v !== '', words: 'a non-empty string' };
 
 /** The adapter made for each pool given as `inbox.pool`: one per pool, so its migrations run once. */
 const poolAdapters = new WeakMap<object, TransactionAdapter<unknown>>();
@@ -122,16 +126,10 @@ export class Inbox {
       }
       return id;
     }
-    let key: unknown;
-    try {
-      key = keyFn(msg);
-    } catch (err) {
-      throw new NonRetryableError(`inbox: inbox.key threw: ${reasonOf(err)}`, { cause: err });
-    }
-    if (typeof key !== 'string' || key === '') {
-      throw new NonRetryableError(`inbox: inbox.key must return a non-empty string, got ${key === '' ? 'an empty string' : typeof key}`);
-    }
-    return key;
+    // A key that throws, answers a Promise (rejecting later or not) or anything but a string would fail every attempt the same way.
+    const r = fenceSync('inbox.key', () => keyFn(msg), { expect: KEY });
+    if (!r.ok) throw new NonRetryableError(`inbox: ${r.problem}`, r.failure === 'threw' ? { cause: r.error } : undefined);
+    return r.value;
   }
 
   /**
