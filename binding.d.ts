@@ -94,6 +94,18 @@ export declare class NativeClient {
   bindQueue(queue: string, exchange: string, routingKey: string): Promise<void>
   /** Deletes `exchange`. */
   deleteExchange(exchange: string): Promise<void>
+  /**
+   * Declares the exchange `name` of type `kind`, or with `passive` checks
+   * that it exists (`TOPOLOGY_MISMATCH` when it does not, or has other options).
+   */
+  declareExchange(name: string, kind: string, declaration: NativeDeclaration): Promise<void>
+  /**
+   * Declares the queue `name`, or with `passive` checks that it exists
+   * (`TOPOLOGY_MISMATCH` when it does not, or has other options).
+   */
+  declareQueue(name: string, declaration: NativeDeclaration): Promise<void>
+  /** Binds the exchange `destination` to `source` with `pattern`. */
+  bindExchange(destination: string, source: string, pattern: string, argumentsJson?: string | undefined | null): Promise<void>
 }
 
 /** A running consumer. */
@@ -318,6 +330,8 @@ export interface ConsumeOptions {
   retryQueueArguments?: string
   /** Arguments added to the parked queue's declaration, as a JSON object. */
   parkedQueueArguments?: string
+  /** The consumer's tag on the work queue. @default one the broker makes */
+  consumerTag?: string
 }
 
 /** A parsed delay: milliseconds and the label used in queue names. */
@@ -452,6 +466,20 @@ export interface NativeBatch {
   events: string
   /** True when the consumer is closed and drained. */
   closed: boolean
+}
+
+/** How to declare an exchange or a queue, as the TypeScript layer passes it. */
+export interface NativeDeclaration {
+  /** Survives a broker restart. */
+  durable: boolean
+  /** Deleted by the broker with its last binding (exchange) or consumer (queue). */
+  autoDelete: boolean
+  /** Exchanges: `internal`. Queues: `exclusive`. */
+  private: boolean
+  /** Only checked: it must exist, and nothing is created. */
+  passive: boolean
+  /** Its arguments, as a JSON object. */
+  arguments?: string
 }
 
 /** Rows of one dependency. */

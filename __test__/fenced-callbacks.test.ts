@@ -17,7 +17,7 @@ import 'reflect-metadata';
 
 import path from 'node:path';
 
-import { ConsoleLogger, Logger, type LoggerService } from '@nestjs/common';
+import { ConsoleLogger, Logger } from '@nestjs/common';
 import type { ConsumerDeserializer, ProducerDeserializer } from '@nestjs/microservices';
 import { firstValueFrom, lastValueFrom } from 'rxjs';
 
@@ -50,6 +50,7 @@ import {
   waitFor,
   waitForOne,
 } from './helpers';
+import { QuietLogger } from './nest-boot';
 
 afterEach(async () => {
   // A late rejection surfaces within a few turns, and fails the test that caused it.
@@ -479,25 +480,11 @@ describe("a parked filter's where, and onProgress", () => {
   });
 });
 
-/** Collects what Nest logs. */
-class CaptureLogger implements LoggerService {
-  readonly lines: string[] = [];
-  log(): void {}
-  warn(message: unknown): void {
-    this.lines.push(String(message));
-  }
-  error(message: unknown): void {
-    this.lines.push(String(message));
-  }
-  debug(): void {}
-  verbose(): void {}
-}
-
 describe('the serializers and deserializers of rabbit-retry/microservices', () => {
   jest.setTimeout(40_000);
   /** The fence's bound for them: 5 s. */
   const BOUND_MS = 5_000;
-  const nest = new CaptureLogger();
+  const nest = new QuietLogger();
   const servers: RabbitRetryServer[] = [];
   const clients: RabbitRetryClient[] = [];
 

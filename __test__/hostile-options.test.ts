@@ -122,6 +122,8 @@ describe('consume options of the wrong type', () => {
       ['secret11'],
     ],
     ['stuckAfterMs as a string', (queue) => ({ queue, stuckAfterMs: 'secret12' as never }), 'stuckAfterMs', ['secret12']],
+    ['consumerTag as an object', (queue) => ({ queue, consumerTag: { tag: 'secret14' } as never }), 'consumerTag', ['secret14']],
+    ['consumerTag over 255 bytes', (queue) => ({ queue, consumerTag: `secret15${'x'.repeat(300)}` }), 'consumerTag', ['secret15']],
   ];
 
   it.each(cases)('%s: INVALID_OPTIONS naming the option, without the value, and nothing declared', async (_label, make, option, secrets) => {

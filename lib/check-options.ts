@@ -248,8 +248,8 @@ export function checkCloseOptions(o: CloseOptions | undefined): number {
   return t;
 }
 
-/** Checks that `v`, given as the option `name`, is {@link QueueArguments}. */
-function checkQueueArguments(name: string, v: unknown): void {
+/** Checks that `v`, given as the option `name`, is {@link QueueArguments}. @internal */
+export function checkQueueArguments(name: string, v: unknown): void {
   if (v === undefined) return;
   checkObject(name, v, "an object of argument names to values, such as { 'x-max-length': 1000 }");
   for (const [key, value] of Object.entries(v as object)) {
@@ -269,6 +269,7 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
     for (const key of o.routingKey as unknown[]) checkString('routingKey', key);
   } else checkString('routingKey', o.routingKey);
   checkNativeWhole('prefetch', o.prefetch, 'a whole number from 1 to 65535');
+  checkString('consumerTag', o.consumerTag, { nonEmpty: true });
   checkString('queueType', o.queueType, { what: "'classic' or 'quorum'" });
   checkString('exchangeType', o.exchangeType, { what: "'topic', 'direct', 'fanout' or 'headers'" });
   checkBoolean('assertQueue', o.assertQueue);

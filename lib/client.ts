@@ -19,6 +19,14 @@ import { logTo } from './log';
 import { type Body, checkPublishOptions, toBuffer, toNativeProps } from './publish';
 import { nativeConnectOptions, nativeConsumeOptions } from './native-options';
 import { brokerUrls, checkCloseOptions, checkConnectOptions, checkConsumeOptions, checkString, delayStrings, parseDelay } from './check-options';
+import {
+  type DeclareOptions,
+  type ExchangeDeclareOptions,
+  type QueueDeclareOptions,
+  bindingArguments,
+  exchangeDeclaration,
+  queueDeclaration,
+} from './declare';
 import { type Delay, DEFAULT_STUCK_AFTER_MS, type CloseOptions, type ConnectOptions, type ConsumeOptions, type PublishOptions } from './options';
 
 /** The default broker URL when neither the options nor `AMQP_URL` give one. */
@@ -202,6 +210,7 @@ export class RabbitRetry {
       alert,
       table: options.onFailure?.table,
       stuckAfterMs: options.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS,
+      consumerTag: options.consumerTag,
       circuit: shared && {
         circuit: shared,
         io: new CircuitIo(
@@ -365,6 +374,31 @@ export class RabbitRetry {
   async bindQueue(queue: string, exchange: string, routingKey: string): Promise<void> {
     this.assertOpen();
     await native(() => this.inner.bindQueue(queue, exchange, routingKey));
+  }
+
+  /**
+   * Declares the exchange `name` of type `type` (`topic`, `direct`, `fanout`,
+   * `headers`, or a plugin's), durable unless `options` say otherwise; with
+   * `passive`, only checks that it exists. An exchange that exists with other
+   * options fails with `TOPOLOGY_MISMATCH`.
+   */
+  async declareExchange(name: string, type: string, options: ExchangeDeclareOptions = {}): Promise<void> {
+    this.assertOpen();
+    const d = exchangeDeclaration(type, options);
+    await native(() => this.inner.declareExchange(name, type, d));
+  }
+
+  /** Declares the queue `name`, durable unless `options` say otherwise, as {@link declareExchange} does. */
+  async declareQueue(name: string, options: QueueDeclareOptions = {}): Promise<void> {
+    this.assertOpen();
+    await native(() => this.inner.declareQueue(name, queueDeclaration(options)));
+  }
+
+  /** Binds the exchange `destination` to `source` with `pattern` (both must exist), with the binding's `args`. */
+  async bindExchange(destination: string, source: string, pattern: string, args?: DeclareOptions['arguments']): Promise<void> {
+    this.assertOpen();
+    const json = bindingArguments(args);
+    await native(() => this.inner.bindExchange(destination, source, pattern, json));
   }
 
   /** Deletes `exchange`, for tests and tooling. */

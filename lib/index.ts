@@ -81,6 +81,7 @@ export {
   type CircuitOptions,
   type PublishOptions,
 } from './options';
+export type { DeclareOptions, ExchangeDeclareOptions, QueueDeclareOptions } from './declare';
 export {
   RabbitRetryError,
   NonRetryableError,

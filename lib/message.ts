@@ -8,6 +8,7 @@ export interface DeliveryParts {
   routingKey: string;
   redelivered: boolean;
   attempt: number;
+  consumerTag?: string;
   properties: NativeMessageProperties;
   /** The body is `bytes` from `start` to `end` (a part of a buffer several deliveries share, or all of its own). */
   bytes: Buffer;
@@ -70,6 +71,8 @@ export class Message {
   readonly redelivered: boolean;
   /** How many earlier attempts of this message failed: 0 on the first delivery. */
   readonly attempt: number;
+  /** The tag of the consumer it was delivered to, when its options named one (`consumerTag`); else `undefined`. */
+  readonly consumerTag?: string;
 
   /** @internal */
   constructor(d: DeliveryParts) {
@@ -81,6 +84,7 @@ export class Message {
     this.routingKey = d.routingKey;
     this.redelivered = d.redelivered;
     this.attempt = d.attempt;
+    if (d.consumerTag !== undefined) this.consumerTag = d.consumerTag;
   }
 
   /**

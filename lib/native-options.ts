@@ -71,6 +71,7 @@ export function nativeConsumeOptions(options: ConsumeOptions, delays: string[]):
     queueArguments: argumentsJson(options.queueArguments),
     retryQueueArguments: argumentsJson(options.retryQueueArguments),
     parkedQueueArguments: argumentsJson(options.parkedQueueArguments),
+    consumerTag: options.consumerTag,
     table: options.onFailure?.table !== undefined,
     tableMaxAttempts: options.onFailure?.table?.maxAttempts,
     delays,

@@ -18,6 +18,7 @@ export type {
   NativeBatch,
   NativeParkedSession,
   NativeReplySession,
+  NativeDeclaration,
   FailureInfo as NativeFailureInfo,
   MessageProperties as NativeMessageProperties,
 } from '../binding';

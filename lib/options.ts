@@ -376,6 +376,12 @@ export interface ConsumeOptions {
   /** At most this many handlers in flight. @default 10 */
   prefetch?: number;
   /**
+   * The consumer's tag on the work queue (1 to 255 bytes), which the
+   * management UI shows and each {@link Message} carries.
+   * @default one the broker makes (`amq.ctag-…`)
+   */
+  consumerTag?: string;
+  /**
    * Queue type of the work, retry and parked queues. Quorum queues are
    * replicated; their retry queues dead-letter at-least-once.
    * @default 'classic'
@@ -432,6 +438,7 @@ export const CONSUME_OPTION_KEYS = {
   exchangeType: true,
   routingKey: true,
   prefetch: true,
+  consumerTag: true,
   queueType: true,
   deliveryLimit: true,
   consumerTimeoutMs: true,

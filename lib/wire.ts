@@ -101,9 +101,9 @@ export function partsOf(d: DeliveryMeta, batch: NativeBatch): DeliveryParts {
   };
 }
 
-/** One delivery of `batch` as the handler gets it, and its message id when it has a string one. */
-export function messageOf(d: DeliveryMeta, batch: NativeBatch): { msg: Message; messageId?: string } {
-  const parts = partsOf(d, batch);
+/** One delivery of `batch` as the handler gets it (from the consumer `consumerTag`), and its message id when it has a string one. */
+export function messageOf(d: DeliveryMeta, batch: NativeBatch, consumerTag?: string): { msg: Message; messageId?: string } {
+  const parts: DeliveryParts = { ...partsOf(d, batch), consumerTag };
   const id = parts.properties.messageId;
   return { msg: new Message(parts), messageId: typeof id === 'string' ? id : undefined };
 }

@@ -5,7 +5,7 @@
  *   base      native, errors, error-text, otel, otel-api, redact: no library module below them
  *   model     options, outbox-options, delay, recovery, message, wire, metrics, transaction, inbox-options: what
  *             the options and a message are, and what rabbit-retry needs of the user's database
- *   tools     names, topic, option-keys, check-options, fence, log, tracing, publish, replies, request, sql
+ *   tools     names, topic, declare, option-keys, check-options, fence, log, tracing, publish, replies, request, sql
  *   circuit   circuit: one dependency's breaker, which consumers share
  *   parts     table, parked, consumer/, inbox/, outbox/: each stands alone, none imports another
  *   client    client, native-options: the RabbitRetry connection that puts the parts together
@@ -21,7 +21,7 @@
 const LAYERS = [
   ['base', ['native', 'errors', 'error-text', 'otel', 'otel-api', 'redact']],
   ['model', ['options', 'outbox-options', 'delay', 'recovery', 'message', 'wire', 'metrics', 'transaction', 'inbox-options']],
-  ['tools', ['names', 'topic', 'option-keys', 'check-options', 'fence', 'log', 'tracing', 'publish', 'replies', 'request', 'sql']],
+  ['tools', ['names', 'topic', 'declare', 'option-keys', 'check-options', 'fence', 'log', 'tracing', 'publish', 'replies', 'request', 'sql']],
   ['circuit', ['circuit']],
   ['parts', ['table', 'parked', 'consumer', 'inbox', 'outbox']],
   ['client', ['client', 'native-options']],

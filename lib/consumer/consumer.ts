@@ -48,6 +48,8 @@ export interface ConsumerContext {
   table?: TableRouteOptions;
   /** After this many milliseconds a running handler counts as stuck. */
   stuckAfterMs: number;
+  /** `consumerTag`, when the options name one. */
+  consumerTag?: string;
   /** The consumer's circuit breaker, and what it does on the broker. */
   circuit?: { circuit: Circuit; io: CircuitIo };
   onClosed: (c: Consumer) => void;
@@ -161,6 +163,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         log,
       }),
       tally: this.tally,
+      consumerTag: ctx.consumerTag,
       dropped: () => this.shutdown.abandoned || this.shutdown.closed,
     });
     if (ctx.alert) {

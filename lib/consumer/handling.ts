@@ -26,6 +26,8 @@ export interface HandlingHost {
   readonly settlements: Pick<Settlements, 'ack' | 'fail'>;
   readonly route: Pick<FailureReporter, 'failureOf'>;
   readonly tally: Pick<Tally, 'acked' | 'failed'>;
+  /** The consumer's `consumerTag`, which each message carries. */
+  readonly consumerTag?: string;
   /** What a handler settles now is dropped: the close gave up on it (the channel took its message back), or the consumer closed. */
   dropped(): boolean;
 }
@@ -47,7 +49,7 @@ export class Handling {
     const host = this.#host;
     let run: HandlerRun | undefined;
     try {
-      const { msg, messageId } = messageOf(d, batch);
+      const { msg, messageId } = messageOf(d, batch, host.consumerTag);
       const span = host.tracing.process(msg.headers, () => ({
         exchange: d.exchange,
         routingKey: d.routingKey,

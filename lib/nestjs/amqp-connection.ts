@@ -16,7 +16,7 @@ import type { PublishOptions } from '../options';
 import { checkTimeout, sendRequest } from '../request';
 import type { Replies } from '../replies';
 import { type AmqpPublishOptions, type MessageDeserializer, type MessageSerializer, defaultDeserializer, defaultSerializer } from './serialize';
-import { type RabbitSubscribeOptions, subscribePlan } from './subscribe';
+import { type RabbitSubscribeOptions, bindOthers, subscribePlan } from './subscribe';
 
 /** What {@link AmqpConnection} takes from the module's options. */
 export interface AmqpConnectionOptions {
@@ -164,6 +164,7 @@ export class AmqpConnection {
     subscription.consumer = await this.#rr.consume({ ...plan.consume, onFailure: plan.onFailure }, async (msg) => {
       await subscription.handler(plan.body(msg), msg, msg.headers);
     });
+    await bindOthers(this.#rr, plan.consume.queue, plan.bindings);
   }
 
   /** The bytes golevelup would send for `message`. */

@@ -26,15 +26,23 @@ export const ARGS_METADATA = ROUTE_ARGS_METADATA;
 export const RABBIT_RETRY = Symbol.for('rabbit-retry:client');
 
 /**
- * The context type guards and interceptors see:
+ * The context type guards and interceptors of a `@Consume` handler see:
  * `context.getType<RabbitRetryContextType>() === 'rabbit-retry'`.
  */
 export const RABBIT_RETRY_CONTEXT = 'rabbit-retry';
 
-/** The context type of a handler's execution context. */
-export type RabbitRetryContextType = typeof RABBIT_RETRY_CONTEXT;
+/**
+ * The context type of a `@RabbitSubscribe` or `@RabbitRPC` handler:
+ * golevelup's `'rmq'`, so that guards and interceptors written for golevelup
+ * tell it as they did.
+ */
+export const RMQ_CONTEXT = 'rmq';
 
-/** Whether a guard's or an interceptor's context is a rabbit-retry handler's (golevelup's `isRabbitContext`). */
+/** The context type of a handler's execution context. */
+export type RabbitRetryContextType = typeof RABBIT_RETRY_CONTEXT | typeof RMQ_CONTEXT;
+
+/** Whether a guard's or an interceptor's context is a rabbit-retry handler's, whichever decorator it has (golevelup's `isRabbitContext`). */
 export function isRabbitContext(context: { getType(): string }): boolean {
-  return context.getType() === RABBIT_RETRY_CONTEXT;
+  const type = context.getType();
+  return type === RABBIT_RETRY_CONTEXT || type === RMQ_CONTEXT;
 }

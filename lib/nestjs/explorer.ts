@@ -13,11 +13,20 @@ import type { Message } from '../message';
 import { checkKeys, checkObject, checkOnFailureKeys } from '../check-options';
 import type { ConsumeOptions, OnFailureOptions } from '../options';
 import { type AmqpConnection, AmqpConnectionManager } from './amqp-connection';
-import { ARGS_METADATA, CONSUME_METADATA, ON_FAILURE_METADATA, RABBIT_RETRY_CONTEXT, RABBIT_RPC_METADATA, RABBIT_SUBSCRIBE_METADATA } from './constants';
+import {
+  ARGS_METADATA,
+  CONSUME_METADATA,
+  ON_FAILURE_METADATA,
+  RABBIT_RETRY_CONTEXT,
+  RABBIT_RPC_METADATA,
+  RABBIT_SUBSCRIBE_METADATA,
+  RMQ_CONTEXT,
+} from './constants';
 import type { RabbitRetryConsumers } from './consumers';
 import { ArgType } from './decorators';
-import { CONSUME_HANDLER_HINTS, CONSUME_HANDLER_OPTION_KEYS, type ConsumeHandlerOptions, type RabbitRetryModuleOptions } from './options';
-import { type RabbitSubscribeOptions, checkReturned, subscribePlan } from './subscribe';
+import { CONSUME_HANDLER_HINTS, CONSUME_HANDLER_OPTION_KEYS, type ConsumeHandlerOptions, type RabbitRetryModuleOptions, infoLogger } from './options';
+import { moduleExchangeType, queueConsumerTag } from './topology';
+import { type RabbitSubscribeBinding, type RabbitSubscribeOptions, bindOthers, checkReturned, subscribePlan } from './subscribe';
 import { logMoves } from './follow';
 import { type RabbitRPCOptions, RPC_OPTIONS, answer, answerFailure, checkErrorBehavior } from './rpc';
 import { defaultSerializer } from './serialize';
@@ -40,6 +49,8 @@ interface HandlerRef {
   rpc?: boolean;
   /** `queueOptions.channel`: the module's channel whose prefetch it takes. */
   channel?: string;
+  /** golevelup's `bindings` to exchanges other than the consumer's. */
+  bindings?: readonly RabbitSubscribeBinding[];
 }
 
 /** The queue a handler's decorator names, for messages (before its options are checked). */
@@ -100,6 +111,7 @@ function mergeOnFailure(defaults: OnFailureOptions | undefined, own: OnFailureOp
  */
 export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('RabbitRetry');
+  private readonly info: (message: string) => void;
   private readonly consumers: { ref: HandlerRef; consumer: Consumer }[] = [];
   private closing?: Promise<void>;
 
@@ -112,7 +124,9 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     private readonly rr: RabbitRetry,
     private readonly registry: RabbitRetryConsumers,
     private readonly amqp: AmqpConnection,
-  ) {}
+  ) {
+    this.info = infoLogger(options, this.logger);
+  }
 
   /**
    * Checks every handler's decorator options, then starts the consumers; an
@@ -121,7 +135,7 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
   async onApplicationBootstrap(): Promise<void> {
     let found: HandlerRef[] = [];
     if (this.options.registerHandlers === false) {
-      this.logger.log('registerHandlers is false: no handler of this RabbitRetryModule consumes');
+      this.info('registerHandlers is false: no handler of this RabbitRetryModule consumes');
       return;
     }
     try {
@@ -206,7 +220,7 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
         methods.add(method);
         claimed.set(instance, methods);
         // A @RabbitSubscribe's consume options are filled in when its options are checked; a `name` picks the module's `handlers`.
-        for (const options of subscribe ? handlerConfigs(subscribe, this.options, (m) => this.logger.log(`${name}: ${m}`)) : [undefined]) {
+        for (const options of subscribe ? handlerConfigs(subscribe, this.options, (m) => this.info(`${name}: ${m}`)) : [undefined]) {
           found.push({ name, instance, method, consume: consume ?? { queue: queueOf(options) }, onFailure, subscribe: options, rpc: rpc !== undefined });
         }
       }
@@ -274,6 +288,7 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
         allowed: ref.rpc ? RPC_OPTIONS : undefined,
       });
       ref.channel = plan.channel;
+      ref.bindings = plan.bindings;
       if (ref.rpc) checkErrorBehavior(ref.subscribe as RabbitRPCOptions);
       if (plan.onFailure !== undefined && ref.onFailure !== undefined) {
         throw new InvalidOptionsError('onFailure is given twice, in @RabbitSubscribe and in @OnFailure: keep one');
@@ -310,6 +325,8 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     const ref = refs[0];
     const options: ConsumeOptions = {
       ...ref.consume,
+      consumerTag: ref.consume.consumerTag ?? queueConsumerTag(this.options, ref.consume.queue),
+      exchangeType: ref.consume.exchangeType ?? moduleExchangeType(this.options, ref.consume.exchange),
       prefetch: ref.consume.prefetch ?? prefetchOf(this.options, ref.channel),
       onFailure: mergeOnFailure(this.options.defaultOnFailure, ref.onFailure),
     };
@@ -333,7 +350,14 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     this.follow(consumer);
     for (const r of refs) this.consumers.push({ ref: r, consumer });
     this.registry.add(consumer);
-    this.logger.log(`${refs.map((r) => r.name).join(', ')} consume${refs.length > 1 ? '' : 's'} '${consumer.queue}' on ${this.rr.url}`);
+    for (const r of refs) {
+      try {
+        await bindOthers(this.rr, consumer.queue, r.bindings ?? []);
+      } catch (err) {
+        throw this.withName(r, err);
+      }
+    }
+    this.info(`${refs.map((r) => r.name).join(', ')} consume${refs.length > 1 ? '' : 's'} '${consumer.queue}' on ${this.rr.url}`);
   }
 
   /** The function that handles one message for `ref`: its body read, guards, interceptors and pipes applied, its value answered. */
@@ -348,7 +372,7 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
       undefined,
       // Exception filters would log every failure a second time and could swallow it; the failure path is retry or park.
       { guards: true, interceptors: true, filters: false },
-      RABBIT_RETRY_CONTEXT,
+      ref.subscribe === undefined ? RABBIT_RETRY_CONTEXT : RMQ_CONTEXT,
     );
     const read = ref.body ?? ((msg: Message) => msg.json());
     const subscriber = ref.subscribe !== undefined;

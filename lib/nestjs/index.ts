@@ -8,7 +8,14 @@ export { RabbitRetryModule } from './module';
 export { RabbitRetryConsumers, type ConsumersHealth } from './consumers';
 export { RabbitRetryConsoleModule, RabbitRetryConsoleHost, RABBIT_RETRY_CONSOLE_OPTIONS, type RabbitRetryConsoleModuleOptions } from './console-module';
 export { Consume, OnFailure, InjectRabbitRetry, RabbitPayload, RabbitMessage, RabbitRequest, RabbitHeader, RabbitTx, type PipeLike } from './decorators';
-export { RabbitSubscribe, Nack, type RabbitSubscribeOptions, type RabbitSubscribeQueueOptions, type RabbitSubscribeBinding } from './subscribe';
+export {
+  RabbitSubscribe,
+  Nack,
+  type RabbitSubscribeOptions,
+  type RabbitSubscribeQueueOptions,
+  type RabbitSubscribeBinding,
+  type RabbitSubscribeConsumerOptions,
+} from './subscribe';
 export { RabbitRPC, MessageHandlerErrorBehavior, type RabbitRPCOptions, type RpcErrorHandler, type RpcErrorChannel } from './rpc';
 export { AmqpConnection, AmqpConnectionManager, type AmqpConnectionOptions, type AmqpRequestOptions, type SubscriptionResult } from './amqp-connection';
 export type { MessageSerializer, MessageDeserializer, AmqpPublishOptions } from './serialize';
@@ -23,8 +30,16 @@ export {
   type GolevelupModuleOptions,
   type HandlerConfig,
   type RabbitRetryChannelOptions,
+  type RabbitRetryModuleLogger,
 } from './options';
-export { RABBIT_RETRY, RABBIT_RETRY_CONTEXT, type RabbitRetryContextType, isRabbitContext } from './constants';
+export type {
+  RabbitRetryExchangeConfig,
+  RabbitRetryExchangeOptions,
+  RabbitRetryQueueConfig,
+  RabbitRetryExchangeBinding,
+  RabbitRetryConnectionInitOptions,
+} from './topology';
+export { RABBIT_RETRY, RABBIT_RETRY_CONTEXT, RMQ_CONTEXT, type RabbitRetryContextType, isRabbitContext } from './constants';
 export {
   RabbitRetry,
   Message,

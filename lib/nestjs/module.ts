@@ -8,6 +8,7 @@ import { AmqpConnection, AmqpConnectionManager } from './amqp-connection';
 import { RABBIT_RETRY } from './constants';
 import { RabbitRetryConsumers } from './consumers';
 import { RabbitRetryExplorer } from './explorer';
+import { declareTopology } from './topology';
 import {
   ConfigurableModuleClass,
   GOLEVELUP_OPTION_KEYS,
@@ -16,12 +17,13 @@ import {
   ROOT_OPTION_KEYS,
   checkAsyncOptions,
   checkModuleOptions,
+  infoLogger,
   type RabbitRetryModuleAsyncOptions,
   type RabbitRetryModuleOptions,
   type RabbitRetryModuleRootOptions,
 } from './options';
 
-function connect(options: RabbitRetryModuleOptions): Promise<RabbitRetry> {
+async function connect(options: RabbitRetryModuleOptions): Promise<RabbitRetry> {
   checkModuleOptions('RabbitRetryModule options', options, MODULE_OPTION_KEYS);
   if (options.enableControllerDiscovery === false) {
     throw new UnsupportedOptionError(
@@ -32,10 +34,19 @@ function connect(options: RabbitRetryModuleOptions): Promise<RabbitRetry> {
   const { defaultOnFailure: _defaults, prefetch: _prefetch, ...rest } = options;
   const connectOptions = Object.fromEntries(Object.entries(rest).filter(([k]) => !(k in GOLEVELUP_OPTION_KEYS)));
   const logger = new Logger('RabbitRetry');
-  return RabbitRetry.connect({
+  const rr = await RabbitRetry.connect({
     logger: { warn: (m) => logger.warn(m), error: (m) => logger.error(m) },
+    connectTimeoutMs: options.connectionInitOptions?.timeout,
     ...connectOptions,
   });
+  try {
+    await declareTopology(rr, options);
+  } catch (err) {
+    await rr.close().catch(() => undefined);
+    throw err;
+  }
+  infoLogger(options, logger)(`connected to ${rr.url}`);
+  return rr;
 }
 
 /**

@@ -1,8 +1,23 @@
-import { ConfigurableModuleBuilder, type ConfigurableModuleCls, type ConfigurableModuleHost } from '@nestjs/common';
+import { ConfigurableModuleBuilder, type ConfigurableModuleCls, type ConfigurableModuleHost, type Logger as NestLogger } from '@nestjs/common';
 
 import { checkKeys, checkObject, checkOnFailureKeys, refuseForeign } from '../check-options';
-import { CONNECT_OPTION_KEYS, CONSUME_OPTION_KEYS, type ConnectOptions, type ConsumeOptions, type OnFailureOptions, type OptionKeys } from '../options';
+import {
+  CONNECT_OPTION_KEYS,
+  CONSUME_OPTION_KEYS,
+  type ConnectOptions,
+  type ConsumeOptions,
+  type Logger,
+  type OnFailureOptions,
+  type OptionKeys,
+} from '../options';
 import type { AmqpPublishOptions, MessageDeserializer, MessageSerializer } from './serialize';
+import {
+  type RabbitRetryConnectionInitOptions,
+  type RabbitRetryExchangeBinding,
+  type RabbitRetryExchangeConfig,
+  type RabbitRetryQueueConfig,
+  checkTopology,
+} from './topology';
 
 /** The options of one entry of golevelup's `handlers`: those of `@RabbitSubscribe` (`exchange`, `routingKey`, `queue`, …). */
 export type HandlerConfig = Readonly<Record<string, unknown>>;
@@ -39,6 +54,14 @@ export interface GolevelupModuleOptions {
   defaultRpcTimeout?: number;
   /** Publish options every `AmqpConnection.publish` starts from. */
   defaultPublishOptions?: AmqpPublishOptions;
+  /** Exchanges declared when the module connects, before any handler consumes. */
+  exchanges?: readonly RabbitRetryExchangeConfig[];
+  /** Queues declared (and bound) when the module connects, after `exchanges`; `consumerTag` tags the handlers that consume one. */
+  queues?: readonly RabbitRetryQueueConfig[];
+  /** Exchange-to-exchange bindings made when the module connects, after `queues`. */
+  exchangeBindings?: readonly RabbitRetryExchangeBinding[];
+  /** `timeout`: ms to wait for the broker at start-up (`connectTimeoutMs`); `wait` and `reject` only `true`. */
+  connectionInitOptions?: RabbitRetryConnectionInitOptions;
 }
 
 /** The keys of {@link GolevelupModuleOptions}. @internal */
@@ -54,10 +77,27 @@ export const GOLEVELUP_OPTION_KEYS = {
   deserializer: true,
   defaultRpcTimeout: true,
   defaultPublishOptions: true,
+  exchanges: true,
+  queues: true,
+  exchangeBindings: true,
+  connectionInitOptions: true,
 } satisfies OptionKeys<GolevelupModuleOptions>;
+
+/** A module's logger: `connect`'s, and a Nest `LoggerService`'s `log` if it has one. */
+export interface RabbitRetryModuleLogger extends Logger {
+  /** Logs an informational line. */
+  log?(message: string): void;
+}
 
 /** Options of {@link RabbitRetryModule}: how to connect, and defaults for every `@Consume` handler. */
 export interface RabbitRetryModuleOptions extends ConnectOptions, GolevelupModuleOptions {
+  /**
+   * Where warnings and errors go. A logger with a `log` method (a Nest
+   * `LoggerService`, as golevelup's `logger`) also gets the module's
+   * informational lines (the connection, what each handler consumes).
+   * @default Nest's `Logger`, context 'RabbitRetry'
+   */
+  logger?: RabbitRetryModuleLogger;
   /**
    * What to do when a handler throws, for handlers without `@OnFailure`. A
    * method's `@OnFailure` overrides it field by field (`delays`, `retryable`).
@@ -144,14 +184,9 @@ export const ASYNC_OPTION_KEYS = {
 export const GOLEVELUP_MODULE_OPTIONS: Readonly<Record<string, string>> = {
   uri: 'write `url`, one URL or a list of them',
   prefetchCount: 'write `prefetch`',
-  exchanges: 'each @RabbitSubscribe declares its exchange (a topic exchange; `exchangeType` for another type)',
-  exchangeBindings: 'bind exchanges to exchanges outside rabbit-retry (a definitions file, or the management API)',
-  queues: 'each @RabbitSubscribe or @Consume declares its queue',
   defaultExchangeType: 'give `exchangeType` in @RabbitSubscribe (the default is topic)',
   defaultRpcErrorHandler: 'a @RabbitRPC handler that throws answers with its error; give `errorHandler` to the handler to answer otherwise',
   defaultSubscribeErrorBehavior: 'write `defaultOnFailure`: a handler that throws retries through the retry queues and parks, never requeues',
-  connectionInitOptions:
-    'the connection is made at start-up (`connectTimeoutMs`), which fails with CONNECTION when no node answers; consumers recover by themselves afterwards',
   connectionManagerOptions: 'write `heartbeat`, `connectTimeoutMs`, `tls` and `recovery` (on each handler)',
 };
 
@@ -168,6 +203,13 @@ export function checkModuleOptions(where: string, options: unknown, known: Reado
   checkKeys(where, options as object, known);
   const defaults = (options as RabbitRetryModuleOptions).defaultOnFailure;
   if (defaults !== undefined) checkOnFailureKeys('defaultOnFailure', defaults);
+  checkTopology(options as RabbitRetryModuleOptions);
+}
+
+/** Where the module's informational lines go: the options' logger when it has `log`, else Nest's `Logger`. @internal */
+export function infoLogger(options: RabbitRetryModuleOptions, fallback: NestLogger): (message: string) => void {
+  const own = options.logger;
+  return typeof own?.log === 'function' ? (m) => own.log?.(m) : (m) => fallback.log(m);
 }
 
 /** Checks the keys of `forRootAsync`'s options. @internal */

@@ -9,6 +9,7 @@ import { SetMetadata } from '@nestjs/common';
 import { InvalidOptionsError, NonRetryableError, UnsupportedOptionError } from '../errors';
 import { reasonOf } from '../error-text';
 import { fenceSync } from '../fence';
+import type { RabbitRetry } from '../client';
 import type { Message } from '../message';
 import { type ForeignOption, checkBoolean, checkFunction, checkKeys, checkObject, checkString, foreignOptions, refuseAll } from '../check-options';
 import type { ConsumeOptions, OnFailureOptions, OptionKeys, QueueArguments } from '../options';
@@ -46,8 +47,24 @@ export interface RabbitSubscribeQueueOptions {
   bindQueueArguments?: unknown;
   /** A channel of the module's `channels`: the handler takes its `prefetchCount` (every consumer has a channel of its own). */
   channel?: string;
-  /** Refused at start-up: the consumer is made by rabbit-retry, acks and all. */
-  consumerOptions?: unknown;
+  /** The consumer's tag; its other options are refused at start-up. */
+  consumerOptions?: RabbitSubscribeConsumerOptions;
+}
+
+/** golevelup's (amqplib's) consumer options: only `consumerTag` has a meaning here, the consumer being rabbit-retry's, acks and all. */
+export interface RabbitSubscribeConsumerOptions {
+  /** The consumer's tag, over the one the module's `queues` give its queue. @default one the broker makes */
+  consumerTag?: string;
+  /** Refused at start-up: rabbit-retry acks each message after its handler. */
+  noAck?: unknown;
+  /** Refused at start-up. */
+  noLocal?: unknown;
+  /** Refused at start-up: a work queue is shared. */
+  exclusive?: unknown;
+  /** Refused at start-up. */
+  priority?: unknown;
+  /** Refused at start-up. */
+  arguments?: unknown;
 }
 
 /** The keys of {@link RabbitSubscribeQueueOptions}. */
@@ -70,7 +87,25 @@ const QUEUE_OPTION_KEYS = {
 /** Queue options that have no meaning here, and what to do instead. */
 const REFUSED_QUEUE_OPTIONS: Readonly<Record<string, string>> = {
   bindQueueArguments: 'the queue is bound without arguments; bind with arguments (a headers exchange) outside rabbit-retry',
-  consumerOptions: "the consumer is rabbit-retry's: it acks each message after its handler, and `prefetch` limits the handlers in flight",
+};
+
+/** The keys of {@link RabbitSubscribeConsumerOptions}. */
+const CONSUMER_OPTION_KEYS = {
+  consumerTag: true,
+  noAck: true,
+  noLocal: true,
+  exclusive: true,
+  priority: true,
+  arguments: true,
+} satisfies OptionKeys<RabbitSubscribeConsumerOptions>;
+
+/** `queueOptions.consumerOptions` other than `consumerTag`, which have no meaning here. */
+const REFUSED_CONSUMER_OPTIONS: Readonly<Record<string, string>> = {
+  noAck: "the consumer is rabbit-retry's: it acks each message after its handler",
+  noLocal: 'RabbitMQ ignores it',
+  exclusive: 'a work queue is shared by every instance of the service; give each its own queue instead',
+  priority: 'consumers of a queue share its messages alike',
+  arguments: 'the consumer takes no arguments of yours (`consumerTimeoutMs` sets x-consumer-timeout)',
 };
 
 /** The queue options that are queue arguments, by their argument name. */
@@ -121,7 +156,7 @@ export interface RabbitSubscribeOptions {
   name?: string;
   /** The `name` of the RabbitRetryModule that consumes for this handler. @default the module that the handler's module sees */
   connection?: string;
-  /** More bindings, to `exchange` only (several exchanges are refused). */
+  /** More bindings: to `exchange` (the first binding's, when `exchange` is not given), and to other exchanges, which must exist. */
   bindings?: readonly RabbitSubscribeBinding[];
   /** Refused at start-up: failures take the failure path; see `onFailure`. */
   errorBehavior?: unknown;
@@ -137,7 +172,7 @@ export interface RabbitSubscribeOptions {
 
 /** One of golevelup's `bindings`. */
 export interface RabbitSubscribeBinding {
-  /** The exchange: the handler's `exchange` (or the same as the other bindings'). */
+  /** The exchange. The handler's `exchange` (or, without one, the first binding's) is declared; another must exist (the module's `exchanges`). */
   exchange: string;
   /** The binding key. */
   routingKey: string;
@@ -222,6 +257,8 @@ export interface SubscribePlan {
   body: (msg: Message) => unknown;
   /** `queueOptions.channel`: the module's channel whose prefetch it takes. */
   channel?: string;
+  /** `bindings` to exchanges other than the consumer's own, made once it consumes. */
+  bindings: readonly RabbitSubscribeBinding[];
 }
 
 /** What the module gives every {@link subscribePlan}. @internal */
@@ -260,9 +297,11 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
   const o = options;
   const refused: ForeignOption[] = foreignOptions(where, o, REFUSED_OPTIONS).filter((f) => !allowed.has(f.option));
   const q = o.queueOptions;
-  if (q !== undefined && q !== null && typeof q === 'object') refused.push(...foreignOptions(where, q, REFUSED_QUEUE_OPTIONS, 'queueOptions.'));
-  const { exchange, keys: bindingKeys } = bindingKeysOf(o, refused);
+  if (isRecord(q)) refused.push(...foreignOptions(where, q, REFUSED_QUEUE_OPTIONS, 'queueOptions.'));
+  const consumerOptions: unknown = isRecord(q) ? q.consumerOptions : undefined;
+  if (isRecord(consumerOptions)) refused.push(...foreignOptions(where, consumerOptions, REFUSED_CONSUMER_OPTIONS, 'queueOptions.consumerOptions.'));
   refuseAll(where, refused);
+  const { exchange, keys: bindingKeys, others } = bindingKeysOf(o);
   checkString('queue', o.queue, {
     optional: false,
     nonEmpty: true,
@@ -282,6 +321,11 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
     checkObject('queueOptions', q, 'an object such as { arguments }');
     checkKeys(`${where} queueOptions`, q, QUEUE_OPTION_KEYS);
     checkString('queueOptions.channel', q.channel);
+    if (q.consumerOptions !== undefined) {
+      checkObject('queueOptions.consumerOptions', q.consumerOptions, 'an object such as { consumerTag }');
+      checkKeys(`${where} queueOptions.consumerOptions`, q.consumerOptions, CONSUMER_OPTION_KEYS);
+      checkString('queueOptions.consumerOptions.consumerTag', q.consumerOptions.consumerTag, { nonEmpty: true });
+    }
     requireValue('durable', q.durable, true, 'the work queue is durable, as its retry queues dead-letter back to it');
     requireValue('exclusive', q.exclusive, false, 'the work queue outlives its connection, as its retry queues dead-letter back to it');
     requireValue('autoDelete', q.autoDelete, false, 'the work queue outlives its consumers, as its retry queues dead-letter back to it');
@@ -319,6 +363,8 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
   if (queueType !== undefined) consume.queueType = queueType;
   if (queueArguments !== undefined) consume.queueArguments = queueArguments;
   if (o.createQueueIfNotExists === false) consume.assertQueue = false;
+  const consumerTag = q?.consumerOptions?.consumerTag;
+  if (consumerTag !== undefined) consume.consumerTag = consumerTag;
 
   const deserializer = o.deserializer ?? context.deserializer;
   const lenient = o.allowNonJsonMessages === true;
@@ -340,26 +386,37 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
       return msg.text();
     }
   };
-  return { consume, onFailure: o.onFailure, body, channel: q?.channel };
+  return { consume, onFailure: o.onFailure, body, channel: q?.channel, bindings: others };
 }
 
 /**
- * The binding keys of golevelup's `bindings`: each must name `exchange` (or
- * the same exchange as the others, when `exchange` is not given); bindings to
- * several exchanges are added to `refused`.
+ * golevelup's `bindings`, split: the keys of those to the consumer's exchange
+ * (`exchange`, else the first binding's), which the consumer binds, and the
+ * bindings to other exchanges.
  */
-function bindingKeysOf(o: RabbitSubscribeOptions, refused: ForeignOption[]): { exchange?: string; keys: string[] } {
-  const bindings: readonly RabbitSubscribeBinding[] | undefined = o.bindings;
-  if (bindings === undefined) return { exchange: o.exchange, keys: [] };
-  const exchanges = new Set([...(o.exchange === undefined ? [] : [o.exchange]), ...bindings.map((b) => b.exchange)]);
-  if (exchanges.size > 1) {
-    refused.push({
-      option: 'bindings',
-      why: 'the queue is bound to one exchange (`exchange`) with one or more routing keys; bind the other exchanges to it (an exchange-to-exchange binding), or give each exchange a queue and a handler of its own',
-    });
-    return { exchange: o.exchange, keys: [] };
-  }
-  return { exchange: o.exchange ?? bindings[0]?.exchange, keys: bindings.map((b) => b.routingKey) };
+function bindingKeysOf(o: RabbitSubscribeOptions): { exchange?: string; keys: string[]; others: RabbitSubscribeBinding[] } {
+  const given: unknown = o.bindings;
+  if (given === undefined) return { exchange: o.exchange, keys: [], others: [] };
+  if (!Array.isArray(given)) throw new InvalidOptionsError('bindings must be a list of { exchange, routingKey }');
+  (given as unknown[]).forEach((b, i) => {
+    checkObject(`bindings[${i}]`, b, 'an object such as { exchange, routingKey }');
+    checkKeys(`bindings[${i}]`, b as object, { exchange: true, routingKey: true });
+    checkString(`bindings[${i}].exchange`, (b as RabbitSubscribeBinding).exchange, { optional: false, nonEmpty: true });
+    checkString(`bindings[${i}].routingKey`, (b as RabbitSubscribeBinding).routingKey, { optional: false });
+  });
+  const bindings = given as readonly RabbitSubscribeBinding[];
+  const exchange = o.exchange ?? bindings[0]?.exchange;
+  const own = bindings.filter((b) => b.exchange === exchange);
+  return { exchange, keys: own.map((b) => b.routingKey), others: bindings.filter((b) => b.exchange !== exchange) };
+}
+
+/**
+ * Binds `queue` to the exchanges of golevelup's `bindings` other than its
+ * consumer's own (which must exist), once the consumer made the queue.
+ * @internal
+ */
+export async function bindOthers(rr: Pick<RabbitRetry, 'bindQueue'>, queue: string, bindings: readonly RabbitSubscribeBinding[]): Promise<void> {
+  for (const b of bindings) await rr.bindQueue(queue, b.exchange, b.routingKey);
 }
 
 /**

@@ -2,6 +2,7 @@
 //! requests that wait for a reply and the replies to them, on lapin and tokio.
 
 pub(crate) mod connection;
+pub(crate) mod declare;
 pub(crate) mod fields;
 pub(crate) mod hosts;
 pub(crate) mod parked;

@@ -80,7 +80,7 @@ pub struct NativeRate {
 /// A connection to the broker, and the retry table when one is configured.
 #[napi]
 pub struct NativeClient {
-    broker: Arc<Broker>,
+    pub(super) broker: Arc<Broker>,
     /// Replies to requests, on a connection of their own opened on the first.
     replier: Replier,
     store: Option<Arc<RetryStore>>,

@@ -7,6 +7,7 @@
 mod client;
 mod consumer;
 mod convert;
+mod declare;
 mod names;
 mod outbox;
 mod parked;

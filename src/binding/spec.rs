@@ -72,6 +72,8 @@ pub struct ConsumeOptions {
     pub retry_queue_arguments: Option<String>,
     /// Arguments added to the parked queue's declaration, as a JSON object.
     pub parked_queue_arguments: Option<String>,
+    /// The consumer's tag on the work queue. @default one the broker makes
+    pub consumer_tag: Option<String>,
 }
 
 /// The exchange types `exchangeType` takes; the first is its default.
@@ -89,6 +91,8 @@ pub(crate) struct ConsumeSpec {
     table_max_attempts: Option<u32>,
     /// Quorum queues: the consumer's `x-consumer-timeout`.
     consumer_timeout_ms: Option<u32>,
+    /// The consumer's tag, when the options name one.
+    consumer_tag: Option<String>,
 }
 
 impl ConsumeSpec {
@@ -158,6 +162,10 @@ impl ConsumeSpec {
             validate_name("routing key", key, true)
                 .map_err(|e| invalid(format!("routingKey: {e}")))?;
         }
+        if let Some(tag) = &options.consumer_tag {
+            validate_name("consumer tag", tag, false)
+                .map_err(|e| invalid(format!("consumerTag: {e}")))?;
+        }
         let topology = Topology {
             queue: options.queue,
             exchange: options.exchange,
@@ -188,6 +196,7 @@ impl ConsumeSpec {
             recovery,
             table_max_attempts,
             consumer_timeout_ms,
+            consumer_tag: options.consumer_tag,
         })
     }
 
@@ -215,6 +224,7 @@ impl ConsumeSpec {
             recovery: self.recovery,
             table,
             consumer_timeout_ms: self.consumer_timeout_ms,
+            consumer_tag: self.consumer_tag,
         })
     }
 }
@@ -346,7 +356,7 @@ fn recovery(options: &ConsumeOptions) -> napi::Result<Recovery> {
 
 /// Queue arguments from their JSON form: an object of names to strings,
 /// numbers and booleans.
-fn arguments(option: &str, json: Option<&str>) -> napi::Result<FieldTable> {
+pub(super) fn arguments(option: &str, json: Option<&str>) -> napi::Result<FieldTable> {
     let Some(json) = json else {
         return Ok(FieldTable::default());
     };

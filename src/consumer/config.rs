@@ -67,6 +67,8 @@ pub(crate) struct ConsumerConfig {
     pub table: Option<TableConfig>,
     /// Quorum queues: the `x-consumer-timeout` consumer argument, in ms.
     pub consumer_timeout_ms: Option<u32>,
+    /// The consumer's tag; `None` lets the broker make one.
+    pub consumer_tag: Option<String>,
 }
 
 /// The retry table after the retry queues.

@@ -87,9 +87,13 @@ pub(super) trait LinkChannel: Clone + Send + Sync + 'static {
     /// every delivery still unacked.
     fn close(&self, reason: &str, limit: Duration) -> impl Future<Output = ()> + Send;
 
-    /// `basic.consume` of `queue` again (after a cancel): the new consumer's
-    /// tag and deliveries.
-    fn consume(&self, queue: &str) -> impl Future<Output = Result<(String, Deliveries)>> + Send;
+    /// `basic.consume` of `queue` again (after a cancel), with the tag `tag`
+    /// (`""`: the broker makes one): the new consumer's tag and deliveries.
+    fn consume(
+        &self,
+        queue: &str,
+        tag: &str,
+    ) -> impl Future<Output = Result<(String, Deliveries)>> + Send;
 
     /// `basic.get` of `queue`, unacked: the next ready message, if any.
     fn get(&self, queue: &str) -> impl Future<Output = Result<Option<Delivery>>> + Send;
@@ -188,11 +192,11 @@ impl LinkChannel for Channel {
         close_channel(self, reason, limit).await;
     }
 
-    async fn consume(&self, queue: &str) -> Result<(String, Deliveries)> {
+    async fn consume(&self, queue: &str, tag: &str) -> Result<(String, Deliveries)> {
         let consumer = self
             .basic_consume(
                 queue.into(),
-                "".into(),
+                tag.into(),
                 BasicConsumeOptions::default(),
                 FieldTable::default(),
             )

@@ -41,7 +41,7 @@ pub(super) async fn subscribe(
     let consumer = bounded("basic.consume", step, async {
         ch.basic_consume(
             queue.as_str().into(),
-            "".into(),
+            config.consumer_tag.as_deref().unwrap_or("").into(),
             BasicConsumeOptions::default(),
             arguments,
         )

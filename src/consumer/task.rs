@@ -277,7 +277,8 @@ impl<L: Link> ConsumerTask<L> {
             ));
         };
         let queue = self.config.topology.queue.clone();
-        match bounded("basic.consume", self.step(), ch.consume(&queue)).await {
+        let tag = self.config.consumer_tag.as_deref().unwrap_or("");
+        match bounded("basic.consume", self.step(), ch.consume(&queue, tag)).await {
             Ok((consumer_tag, deliveries)) => Phase::Consuming {
                 deliveries,
                 consumer_tag,

@@ -30,6 +30,7 @@ fn options(queue: &str) -> ConsumeOptions {
         queue_arguments: None,
         retry_queue_arguments: None,
         parked_queue_arguments: None,
+        consumer_tag: None,
     }
 }
 
@@ -367,4 +368,11 @@ fn broker_delay_is_one_choice_on_a_quorum_queue() {
         o.delivery_limit = Some(3);
     }))
     .contains("deliveryLimit (3) must be above onFailure.brokerDelay.attempts (3)"));
+}
+
+#[test]
+fn a_consumer_tag_is_a_short_string() {
+    assert!(refused(with(|o| o.consumer_tag = Some(String::new()))).contains("consumerTag"));
+    assert!(refused(with(|o| o.consumer_tag = Some("t".repeat(256)))).contains("consumerTag"));
+    assert!(ConsumeSpec::validate(with(|o| o.consumer_tag = Some("orders-1".into()))).is_ok());
 }

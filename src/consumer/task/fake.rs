@@ -199,7 +199,7 @@ impl LinkChannel for FakeChannel {
         self.ops.lock().unwrap().push(Op::Close { ch });
     }
 
-    async fn consume(&self, _queue: &str) -> Result<(String, Deliveries)> {
+    async fn consume(&self, _queue: &str, _tag: &str) -> Result<(String, Deliveries)> {
         let ch = self.n;
         self.ops.lock().unwrap().push(Op::Consume { ch });
         let (tx, rx) = mpsc::unbounded_channel();

@@ -25,7 +25,14 @@ describe('Rabbit Cancel and Resume', () => {
       providers: [],
       imports: [
         RabbitRetryModule.forRoot({
+          exchanges: [
+            {
+              name: exchange,
+              type: 'topic',
+            },
+          ],
           url: uri,
+          connectionInitOptions: { wait: true, reject: true, timeout: 3000 },
           logger: customLogger,
         }),
       ],

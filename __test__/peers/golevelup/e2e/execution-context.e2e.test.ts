@@ -52,7 +52,14 @@ describe('Rabbit Subscribe Without Register Handlers', () => {
       providers: [SubscribeService, TestInterceptor],
       imports: [
         RabbitRetryModule.forRoot({
+          exchanges: [
+            {
+              name: exchange,
+              type: 'topic',
+            },
+          ],
           url: uri,
+          connectionInitOptions: { wait: true, reject: true, timeout: 3000 },
         }),
       ],
     }).compile();

@@ -55,6 +55,7 @@ describe('Rabbit Graceful Shutdown', () => {
       imports: [
         RabbitRetryModule.forRoot({
           url: uri,
+          connectionInitOptions: { wait: true, reject: true, timeout: 3000 },
         }),
       ],
     }).compile();

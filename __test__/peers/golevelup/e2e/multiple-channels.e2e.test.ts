@@ -150,6 +150,12 @@ describe('Rabbit Multiple Channels', () => {
       providers: [SubscribeToMultipleChannelsService],
       imports: [
         RabbitRetryModule.forRoot({
+          exchanges: [
+            {
+              name: exchange,
+              type: 'topic',
+            },
+          ],
           channels: {
             [channel1]: {
               prefetchCount: 1,
@@ -163,6 +169,7 @@ describe('Rabbit Multiple Channels', () => {
             },
           },
           url: uri,
+          connectionInitOptions: { wait: true, reject: true, timeout: 3000 },
         }),
       ],
     }).compile();

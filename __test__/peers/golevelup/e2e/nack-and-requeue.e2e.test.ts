@@ -61,7 +61,14 @@ describe('Nack and Requeue', () => {
       imports: [
         RabbitRetryModule.forRootAsync({
           useFactory: () => ({
+            exchanges: [
+              {
+                name: exchange,
+                type: 'topic',
+              },
+            ],
             url: uri,
+            connectionInitOptions: { wait: true, reject: true, timeout: 3000 },
           }),
         }),
       ],

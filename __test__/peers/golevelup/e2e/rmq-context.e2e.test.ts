@@ -50,7 +50,14 @@ describe('RMQ Context in Global interceptor', () => {
       providers: [SubscribeService, TestInterceptor],
       imports: [
         RabbitRetryModule.forRoot({
+          exchanges: [
+            {
+              name: exchange,
+              type: 'topic',
+            },
+          ],
           url: uri,
+          connectionInitOptions: { wait: true, reject: true, timeout: 3000 },
         }),
       ],
     }).compile();
@@ -65,8 +72,7 @@ describe('RMQ Context in Global interceptor', () => {
     await app.close();
   });
 
-  // rabbit-retry: the context type is 'rabbit-retry', not 'rmq' (__test__/peers/CHANGES.md)
-  it.skip('should recognize as rmq context type and not the default (HTTP)', (done) => {
+  it('should recognize as rmq context type and not the default (HTTP)', (done) => {
     amqpConnection.publish(exchange, 'x', `test-message`);
     expect.assertions(1);
 

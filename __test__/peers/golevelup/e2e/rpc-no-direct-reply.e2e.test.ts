@@ -39,7 +39,14 @@ describe('Rabbit Direct Reply To', () => {
       providers: [RpcService],
       imports: [
         RabbitRetryModule.forRoot({
+          exchanges: [
+            {
+              name: exchange,
+              type: 'topic',
+            },
+          ],
           url: uri,
+          connectionInitOptions: { wait: true, reject: true, timeout: 3000 },
           enableDirectReplyTo: false,
         }),
       ],

@@ -77,7 +77,14 @@ describe('Rabbit Subscribe', () => {
       ],
       imports: [
         RabbitRetryModule.forRoot({
+          exchanges: [
+            {
+              name: exchange,
+              type: 'topic',
+            },
+          ],
           url: uri,
+          connectionInitOptions: { wait: true, reject: true, timeout: 3000 },
           logger: customLogger,
           serializer: moduleSerializer,
           deserializer: moduleDeserializer,

@@ -96,6 +96,16 @@ class SubscribeService {
     testHandler(message);
   }
 
+  @RabbitSubscribe({
+    queue: nonExistingQueue,
+    queueOptions: {
+      consumerOptions: { consumerTag: preDefinedConsumerTag },
+    },
+    createQueueIfNotExists: true,
+  })
+  handlePredefinedConsumerTag(msg: object, rawMsg: any) {
+    testHandler(msg, rawMsg);
+  }
 
   @RabbitSubscribe({
     exchange,
@@ -137,7 +147,7 @@ class SubscribeService {
     deleteHandler(message);
   }
 
-  @RabbitSubscribe({ exchange: FANOUT, exchangeType: 'fanout', routingKey: '', queue: 'fanoutQueue' })
+  @RabbitSubscribe({ exchange: FANOUT, routingKey: '', queue: 'fanoutQueue' })
   emptyRoutingKey(message: any) {
     fanoutHandler(message);
   }
@@ -153,6 +163,16 @@ class SubscribeService {
 
 
 
+  @RabbitSubscribe({
+    queue: bindingsQueue,
+    bindings: [
+      { exchange, routingKey: bindingsRoutingKey1 },
+      { exchange: exchange2, routingKey: bindingsRoutingKey2 },
+    ],
+  })
+  handleBindings(message: object) {
+    bindingsHandler(message);
+  }
 }
 
 describe('Rabbit Subscribe', () => {
@@ -169,6 +189,20 @@ describe('Rabbit Subscribe', () => {
       providers: [SubscribeService],
       imports: [
         RabbitRetryModule.forRoot({
+          exchanges: [
+            {
+              name: exchange,
+              type: 'topic',
+            },
+            {
+              name: FANOUT,
+              type: FANOUT,
+            },
+            {
+              name: exchange2,
+              type: 'topic',
+            },
+          ],
           handlers: {
             handler1: {
               queue: 'handler1Queue',
@@ -189,6 +223,7 @@ describe('Rabbit Subscribe', () => {
             ],
           },
           url: uri,
+          connectionInitOptions: { wait: true, reject: true, timeout: 3000 },
           logger: customLogger,
         }),
       ],
@@ -309,15 +344,14 @@ describe('Rabbit Subscribe', () => {
     expect(testHandler).toHaveBeenCalledWith(message);
   });
 
-  // rabbit-retry: consumer tags are not set (queueOptions.consumerOptions) (__test__/peers/CHANGES.md)
-  it.skip('should receive messages in new queue that containing the predefined consumer tag', async () => {
+  it('should receive messages in new queue that containing the predefined consumer tag', async () => {
     const message = '{"key2":"value2"}';
     amqpConnection.publish(amqDefaultExchange, nonExistingQueue, message);
 
     await setTimeout(50);
     expect(testHandler).toHaveBeenCalledTimes(1);
     const msg = testHandler.mock.calls[0][1];
-    expect(msg.fields.consumerTag).toEqual(preDefinedConsumerTag);
+    expect(msg.consumerTag).toEqual(preDefinedConsumerTag);
   });
 
   it('should route messages to fanout exchange handlers with no routing key', async () => {
@@ -570,8 +604,7 @@ describe('Rabbit Subscribe', () => {
   });
 
   describe('Bindings per routing key', () => {
-    // rabbit-retry: bindings to two exchanges: one queue is bound to one exchange (__test__/peers/CHANGES.md)
-  it.skip('should receive messages from first exchange binding', async () => {
+    it('should receive messages from first exchange binding', async () => {
       amqpConnection.publish(
         exchange,
         bindingsRoutingKey1,
@@ -584,8 +617,7 @@ describe('Rabbit Subscribe', () => {
       expect(bindingsHandler).toHaveBeenCalledWith('message-from-exchange1');
     });
 
-    // rabbit-retry: bindings to two exchanges: one queue is bound to one exchange (__test__/peers/CHANGES.md)
-  it.skip('should receive messages from second exchange binding', async () => {
+    it('should receive messages from second exchange binding', async () => {
       amqpConnection.publish(
         exchange2,
         bindingsRoutingKey2,
@@ -598,8 +630,7 @@ describe('Rabbit Subscribe', () => {
       expect(bindingsHandler).toHaveBeenCalledWith('message-from-exchange2');
     });
 
-    // rabbit-retry: bindings to two exchanges: one queue is bound to one exchange (__test__/peers/CHANGES.md)
-  it.skip('should receive messages from both exchange bindings', async () => {
+    it('should receive messages from both exchange bindings', async () => {
       amqpConnection.publish(exchange, bindingsRoutingKey1, 'msg1');
       amqpConnection.publish(exchange2, bindingsRoutingKey2, 'msg2');
 
@@ -631,6 +662,9 @@ class GlobalConsumerTagService {
   @RabbitSubscribe({
     queue: decoratorOverridesGlobalConsumerTag,
     createQueueIfNotExists: true,
+    queueOptions: {
+      consumerOptions: { consumerTag: decoratorConsumerTag },
+    },
   })
   handleWithDecoratorOverride(msg: object, rawMsg: any) {
     globalConsumerTagHandler(msg, rawMsg);
@@ -649,6 +683,13 @@ describe('Rabbit Subscribe - Global ConsumerTag', () => {
       imports: [
         RabbitRetryModule.forRoot({
           url: uri,
+          queues: [
+            {
+              name: globalConsumerTagQueue,
+              consumerTag: globalConsumerTag,
+            },
+          ],
+          connectionInitOptions: { wait: true, reject: true, timeout: 3000 },
         }),
       ],
     }).compile();
@@ -666,8 +707,7 @@ describe('Rabbit Subscribe - Global ConsumerTag', () => {
     jest.resetAllMocks();
   });
 
-  // rabbit-retry: consumer tags are not set (the module's queues, queueOptions.consumerOptions) (__test__/peers/CHANGES.md)
-  it.skip('should use the globally configured consumerTag for a queue subscriber', async () => {
+  it('should use the globally configured consumerTag for a queue subscriber', async () => {
     const message = { test: 'global-consumer-tag' };
     amqpConnection.publish('', globalConsumerTagQueue, message);
 
@@ -675,11 +715,10 @@ describe('Rabbit Subscribe - Global ConsumerTag', () => {
 
     expect(globalConsumerTagHandler).toHaveBeenCalledTimes(1);
     const rawMsg = globalConsumerTagHandler.mock.calls[0][1];
-    expect(rawMsg.fields.consumerTag).toEqual(globalConsumerTag);
+    expect(rawMsg.consumerTag).toEqual(globalConsumerTag);
   });
 
-  // rabbit-retry: consumer tags are not set (the module's queues, queueOptions.consumerOptions) (__test__/peers/CHANGES.md)
-  it.skip('should allow a decorator-level consumerTag to override the global consumerTag', async () => {
+  it('should allow a decorator-level consumerTag to override the global consumerTag', async () => {
     const message = { test: 'decorator-override' };
     amqpConnection.publish('', decoratorOverridesGlobalConsumerTag, message);
 
@@ -687,6 +726,6 @@ describe('Rabbit Subscribe - Global ConsumerTag', () => {
 
     expect(globalConsumerTagHandler).toHaveBeenCalledTimes(1);
     const rawMsg = globalConsumerTagHandler.mock.calls[0][1];
-    expect(rawMsg.fields.consumerTag).toEqual(decoratorConsumerTag);
+    expect(rawMsg.consumerTag).toEqual(decoratorConsumerTag);
   });
 });

@@ -15,7 +15,14 @@ const uri = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
   imports: [
     RabbitRetryModule.forRootAsync({
       useFactory: () => ({
+        exchanges: [
+          {
+            name: 'exchange2',
+            type: 'topic',
+          },
+        ],
         url: uri,
+        connectionInitOptions: { wait: true, reject: true, timeout: 3000 },
         enableControllerDiscovery: true,
       }),
     }),

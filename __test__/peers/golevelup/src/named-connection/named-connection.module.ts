@@ -16,7 +16,14 @@ const uri = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
     RabbitRetryModule.forRootAsync({
       useFactory: () => ({
         name: CONNECTION_NAME,
+        exchanges: [
+          {
+            name: 'exchange3',
+            type: 'topic',
+          },
+        ],
         url: uri,
+        connectionInitOptions: { wait: true, reject: true, timeout: 3000 },
       }),
     }),
   ],
