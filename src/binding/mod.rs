@@ -10,6 +10,7 @@ mod convert;
 mod names;
 mod outbox;
 mod parked;
+mod publish;
 mod reply;
 mod spec;
 mod table;
