@@ -22,19 +22,6 @@ export declare class NativeClient {
    */
   consume(options: ConsumeOptions): Promise<NativeConsumer>
   /**
-   * Publishes with `mandatory` on the confirm channel and waits for the
-   * broker; rejects with `UNROUTABLE`, `PUBLISH_NACKED` or `PUBLISH_FAILED`.
-   */
-  publish(exchange: string, routingKey: string, body: Buffer, properties?: MessageProperties | undefined | null): Promise<void>
-  /**
-   * Publishes a reply to a request's `reply-to` (the default exchange),
-   * mandatory, on the connection of replies, and waits for the broker;
-   * rejects with `REPLY_REFUSED` when the broker would refuse the reply
-   * or did (closing the channel over it), `UNROUTABLE`, `PUBLISH_NACKED`
-   * or `PUBLISH_FAILED`.
-   */
-  reply(replyTo: string, body: Buffer, properties?: MessageProperties | undefined | null): Promise<void>
-  /**
    * Lets JavaScript trace the scheduler's drains: `start` is called before
    * each row is published and may return the trace context the published
    * copy carries; `end` after, with the error when the publish failed.
@@ -106,6 +93,21 @@ export declare class NativeClient {
   declareQueue(name: string, declaration: NativeDeclaration): Promise<void>
   /** Binds the exchange `destination` to `source` with `pattern`. */
   bindExchange(destination: string, source: string, pattern: string, argumentsJson?: string | undefined | null): Promise<void>
+  /**
+   * Publishes with `mandatory` on the confirm channel and waits for the
+   * broker; rejects with `UNROUTABLE`, `PUBLISH_NACKED` or `PUBLISH_FAILED`.
+   * Publishes reach the broker in call order (the turn is taken here, on
+   * the JavaScript thread), their confirms awaited together.
+   */
+  publish(exchange: string, routingKey: string, body: Buffer, properties?: MessageProperties | undefined | null): Promise<void>
+  /**
+   * Publishes a reply to a request's `reply-to` (the default exchange),
+   * mandatory, on the connection of replies, and waits for the broker;
+   * rejects with `REPLY_REFUSED` when the broker would refuse the reply
+   * or did (closing the channel over it), `UNROUTABLE` (a reply to a
+   * named queue; see `Replier::reply`), `PUBLISH_NACKED` or `PUBLISH_FAILED`.
+   */
+  reply(replyTo: string, body: Buffer, properties?: MessageProperties | undefined | null): Promise<void>
 }
 
 /** A running consumer. */
@@ -197,6 +199,7 @@ export declare class NativeReplySession {
    * Publishes a request with `reply-to` set to direct reply-to, mandatory,
    * and waits for the broker's confirm; rejects with `UNROUTABLE`,
    * `PUBLISH_NACKED`, `PUBLISH_FAILED` or `CLOSED`.
+   * Requests reach the broker in the order of the calls.
    */
   request(exchange: string, routingKey: string, body: Buffer, properties?: MessageProperties | undefined | null): Promise<void>
   /**

@@ -286,7 +286,9 @@ export class RabbitRetry {
    * Publishes the reply to a request to its `replyTo` (through the default
    * exchange), on a connection of replies opened on the first, and waits for
    * the broker's confirm. Rejects with a `ReplyRefusedError` when the
-   * broker would refuse the reply or did, else as {@link RabbitRetry.publish}.
+   * broker would refuse the reply or did, else as {@link RabbitRetry.publish};
+   * a reply to a direct reply-to address is never `UNROUTABLE` (the broker's
+   * return of one says nothing: RabbitMQ 3.x returns them all, delivered or not).
    * @internal
    */
   async reply(replyTo: string, body: Buffer, options: PublishOptions = {}): Promise<void> {

@@ -189,15 +189,19 @@ export class RequestTimeoutError extends RabbitRetryError {
 
 /**
  * The handler of a request failed, and answered with its error (`rr.request`):
- * `remoteName` and `message` are the handler's error's class and message.
+ * `remoteName`, `message` and `remoteCode` are the handler's error's class,
+ * message and `code`.
  */
 export class RemoteError extends RabbitRetryError {
   /** The class of the handler's error (`Error`, `RpcException`, …). */
   readonly remoteName: string;
+  /** The handler's error's `code` when it had a string one (`ECONNREFUSED`, `UNROUTABLE`, an application's own). */
+  readonly remoteCode: string | undefined;
 
-  constructor(remoteName: string, message: string) {
+  constructor(remoteName: string, message: string, remoteCode?: string) {
     super('REMOTE_ERROR', message);
     this.remoteName = remoteName;
+    this.remoteCode = remoteCode;
   }
 }
 

@@ -45,7 +45,8 @@ export const REQUEST_OPTION_KEYS = {
 
 /**
  * The header of a reply that answers with the handler's error instead of a result:
- * its value is the error's class name, the body `{ status: 'error', message }`.
+ * its value is the error's class name, the body `{ status: 'error', message }`, with
+ * `code` when the error has a string one.
  */
 export const REPLY_ERROR_HEADER = 'rabbit-retry-error';
 
@@ -112,8 +113,13 @@ export function replyValue(msg: Message): unknown {
   const failed = msg.headers[REPLY_ERROR_HEADER];
   if (failed !== undefined) {
     const body = parsed(msg);
-    const message = body !== null && typeof body === 'object' ? (body as { message?: unknown }).message : body;
-    throw new RemoteError(typeof failed === 'string' ? failed : JSON.stringify(failed), typeof message === 'string' ? message : JSON.stringify(message));
+    const { message, code } =
+      body !== null && typeof body === 'object' ? (body as { message?: unknown; code?: unknown }) : { message: body, code: undefined };
+    throw new RemoteError(
+      typeof failed === 'string' ? failed : JSON.stringify(failed),
+      typeof message === 'string' ? message : JSON.stringify(message),
+      typeof code === 'string' ? code : undefined,
+    );
   }
   return parsed(msg);
 }

@@ -19,9 +19,10 @@
 #      PATH so npm, npx, tsc and jest run under it, creates the project (a
 #      NestJS service with @nestjs/microservices), installs the tarball,
 #      type-checks with skipLibCheck off (tsc --noEmit), runs the project's Jest
-#      e2e specs against the broker at AMQP_URL (a RabbitRetryModule service,
-#      and a microservice on RabbitRetryServer), then builds the project with
-#      tsc and runs the microservice's main with node;
+#      e2e specs against the broker at AMQP_URL (a RabbitRetryModule service, a
+#      @RabbitRPC handler answering rr.request and AmqpConnection.request, and a
+#      microservice on RabbitRetryServer), then builds the project with tsc and
+#      runs the microservice's main with node;
 #   4. prints one summary line per row with the versions it resolved.
 # Rows run one after another; a failing row does not stop the next ones.
 # Exits non-zero when any row fails.

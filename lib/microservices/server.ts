@@ -8,7 +8,7 @@ import { RabbitRetry } from '../client';
 import type { ConsumeOptions, PublishOptions } from '../options';
 import type { Consumer } from '../consumer';
 import type { ConsumerEvents } from '../consumer/events';
-import { ClosedError, InvalidOptionsError, NoHandlerError, NonRetryableError, RabbitRetryError, ReplyRefusedError, UnroutableError } from '../errors';
+import { ClosedError, InvalidOptionsError, NoHandlerError, NonRetryableError, RabbitRetryError, ReplyRefusedError } from '../errors';
 import type { Message } from '../message';
 import {
   checkBoolean,
@@ -36,9 +36,6 @@ export type RabbitRetryServerEvents = ConsumerEvents;
 
 /** The statuses a server reports through `status` (NestJS 11 and later). */
 export type RabbitRetryServerStatus = 'connected' | 'disconnected' | 'closed';
-
-/** The prefix of the names RabbitMQ gives direct reply-to addresses. */
-const DIRECT_REPLY_TO = 'amq.rabbitmq.reply-to';
 
 /** A message's pattern as text, as Nest's handlers are registered by it. */
 function patternText(pattern: unknown): string {
@@ -426,8 +423,6 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
       });
     } catch (err) {
       if (err instanceof ReplyRefusedError) throw err;
-      // RabbitMQ returns every mandatory publish to a direct reply-to address, delivered or not.
-      if (err instanceof UnroutableError && replyTo.startsWith(DIRECT_REPLY_TO)) return;
       this.logger.warn(`the reply to ${replyTo} could not be sent (${err instanceof RabbitRetryError ? err.code : 'error'}): ${reasonOf(err)}`);
     }
   }

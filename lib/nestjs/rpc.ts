@@ -51,7 +51,7 @@ export interface RabbitRPCOptions extends Omit<RabbitSubscribeOptions, 'errorHan
  * {@link RabbitSubscribe} would consume it, the value (through the module's
  * `serializer`, JSON by default) goes to the request's `reply-to` with its
  * correlation id and headers. A handler that throws answers with
- * `{ status: 'error', message }` (and the `rabbit-retry-error` header, which
+ * `{ status: 'error', message, code }` (and the `rabbit-retry-error` header, which
  * `rr.request` turns into a `RemoteError`), then the request is acked; a
  * request without a reply-to takes the failure path. A {@link Nack} sends no
  * reply: `new Nack(true)` retries, `new Nack()` parks.
@@ -103,9 +103,8 @@ export interface Answerer {
 
 /**
  * Sends a reply. The broker's refusal of it (`REPLY_REFUSED`) parks the request;
- * any other failure is logged, not retried (a mandatory publish to a direct
- * reply-to address can come back unroutable although the caller had it, and a
- * request handled again would run its handler twice).
+ * any other failure (a named reply queue that is gone, a confirm that never came)
+ * is logged, not retried: a request handled again would run its handler twice.
  */
 async function send(a: Answerer, replyTo: string, body: Buffer, options: PublishOptions): Promise<void> {
   try {
@@ -150,9 +149,20 @@ export async function answerFailure(a: Answerer, msg: Message, err: unknown): Pr
   const replyTo = msg.properties.replyTo;
   if (replyTo === undefined) throw err;
   const name = err instanceof Error ? err.name : 'Error';
-  const body = Buffer.from(JSON.stringify({ status: 'error', message: reasonOf(err) }));
+  const body = Buffer.from(JSON.stringify({ status: 'error', message: reasonOf(err), code: codeOf(err) }));
   const options = replyOptions(msg, a.options.usePersistentReplyTo === true, { [REPLY_ERROR_HEADER]: name });
   await send(a, replyTo, body, options);
+}
+
+/** The error's string `code`, if it has one (left out of the JSON otherwise). */
+function codeOf(err: unknown): string | undefined {
+  if (err === null || typeof err !== 'object') return undefined;
+  try {
+    const { code } = err as { code?: unknown };
+    return typeof code === 'string' ? code : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 async function runErrorHandler(a: Answerer, msg: Message, err: unknown, handler: RpcErrorHandler): Promise<void> {

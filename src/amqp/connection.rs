@@ -10,6 +10,7 @@ use lapin::{Connection, ConnectionProperties};
 use tokio::sync::{Mutex, RwLock};
 
 use super::hosts::{self, Host};
+use super::order::Turn;
 use super::publisher::{OpenChannel, Publisher};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -193,7 +194,8 @@ impl Broker {
     }
 
     /// Publishes an application message on the confirm channel of the
-    /// application's own publishes (see [`Publisher::publish`]).
+    /// application's own publishes (see [`Publisher::publish`]), after the
+    /// publishes that started before it started.
     pub(crate) async fn publish(
         &self,
         exchange: &str,
@@ -201,8 +203,29 @@ impl Broker {
         body: &[u8],
         properties: lapin::BasicProperties,
     ) -> Result<()> {
+        let turn = self.publish_turn();
+        self.publish_in_turn(turn, exchange, routing_key, body, properties)
+            .await
+    }
+
+    /// The place among the application's publishes of one made now: the
+    /// publish sent with it ([`Broker::publish_in_turn`]) reaches the broker
+    /// after those whose turns were taken before.
+    pub(crate) fn publish_turn(&self) -> Turn {
+        self.publisher.turn()
+    }
+
+    /// [`Broker::publish`] in `turn`.
+    pub(crate) async fn publish_in_turn(
+        &self,
+        turn: Turn,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+        properties: lapin::BasicProperties,
+    ) -> Result<()> {
         self.publisher
-            .publish(self, exchange, routing_key, body, properties)
+            .publish(turn, self, exchange, routing_key, body, properties)
             .await
     }
 
@@ -223,7 +246,14 @@ impl Broker {
         properties: lapin::BasicProperties,
     ) -> Result<()> {
         self.republisher
-            .publish(self, exchange, routing_key, body, properties)
+            .publish(
+                self.republisher.turn(),
+                self,
+                exchange,
+                routing_key,
+                body,
+                properties,
+            )
             .await
     }
 

@@ -5,6 +5,7 @@ pub(crate) mod connection;
 pub(crate) mod declare;
 pub(crate) mod fields;
 pub(crate) mod hosts;
+pub(crate) mod order;
 pub(crate) mod parked;
 pub(crate) mod properties;
 pub(crate) mod publisher;

@@ -1,6 +1,7 @@
 //! The one place messages are published: a confirm channel separate from the
 //! consuming ones, `mandatory` on every publish, and only an `Ack` without a
-//! return counts as success.
+//! return counts as success. Publishes reach the channel in the order their
+//! turns were taken (see [`super::order`]); confirms are awaited concurrently.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -11,6 +12,7 @@ use lapin::{BasicProperties, Channel, Confirmation};
 use tokio::sync::Mutex;
 
 use super::fields::short_name;
+use super::order::{SendOrder, Turn};
 use crate::error::{amqp_reply, Error, ErrorKind, Result};
 use crate::retry::RETRY_ORIGINAL_USER_ID;
 
@@ -33,6 +35,7 @@ pub(crate) struct Publisher {
     channel: Mutex<Option<Channel>>,
     confirm_timeout: Duration,
     refused_in_a_row: AtomicU32,
+    order: SendOrder,
 }
 
 impl Publisher {
@@ -42,7 +45,14 @@ impl Publisher {
             channel: Mutex::new(None),
             confirm_timeout,
             refused_in_a_row: AtomicU32::new(0),
+            order: SendOrder::default(),
         }
+    }
+
+    /// The place of a publish made now among this publisher's publishes:
+    /// taken when the publish is made, given to [`Publisher::publish`].
+    pub(crate) fn turn(&self) -> Turn {
+        self.order.turn()
     }
 
     /// The confirm channel, opened (again) when it is missing or closed, on a
@@ -73,10 +83,12 @@ impl Publisher {
         Ok(ch)
     }
 
-    /// Publishes `body` to `exchange` with `routing_key`, mandatory, and waits
-    /// for the broker's confirm. Succeeds only on an `Ack` with no return.
+    /// Publishes `body` to `exchange` with `routing_key`, mandatory, in
+    /// `turn`, and waits for the broker's confirm. Succeeds only on an `Ack`
+    /// with no return.
     pub(crate) async fn publish(
         &self,
+        mut turn: Turn,
         conn: &impl OpenChannel,
         exchange: &str,
         routing_key: &str,
@@ -86,9 +98,12 @@ impl Publisher {
         // Checked before a channel is opened for a publish that cannot be sent.
         short_name("exchange", exchange)?;
         short_name("routing key", routing_key)?;
+        // In turn from the channel on: a publish that opens it is sent first.
+        turn.wait().await;
         let ch = self.channel(conn).await?;
         let confirmation = publish_confirmed(
             &ch,
+            turn,
             exchange,
             routing_key,
             body,
@@ -114,10 +129,12 @@ impl Publisher {
 }
 
 /// Publishes `body` to `exchange` with `routing_key` on `ch` (a channel in
-/// confirm mode), mandatory, and waits at most `timeout` for the broker's
-/// confirm; see [`confirmed`] for what the confirm means.
+/// confirm mode), mandatory, in `turn` ([`Turn::alone`] when order does not
+/// matter), and waits at most `timeout` for the broker's confirm; see
+/// [`confirmed`] for what the confirm means.
 pub(crate) async fn publish_confirmed(
     ch: &Channel,
+    turn: Turn,
     exchange: &str,
     routing_key: &str,
     body: &[u8],
@@ -127,17 +144,18 @@ pub(crate) async fn publish_confirmed(
     let exchange_name = short_name("exchange", exchange)?;
     let key = short_name("routing key", routing_key)?;
     let target = describe(exchange, routing_key);
-    let confirm = ch
-        .basic_publish(
-            exchange_name,
-            key,
-            BasicPublishOptions {
-                mandatory: true,
-                immediate: false,
-            },
-            body,
-            properties,
-        )
+    let sending = ch.basic_publish(
+        exchange_name,
+        key,
+        BasicPublishOptions {
+            mandatory: true,
+            immediate: false,
+        },
+        body,
+        properties,
+    );
+    let confirm = turn
+        .send(sending)
         .await
         .map_err(|e| publish_error(&target, &e))?;
     tokio::time::timeout(timeout, confirm)

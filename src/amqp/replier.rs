@@ -88,14 +88,32 @@ impl Replier {
     /// Publishes a reply to the default exchange with `reply_to` as routing
     /// key, mandatory, and waits for the confirm. Fails with `REPLY_REFUSED`
     /// when the broker would refuse it or did, `UNROUTABLE` when no queue
-    /// took it (RabbitMQ returns every reply to a direct reply-to address,
-    /// delivered or not), and as any publish fails otherwise.
+    /// took a reply to a named queue, and as any publish fails otherwise.
+    ///
+    /// A return of a reply to a direct reply-to address says nothing:
+    /// RabbitMQ 3.x returns every such mandatory publish, delivered or not
+    /// (the pseudo-queue is not a queue the default exchange routes to),
+    /// and 4.x returns none, even when the requester is gone. Such a reply
+    /// succeeds once the broker confirmed it.
     pub(crate) async fn reply(
         &self,
         reply_to: &str,
         body: &[u8],
         properties: BasicProperties,
     ) -> Result<()> {
+        match self.send(reply_to, body, properties).await {
+            Err(e)
+                if e.kind == ErrorKind::Unroutable
+                    && reply_to.starts_with(DIRECT_REPLY_TO_PREFIX) =>
+            {
+                Ok(())
+            }
+            sent => sent,
+        }
+    }
+
+    /// [`Replier::reply`], a return of any reply failing with `UNROUTABLE`.
+    async fn send(&self, reply_to: &str, body: &[u8], properties: BasicProperties) -> Result<()> {
         let broker = self.broker().await?;
         if let Err(why) = check_reply(
             reply_to,

@@ -13,6 +13,7 @@ use lapin::{BasicProperties, Channel, Consumer};
 use tokio::sync::Mutex;
 
 use super::connection::Broker;
+use super::order::{SendOrder, Turn};
 use super::publisher::{confirmed, publish_confirmed};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -25,6 +26,7 @@ pub(crate) struct ReplySession {
     channel: Channel,
     replies: Mutex<Consumer>,
     confirm_timeout: Duration,
+    order: SendOrder,
 }
 
 impl ReplySession {
@@ -55,14 +57,22 @@ impl ReplySession {
             channel,
             replies: Mutex::new(replies),
             confirm_timeout: broker.confirm_timeout(),
+            order: SendOrder::default(),
         })
     }
 
-    /// Publishes a request to `exchange` with `routing_key`, its `reply-to`
-    /// set to direct reply-to, mandatory, and waits for the broker's
-    /// confirm: `UNROUTABLE` when no queue takes it.
+    /// The place among this channel's requests of one made now: the request
+    /// sent with it reaches the broker after those whose turns were taken before.
+    pub(crate) fn turn(&self) -> Turn {
+        self.order.turn()
+    }
+
+    /// Publishes a request to `exchange` with `routing_key` in `turn`, its
+    /// `reply-to` set to direct reply-to, mandatory, and waits for the
+    /// broker's confirm: `UNROUTABLE` when no queue takes it.
     pub(crate) async fn request(
         &self,
+        turn: Turn,
         exchange: &str,
         routing_key: &str,
         body: &[u8],
@@ -77,6 +87,7 @@ impl ReplySession {
         let properties = properties.with_reply_to(DIRECT_REPLY_TO.into());
         let confirmation = publish_confirmed(
             &self.channel,
+            turn,
             exchange,
             routing_key,
             body,

@@ -1,15 +1,15 @@
-//! `NativeClient`: one connection, its publisher, and the consumers made from it.
+//! `NativeClient`: one connection, its publisher, and the consumers made from it
+//! (its publishes are in `publish`).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
 
 use super::consumer::NativeConsumer;
-use super::convert::{invalid, js_error, MessageProperties};
+use super::convert::{invalid, js_error};
 use super::outbox::{
     ClientOutbox, NativeOutbox, NativeOutboxOptions, NativeRelayStop, OutboxSettings,
 };
@@ -82,7 +82,7 @@ pub struct NativeRate {
 pub struct NativeClient {
     pub(super) broker: Arc<Broker>,
     /// Replies to requests, on a connection of their own opened on the first.
-    replier: Replier,
+    pub(super) replier: Replier,
     store: Option<Arc<RetryStore>>,
     scheduler: Option<SchedulerHandle>,
     outbox: Option<ClientOutbox>,
@@ -234,42 +234,6 @@ impl NativeClient {
             .await
             .map_err(js_error)?;
         Ok(NativeConsumer::new(handle))
-    }
-
-    /// Publishes with `mandatory` on the confirm channel and waits for the
-    /// broker; rejects with `UNROUTABLE`, `PUBLISH_NACKED` or `PUBLISH_FAILED`.
-    #[napi]
-    pub async fn publish(
-        &self,
-        exchange: String,
-        routing_key: String,
-        body: Buffer,
-        properties: Option<MessageProperties>,
-    ) -> napi::Result<()> {
-        let props = properties.unwrap_or_default().into_amqp()?;
-        self.broker
-            .publish(&exchange, &routing_key, &body, props)
-            .await
-            .map_err(js_error)
-    }
-
-    /// Publishes a reply to a request's `reply-to` (the default exchange),
-    /// mandatory, on the connection of replies, and waits for the broker;
-    /// rejects with `REPLY_REFUSED` when the broker would refuse the reply
-    /// or did (closing the channel over it), `UNROUTABLE`, `PUBLISH_NACKED`
-    /// or `PUBLISH_FAILED`.
-    #[napi]
-    pub async fn reply(
-        &self,
-        reply_to: String,
-        body: Buffer,
-        properties: Option<MessageProperties>,
-    ) -> napi::Result<()> {
-        let props = properties.unwrap_or_default().into_amqp()?;
-        self.replier
-            .reply(&reply_to, &body, props)
-            .await
-            .map_err(js_error)
     }
 
     /// Lets JavaScript trace the scheduler's drains: `start` is called before

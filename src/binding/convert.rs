@@ -1,7 +1,11 @@
 //! Conversions between native values and the objects JavaScript sees.
 
+use std::future::Future;
+
 use lapin::types::ShortString;
 use lapin::BasicProperties;
+use napi::bindgen_prelude::{AsyncBlock, AsyncBlockBuilder};
+use napi::Env;
 use napi_derive::napi;
 
 use crate::amqp::fields::table_to_json;
@@ -197,6 +201,24 @@ pub(crate) fn redact_in(text: String, sources: Vec<String>) -> String {
     sources
         .iter()
         .fold(text, |text, source| redact::redact_in(&text, source))
+}
+
+/// The promise of a publish whose turn was taken: `send`, given the
+/// properties as AMQP's, run on the runtime.
+pub(super) fn sent_in_turn<F, S>(
+    env: &Env,
+    properties: Option<MessageProperties>,
+    send: F,
+) -> napi::Result<AsyncBlock<()>>
+where
+    F: FnOnce(BasicProperties) -> S + Send + 'static,
+    S: Future<Output = crate::error::Result<()>> + Send,
+{
+    AsyncBlockBuilder::new(async move {
+        let props = properties.unwrap_or_default().into_amqp()?;
+        send(props).await.map_err(js_error)
+    })
+    .build(env)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ mod declare;
 mod names;
 mod outbox;
 mod parked;
+mod publish;
 mod reply;
 mod spec;
 mod table;

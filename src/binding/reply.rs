@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::Buffer;
+use napi::bindgen_prelude::{AsyncBlock, Buffer};
+use napi::Env;
 use napi_derive::napi;
 
-use super::convert::{js_error, MessageProperties};
+use super::convert::{js_error, sent_in_turn, MessageProperties};
 use super::wire::{to_batch, NativeBatch};
 use crate::amqp::reply::ReplySession;
 use crate::consumer::DeliveryView;
@@ -30,19 +31,22 @@ impl NativeReplySession {
     /// Publishes a request with `reply-to` set to direct reply-to, mandatory,
     /// and waits for the broker's confirm; rejects with `UNROUTABLE`,
     /// `PUBLISH_NACKED`, `PUBLISH_FAILED` or `CLOSED`.
-    #[napi]
-    pub async fn request(
+    /// Requests reach the broker in the order of the calls.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn request(
         &self,
+        env: &Env,
         exchange: String,
         routing_key: String,
         body: Buffer,
         properties: Option<MessageProperties>,
-    ) -> napi::Result<()> {
-        let props = properties.unwrap_or_default().into_amqp()?;
-        self.session
-            .request(&exchange, &routing_key, &body, props)
-            .await
-            .map_err(js_error)
+    ) -> napi::Result<AsyncBlock<()>> {
+        let (turn, session) = (self.session.turn(), self.session.clone());
+        sent_in_turn(env, properties, |props| async move {
+            session
+                .request(turn, &exchange, &routing_key, &body, props)
+                .await
+        })
     }
 
     /// Waits for the next replies (at most `max`), in the consumer's batch

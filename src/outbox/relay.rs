@@ -14,6 +14,7 @@ use super::outcome::{outcome_of, settle, Outcome, INVALID_PROPERTIES};
 use super::{RelayConfig, RelayCounters};
 use crate::amqp::connection::Broker;
 use crate::amqp::fields::short_name;
+use crate::amqp::order::Turn;
 use crate::amqp::properties::Properties;
 use crate::amqp::publisher::{confirmed, publish_confirmed, Publisher};
 use crate::error::Result;
@@ -255,7 +256,7 @@ async fn publish_row(ch: &Channel, row: &OutboxRow, timeout: Duration) -> Outcom
         return Outcome::Park(INVALID_PROPERTIES, e.message);
     }
     let (exchange, key) = (&row.exchange, &row.routing_key);
-    let result = publish_confirmed(ch, exchange, key, &row.body, props, timeout)
+    let result = publish_confirmed(ch, Turn::alone(), exchange, key, &row.body, props, timeout)
         .await
         .and_then(|c| confirmed(exchange, key, c));
     outcome_of(exchange, result)

@@ -265,8 +265,7 @@ describe('Rabbit Multiple Channels', () => {
     });
   });
 
-  // rabbit-retry: five publishes not awaited may reach the broker in another order (concurrent confirmed publishes) (__test__/peers/CHANGES.md)
-  it.skip('should receive pub/sub messages in order with prefetch 1 on channel 1', (done) => {
+  it('should receive pub/sub messages in order with prefetch 1 on channel 1', (done) => {
     const numbers = [1, 2, 3, 4, 5];
 
     numbers.forEach((n) =>
