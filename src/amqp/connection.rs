@@ -237,7 +237,9 @@ impl Broker {
     /// Publishes a failed or replayed message on the confirm channel that
     /// every consumer of this connection shares for them. It is kept apart
     /// from the application's because a publish to a missing exchange closes
-    /// its channel, and with it every confirm in flight.
+    /// its channel, and with it every confirm in flight. Republishes are
+    /// independent of each other (each failed message goes on its own), so
+    /// they take no turn: none waits for another to be sent.
     pub(crate) async fn republish(
         &self,
         exchange: &str,
@@ -246,14 +248,7 @@ impl Broker {
         properties: lapin::BasicProperties,
     ) -> Result<()> {
         self.republisher
-            .publish(
-                self.republisher.turn(),
-                self,
-                exchange,
-                routing_key,
-                body,
-                properties,
-            )
+            .publish(Turn::alone(), self, exchange, routing_key, body, properties)
             .await
     }
 
