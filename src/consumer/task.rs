@@ -2,13 +2,16 @@
 //! JavaScript, acks what JavaScript settled, routes failures, recovers and stops.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use lapin::message::Delivery;
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::acks::AckLedger;
@@ -42,6 +45,19 @@ enum Phase {
     Stopped,
 }
 
+/// The failed deliveries being moved out, polled by the consumer's task
+/// itself: a confirm wakes that one task, where a task spawned per failure
+/// cost a spawn, its own wake-up and then the consumer's. A move that
+/// panics is caught and ends without an event, as a task of its own would.
+type Moves = FuturesUnordered<BoxFuture<'static, Option<(u64, Event)>>>;
+
+/// `mv` as one of the [`Moves`].
+fn move_of(
+    mv: impl Future<Output = (u64, Event)> + Send + 'static,
+) -> BoxFuture<'static, Option<(u64, Event)>> {
+    Box::pin(AssertUnwindSafe(mv).catch_unwind().map(|moved| moved.ok()))
+}
+
 pub(super) struct ConsumerTask<L: Link> {
     link: L,
     config: Arc<ConsumerConfig>,
@@ -52,7 +68,9 @@ pub(super) struct ConsumerTask<L: Link> {
     out: Outbox,
     pending: HashMap<u64, Pending>,
     next_id: u64,
-    failures: JoinSet<(u64, Event)>,
+    /// The failed deliveries being moved out (republished, stored or
+    /// returned), each with its tag and the event it ends with.
+    failures: Moves,
     acks: AckLedger,
     stuck: usize,
     last_activity: Instant,
@@ -73,7 +91,7 @@ impl<L: Link> ConsumerTask<L> {
             out: Outbox::default(),
             pending: HashMap::new(),
             next_id: 0,
-            failures: JoinSet::new(),
+            failures: Moves::new(),
             acks: AckLedger::new(spill, ACK_MAX_HOLD),
             stuck: 0,
             last_activity: Instant::now(),
@@ -165,14 +183,14 @@ impl<L: Link> ConsumerTask<L> {
                         phase = self.recover(attempt, since).await;
                     }
                 },
-                Some(joined) = self.failures.join_next(), if !self.failures.is_empty() => {
+                Some(joined) = self.failures.next(), if !self.failures.is_empty() => {
                     self.last_activity = Instant::now();
                     // The broker confirms publishes in bursts: let the other
                     // republishes of the burst finish too, so that one ack
                     // frame and one batch of events cover them all.
                     tokio::task::yield_now().await;
                     let mut finished = vec![joined];
-                    while let Some(joined) = self.failures.try_join_next() {
+                    while let Some(Some(joined)) = self.failures.next().now_or_never() {
                         finished.push(joined);
                     }
                     for (tag, event) in finished.into_iter().flatten() {
@@ -181,7 +199,7 @@ impl<L: Link> ConsumerTask<L> {
                 },
                 _ = sleep_until(self.acks.deadline()) => {},
                 _ = sleep_until(finish_by), if !self.failures.is_empty() => {
-                    self.failures.abort_all();
+                    self.failures = Moves::new();
                 },
                 _ = sleep_until(release_at) => {
                     if let Some(ch) = self.channel.take() {

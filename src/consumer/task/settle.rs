@@ -12,7 +12,7 @@ use super::super::failure::{return_failed, returned};
 use super::super::link::{Link, LinkChannel};
 use super::super::pending::Pending;
 use super::super::settlement::{Failure, Settlement};
-use super::ConsumerTask;
+use super::{move_of, ConsumerTask};
 use crate::error::{Error, ErrorKind};
 use crate::retry::{verdict, Route, Verdict};
 
@@ -89,9 +89,9 @@ impl<L: Link> ConsumerTask<L> {
     }
 
     /// Republishes a failed delivery to where `route` says (or stores it in
-    /// the retry table), on its own task; acked once that is done. A return
-    /// is a `basic.reject` with requeue on the consumer's channel instead,
-    /// never acked.
+    /// the retry table), beside the other moves the consumer's task polls;
+    /// acked once that is done. A return is a `basic.reject` with requeue on
+    /// the consumer's channel instead, never acked.
     fn move_out(&mut self, id: u64, p: Pending, f: Failure, route: Route) {
         let tag = p.delivery.delivery_tag;
         if let Route::Return {
@@ -107,7 +107,7 @@ impl<L: Link> ConsumerTask<L> {
             self.acks.returning(tag);
             let event = returned(&self.config.topology.queue, id, &p, f, delay, next_attempt);
             let step = self.step();
-            self.failures.spawn(async move {
+            self.failures.push(move_of(async move {
                 let error = match tokio::time::timeout(step, ch.reject(tag)).await {
                     Ok(Ok(())) => return (tag, event),
                     Ok(Err(e)) => e,
@@ -117,14 +117,15 @@ impl<L: Link> ConsumerTask<L> {
                     ),
                 };
                 (tag, return_failed(event, error))
-            });
+            }));
             return;
         }
         self.acks.publishing(tag);
         let routed = self
             .link
             .route_failure(self.config.clone(), id, p, f, route);
-        self.failures.spawn(async move { (tag, routed.await) });
+        self.failures
+            .push(move_of(async move { (tag, routed.await) }));
     }
 
     /// Puts deliveries JavaScript never started back in the queue.
