@@ -47,6 +47,18 @@ fn refused(what: &str, passive: bool, e: lapin::Error) -> Error {
     }
 }
 
+/// The exchange type `kind` names: one of AMQP's four, or a plugin's (such
+/// as `x-delayed-message`) by its name.
+pub(crate) fn exchange_kind(kind: &str) -> ExchangeKind {
+    match kind {
+        "direct" => ExchangeKind::Direct,
+        "fanout" => ExchangeKind::Fanout,
+        "headers" => ExchangeKind::Headers,
+        "topic" => ExchangeKind::Topic,
+        other => ExchangeKind::Custom(other.to_owned()),
+    }
+}
+
 /// Declares the exchange `name` of type `kind` (`topic`, `direct`, `fanout`,
 /// `headers`, or a plugin's, such as `x-delayed-message`), or with
 /// `passive` checks that it exists.
@@ -57,13 +69,7 @@ pub(crate) async fn declare_exchange(
     d: Declaration,
 ) -> Result<()> {
     let ch = broker.channel().await?;
-    let kind = match kind {
-        "topic" => ExchangeKind::Topic,
-        "direct" => ExchangeKind::Direct,
-        "fanout" => ExchangeKind::Fanout,
-        "headers" => ExchangeKind::Headers,
-        other => ExchangeKind::Custom(other.to_owned()),
-    };
+    let kind = exchange_kind(kind);
     let options = ExchangeDeclareOptions {
         passive: d.passive,
         durable: d.durable,

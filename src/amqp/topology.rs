@@ -12,6 +12,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::ExchangeKind;
 
 use super::connection::Broker;
+use super::declare::exchange_kind;
 use crate::error::{Error, ErrorKind, Result};
 use crate::retry::{
     parked_queue_name, retry_queue_name, supports_broker_delay, BrokerDelay, Delay,
@@ -285,13 +286,7 @@ impl Topology {
     }
 
     fn exchange_kind(&self) -> ExchangeKind {
-        match self.exchange_type.as_str() {
-            "direct" => ExchangeKind::Direct,
-            "fanout" => ExchangeKind::Fanout,
-            "headers" => ExchangeKind::Headers,
-            "topic" => ExchangeKind::Topic,
-            other => ExchangeKind::Custom(other.to_owned()),
-        }
+        exchange_kind(&self.exchange_type)
     }
 
     /// Checks what exists, then declares what is missing, on channels of its
