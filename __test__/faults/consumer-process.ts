@@ -73,6 +73,9 @@ async function main(): Promise<void> {
   consumer.on('error', (e) => console.log(JSON.stringify({ event: 'error', error: e.message })));
   console.log(JSON.stringify({ event: 'ready', url: rr.url }));
   const stop = async () => {
+    // What it still held when told to stop: the suite reads it when a message is missing.
+    const { inFlight } = consumer.stats();
+    console.log(JSON.stringify({ event: 'closing', state: consumer.state, inFlight }));
     await consumer.close();
     await rr.close();
     process.exit(0);

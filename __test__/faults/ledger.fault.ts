@@ -34,6 +34,8 @@ const DELAYS: Delay[] = ['100ms', '200ms'];
 // number of attempts as DELAYS, so the same handler calls are needed, and no retry queue to delete.
 const BROKER_DELAY = Boolean(process.env.FAULT_BROKER_DELAY);
 const DEADLINE_MS = 150_000;
+// FAULT_RESTARTS=K restarts the broker K times in one run of (b) (default 1).
+const RESTARTS = Number(process.env.FAULT_RESTARTS ?? 1);
 // FAULT_INBOX=1 runs the suite with an inbox in PostgreSQL (database `test`): each success's
 // effect is a row written in the handler's transaction, and every id's effect must happen exactly
 // once, through every fault, a killed PostgreSQL backend among them.
@@ -79,6 +81,8 @@ interface Run extends KitRun {
   deletedQueue?: string;
   /** When it was deleted (ms since the epoch). */
   deletedAt?: number;
+  /** When the fault was injected (ms since the epoch), for the account of a lost message. */
+  faultAt?: number;
 }
 
 const startConsumer = (run: Run) => start(run, DELAYS, INBOX ? { FAULT_INBOX: INBOX } : {});
@@ -126,6 +130,8 @@ interface Report {
   fault: string;
   n: number;
   lost: number;
+  /** What became of each lost id (the first 20): empty when none was lost. */
+  lostAccount: string[];
   destroyed: number;
   wrong: string[];
   duplicateCalls: number;
@@ -191,11 +197,23 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
     const minCalls = callsNeeded(ids, DELAYS);
     const duplicateParked = [...parked.values()].reduce((n, r) => n + r.length - 1, 0);
     const lost = missing.length;
-    if (lost) console.log(`fault ${fault}: lost ${missing.slice(0, 20).join(', ')}`);
+    // What became of each lost id, in ms from the fault: its handler calls, its confirmed moves, and
+    // where it was found after the deadline (a message the consumer held unacked is given back when it stops).
+    const at = run.faultAt ?? 0;
+    const moves = lines(run.retriesFile).map((l) => l.split(' '));
+    const lostAccount = missing.slice(0, 20).map((id) => {
+      const its = moves.filter(([m]) => m === id).map(([, target, t]) => `${target}@${Number(t) - at}ms`);
+      const left = leftover.filter((l) => l.startsWith(`${id}@`)).map((l) => l.slice(id.length + 1));
+      return `${id}: calls ${calls.filter((c) => c === id).length}; moves ${its.join(', ') || 'none'}; after the deadline in ${left.join(', ') || 'no queue'}`;
+    });
+    const closing = run.events.filter((e) => e.includes('"closing"')).pop();
+    if (lost && closing) lostAccount.push(`the consumer, told to stop: ${closing}`);
+    if (lost) console.log(`fault ${fault}: lost ${lostAccount.join(' | ')}`);
     const report: Report = {
       fault,
       n: N,
       lost,
+      lostAccount,
       destroyed,
       wrong,
       duplicateCalls: calls.length - minCalls,
@@ -244,6 +262,7 @@ describe(`fault suite (N=${N}, every message acked or parked${INBOX ? ', every e
       rabbitmqctl('close_all_connections', 'fault suite: close_all_connections');
       await waitForEvent(run, '"recovered"');
     });
+    expect(r.lostAccount).toEqual([]);
     expect(r.lost).toBe(0);
     expect(r.wrong).toEqual([]);
     expect(r.effectsTwice).toEqual([]);
@@ -252,13 +271,17 @@ describe(`fault suite (N=${N}, every message acked or parked${INBOX ? ', every e
 
   it('(b) broker restart: stop_app, then start_app', async () => {
     const r = await ledger('broker-restart', async (run) => {
-      await waitForProgress(run, N / 4);
-      rabbitmqctl('stop_app');
-      await sleep(2000);
-      rabbitmqctl('start_app');
-      await brokerUp();
-      await waitForEvent(run, '"recovered"');
+      for (let k = 1; k <= RESTARTS; k++) {
+        await waitForProgress(run, (k * N) / (RESTARTS + 3));
+        run.faultAt = Date.now();
+        rabbitmqctl('stop_app');
+        await sleep(2000);
+        rabbitmqctl('start_app');
+        await brokerUp();
+        await waitForEvent(run, '"recovered"', k);
+      }
     });
+    expect(r.lostAccount).toEqual([]);
     expect(r.lost).toBe(0);
     expect(r.wrong).toEqual([]);
     expect(r.effectsTwice).toEqual([]);
@@ -271,6 +294,7 @@ describe(`fault suite (N=${N}, every message acked or parked${INBOX ? ', every e
       await stopConsumer(run, 'SIGKILL');
       await startConsumer(run);
     });
+    expect(r.lostAccount).toEqual([]);
     expect(r.lost).toBe(0);
     expect(r.wrong).toEqual([]);
     expect(r.effectsTwice).toEqual([]);
@@ -288,6 +312,7 @@ describe(`fault suite (N=${N}, every message acked or parked${INBOX ? ', every e
       const { messageCount } = await withChannel((ch) => ch.deleteQueue(run.deletedQueue ?? ''));
       console.log(`fault retry-queue-deleted: the deleted queue held ${messageCount} message(s)`);
     });
+    expect(r.lostAccount).toEqual([]);
     expect(r.lost).toBe(0);
     expect(r.wrong).toEqual([]);
     expect(r.effectsTwice).toEqual([]);
@@ -304,6 +329,7 @@ describe(`fault suite (N=${N}, every message acked or parked${INBOX ? ', every e
       console.log(`fault postgres-backend-killed: ${killed} backend(s) terminated`);
       await waitForProgress(run, N / 2);
     });
+    expect(r.lostAccount).toEqual([]);
     expect(r.lost).toBe(0);
     expect(r.wrong).toEqual([]);
     expect(r.effectsTwice).toEqual([]);

@@ -47,15 +47,31 @@ enum Phase {
 
 /// The failed deliveries being moved out, polled by the consumer's task
 /// itself: a confirm wakes that one task, where a task spawned per failure
-/// cost a spawn, its own wake-up and then the consumer's. A move that
-/// panics is caught and ends without an event, as a task of its own would.
-type Moves = FuturesUnordered<BoxFuture<'static, Option<(u64, Event)>>>;
+/// cost a spawn, its own wake-up and then the consumer's.
+type Moves = FuturesUnordered<BoxFuture<'static, Moved>>;
 
-/// `mv` as one of the [`Moves`].
+/// A move that ended: the delivery it was for and the event it ends with.
+struct Moved {
+    /// The channel the delivery came on ([`ConsumerTask::channel_number`]):
+    /// a tag of a channel since lost names nothing on the current one.
+    channel: u64,
+    tag: u64,
+    /// `None` when the move panicked: whether a copy was made is unknown, so
+    /// the delivery is held (never acked) and the broker redelivers it.
+    event: Option<Event>,
+}
+
+/// `mv`, the move of delivery `tag` of channel `channel`, as one of the [`Moves`].
 fn move_of(
-    mv: impl Future<Output = (u64, Event)> + Send + 'static,
-) -> BoxFuture<'static, Option<(u64, Event)>> {
-    Box::pin(AssertUnwindSafe(mv).catch_unwind().map(|moved| moved.ok()))
+    channel: u64,
+    tag: u64,
+    mv: impl Future<Output = Event> + Send + 'static,
+) -> BoxFuture<'static, Moved> {
+    Box::pin(AssertUnwindSafe(mv).catch_unwind().map(move |moved| Moved {
+        channel,
+        tag,
+        event: moved.ok(),
+    }))
 }
 
 pub(super) struct ConsumerTask<L: Link> {
@@ -64,6 +80,9 @@ pub(super) struct ConsumerTask<L: Link> {
     channel: Option<L::Channel>,
     /// The node of the channel, without the URL's password.
     node: String,
+    /// Which channel of the task's life `channel` is: one more each time it
+    /// consumes on a new one. Delivery tags count from 1 on every channel.
+    channel_number: u64,
     /// What goes to JavaScript.
     out: Outbox,
     pending: HashMap<u64, Pending>,
@@ -88,6 +107,7 @@ impl<L: Link> ConsumerTask<L> {
             config: Arc::new(config),
             channel: None,
             node: String::new(),
+            channel_number: 0,
             out: Outbox::default(),
             pending: HashMap::new(),
             next_id: 0,
@@ -193,8 +213,8 @@ impl<L: Link> ConsumerTask<L> {
                     while let Some(Some(joined)) = self.failures.next().now_or_never() {
                         finished.push(joined);
                     }
-                    for (tag, event) in finished.into_iter().flatten() {
-                        self.failure_done(tag, event);
+                    for moved in finished {
+                        self.failure_done(moved);
                     }
                 },
                 _ = sleep_until(self.acks.deadline()) => {},
@@ -216,6 +236,7 @@ impl<L: Link> ConsumerTask<L> {
 
     fn consuming(&mut self, sub: Subscription<L::Channel>) -> Phase {
         self.channel = Some(sub.channel);
+        self.channel_number += 1;
         self.node = sub.node;
         Phase::Consuming {
             deliveries: sub.deliveries,

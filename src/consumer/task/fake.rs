@@ -72,6 +72,8 @@ pub(super) struct Script {
     pub(super) subscribe_errors: Arc<Mutex<VecDeque<Error>>>,
     /// Republishes fail while set.
     pub(super) refuse_republish: Arc<AtomicBool>,
+    /// Republishes panic while set.
+    pub(super) panic_on_republish: Arc<AtomicBool>,
     /// Republishes wait for a permit.
     pub(super) confirms: Option<Arc<Semaphore>>,
     pub(super) closed: Arc<AtomicBool>,
@@ -257,8 +259,10 @@ impl Link for Script {
     ) -> BoxFuture<'static, Event> {
         self.routes.lock().unwrap().push((id, route.clone()));
         let refuse = self.refuse_republish.load(Ordering::SeqCst);
+        let panics = self.panic_on_republish.load(Ordering::SeqCst);
         let confirms = self.confirms.clone();
         Box::pin(async move {
+            assert!(!panics, "a republish that panics");
             if let Some(c) = confirms {
                 let _permit = c.acquire().await;
             }

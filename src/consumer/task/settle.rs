@@ -12,7 +12,7 @@ use super::super::failure::{return_failed, returned};
 use super::super::link::{Link, LinkChannel};
 use super::super::pending::Pending;
 use super::super::settlement::{Failure, Settlement};
-use super::{move_of, ConsumerTask};
+use super::{move_of, ConsumerTask, Moved};
 use crate::error::{Error, ErrorKind};
 use crate::retry::{verdict, Route, Verdict};
 
@@ -107,17 +107,18 @@ impl<L: Link> ConsumerTask<L> {
             self.acks.returning(tag);
             let event = returned(&self.config.topology.queue, id, &p, f, delay, next_attempt);
             let step = self.step();
-            self.failures.push(move_of(async move {
-                let error = match tokio::time::timeout(step, ch.reject(tag)).await {
-                    Ok(Ok(())) => return (tag, event),
-                    Ok(Err(e)) => e,
-                    Err(_) => Error::new(
-                        ErrorKind::Connection,
-                        format!("no answer within {} ms", step.as_millis()),
-                    ),
-                };
-                (tag, return_failed(event, error))
-            }));
+            self.failures
+                .push(move_of(self.channel_number, tag, async move {
+                    let error = match tokio::time::timeout(step, ch.reject(tag)).await {
+                        Ok(Ok(())) => return event,
+                        Ok(Err(e)) => e,
+                        Err(_) => Error::new(
+                            ErrorKind::Connection,
+                            format!("no answer within {} ms", step.as_millis()),
+                        ),
+                    };
+                    return_failed(event, error)
+                }));
             return;
         }
         self.acks.publishing(tag);
@@ -125,7 +126,7 @@ impl<L: Link> ConsumerTask<L> {
             .link
             .route_failure(self.config.clone(), id, p, f, route);
         self.failures
-            .push(move_of(async move { (tag, routed.await) }));
+            .push(move_of(self.channel_number, tag, routed));
     }
 
     /// Puts deliveries JavaScript never started back in the queue.
@@ -143,16 +144,26 @@ impl<L: Link> ConsumerTask<L> {
         }
     }
 
-    /// A republish finished: ack the original if it went where it should,
-    /// hold it if not, and tell JavaScript.
-    pub(super) fn failure_done(&mut self, tag: u64, event: Event) {
-        if matches!(event, Event::PublishFailed { .. }) {
-            self.acks.hold(tag);
-            self.stuck += 1;
-        } else {
-            self.acks.done(tag);
+    /// A move finished: ack the original if it went where it should, hold
+    /// it if not (or if the move panicked), and tell JavaScript. The
+    /// original of a move that began on a channel since lost is the broker's
+    /// again (it redelivers it): its tag names another delivery, or none, on
+    /// the current channel, and is left alone.
+    pub(super) fn failure_done(&mut self, moved: Moved) {
+        let Moved {
+            channel,
+            tag,
+            event,
+        } = moved;
+        if channel == self.channel_number && self.channel.is_some() {
+            if matches!(event, None | Some(Event::PublishFailed { .. })) {
+                self.acks.hold(tag);
+                self.stuck += 1;
+            } else {
+                self.acks.done(tag);
+            }
         }
-        self.out.events.push(event);
+        self.out.events.extend(event);
     }
 
     /// Sends the acks the ledger says are due.

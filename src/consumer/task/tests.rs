@@ -181,37 +181,6 @@ async fn the_verdict_parks_a_delivery_over_its_limit_before_javascript_and_route
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_lost_channel_recovers_and_its_tags_are_never_acked_on_the_new_one() {
-    let script = Script::resubscribing_after_one_refusal();
-    let (handle, sink) = handling_two(&script).await;
-    script.lose_channel();
-    until("the loss", || sink.events().contains(&"disconnected")).await;
-    assert_eq!(handle.state(), ConsumerState::Recovering);
-
-    until("recovery", || sink.events().contains(&"recovered")).await;
-    assert_eq!(handle.state(), ConsumerState::Connected);
-    assert_eq!(
-        script.subscriptions(),
-        2,
-        "one failed try, then a subscription"
-    );
-    assert_eq!(sink.events(), vec!["disconnected", "recovered"]);
-
-    // The broker redelivers tag 1 on the new channel under a new id; then
-    // JavaScript settles the deliveries of the dead channel, whose tags the
-    // new channel reuses: nothing may be acked for them.
-    script.deliver(1);
-    until("the redelivery", || sink.ids().len() == 3).await;
-    assert_eq!(sink.ids(), vec![1, 2, 3]);
-    handle.settle_many(vec![1, 2], Vec::new()).unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(script.ops().is_empty(), "{:?}", script.ops());
-    handle.settle_many(vec![3], Vec::new()).unwrap();
-    until("the ack", || !script.ops().is_empty()).await;
-    assert_eq!(script.ops(), vec![ack(2, 1, false)]);
-}
-
-#[tokio::test(start_paused = true)]
 async fn recovery_gives_up_on_a_mismatch_and_after_its_attempts() {
     for (error, max_attempts, tries) in [
         (ErrorKind::TopologyMismatch, None, 1),
@@ -486,3 +455,5 @@ async fn with_broker_delay_a_retryable_failure_is_rejected_never_acked_and_the_l
         "{ops:?}"
     );
 }
+
+mod channels;
