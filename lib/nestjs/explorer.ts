@@ -7,7 +7,8 @@ import type { Module as NestModule } from '@nestjs/core/injector/module';
 import type { RabbitRetry } from '../client';
 import type { Consumer } from '../consumer';
 import { reasonOf } from '../error-text';
-import { InvalidOptionsError, NoHandlerError, NonRetryableError, RabbitRetryError } from '../errors';
+import { InvalidOptionsError, NoHandlerError, NonRetryableError, RabbitRetryError, UnsupportedOptionError } from '../errors';
+import { binding } from '../native';
 import type { InboxContext } from '../inbox-options';
 import type { Message } from '../message';
 import { checkKeys, checkObject, checkOnFailureKeys } from '../check-options';
@@ -27,6 +28,7 @@ import { ArgType } from './decorators';
 import { CONSUME_HANDLER_HINTS, CONSUME_HANDLER_OPTION_KEYS, type ConsumeHandlerOptions, type RabbitRetryModuleOptions, infoLogger } from './options';
 import { moduleExchangeType, queueConsumerTag } from './topology';
 import { type RabbitSubscribeBinding, type RabbitSubscribeOptions, bindOthers, checkReturned, subscribePlan } from './subscribe';
+import { type BatchPlan, batching } from './batch';
 import { logMoves } from './follow';
 import { type RabbitRPCOptions, RPC_OPTIONS, answer, answerFailure, checkErrorBehavior } from './rpc';
 import { defaultSerializer } from './serialize';
@@ -51,6 +53,8 @@ interface HandlerRef {
   channel?: string;
   /** golevelup's `bindings` to exchanges other than the consumer's. */
   bindings?: readonly RabbitSubscribeBinding[];
+  /** golevelup's `batchOptions`: the method takes its messages in batches. */
+  batch?: BatchPlan;
 }
 
 /** The queue a handler's decorator names, for messages (before its options are checked). */
@@ -101,6 +105,12 @@ function mergeOnFailure(defaults: OnFailureOptions | undefined, own: OnFailureOp
     table: own.table ?? (ownBroker ? undefined : defaults.table),
     circuit: own.circuit ?? defaults.circuit,
   };
+}
+
+/** A batch consumer's prefetch: at least a full batch, so that one can fill. */
+function batchPrefetch(prefetch: number | undefined, batch: BatchPlan | undefined): number | undefined {
+  if (!batch) return prefetch;
+  return Math.max(prefetch ?? binding.consumeDefaults().prefetch, batch.size);
 }
 
 /**
@@ -289,7 +299,14 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
       });
       ref.channel = plan.channel;
       ref.bindings = plan.bindings;
+      ref.batch = plan.batch;
       if (ref.rpc) checkErrorBehavior(ref.subscribe as RabbitRPCOptions);
+      if (ref.rpc && plan.batch) {
+        throw new UnsupportedOptionError(
+          'batchOptions',
+          '`batchOptions` of @RabbitRPC has no meaning in rabbit-retry: each request is answered on its own',
+        );
+      }
       if (plan.onFailure !== undefined && ref.onFailure !== undefined) {
         throw new InvalidOptionsError('onFailure is given twice, in @RabbitSubscribe and in @OnFailure: keep one');
       }
@@ -327,7 +344,7 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
       ...ref.consume,
       consumerTag: ref.consume.consumerTag ?? queueConsumerTag(this.options, ref.consume.queue),
       exchangeType: ref.consume.exchangeType ?? moduleExchangeType(this.options, ref.consume.exchange),
-      prefetch: ref.consume.prefetch ?? prefetchOf(this.options, ref.channel),
+      prefetch: batchPrefetch(ref.consume.prefetch ?? prefetchOf(this.options, ref.channel), ref.batch),
       onFailure: mergeOnFailure(this.options.defaultOnFailure, ref.onFailure),
     };
     const runs = refs.map((r) => this.runner(r));
@@ -386,6 +403,17 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     const answerer = ref.rpc
       ? { rr: this.rr, serialize: this.options.serializer ?? defaultSerializer, options: ref.subscribe as RabbitRPCOptions, name: ref.name, warn }
       : undefined;
+    if (ref.batch) {
+      // golevelup's batch method: the bodies, the messages and their headers, each an array.
+      return batching(ref.batch, read, async (bodies, msgs) => {
+        const returned: unknown = await invoke(
+          bodies,
+          msgs,
+          msgs.map((m) => m.headers),
+        );
+        checkReturned(returned, ref.name);
+      });
+    }
     return async (msg: Message, tx?: InboxContext<unknown>): Promise<void> => {
       let returned: unknown;
       try {

@@ -16,6 +16,7 @@ export {
   type RabbitSubscribeBinding,
   type RabbitSubscribeConsumerOptions,
 } from './subscribe';
+export type { RabbitSubscribeBatchOptions } from './batch';
 export { RabbitRPC, MessageHandlerErrorBehavior, type RabbitRPCOptions, type RpcErrorHandler, type RpcErrorChannel } from './rpc';
 export { AmqpConnection, AmqpConnectionManager, type AmqpConnectionOptions, type AmqpRequestOptions, type SubscriptionResult } from './amqp-connection';
 export type { MessageSerializer, MessageDeserializer, AmqpPublishOptions } from './serialize';

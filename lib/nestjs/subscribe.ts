@@ -16,6 +16,7 @@ import type { ConsumeOptions, OnFailureOptions, OptionKeys, QueueArguments } fro
 import { RABBIT_SUBSCRIBE_METADATA } from './constants';
 import type { ConsumeHandlerOptions } from './options';
 import type { MessageDeserializer } from './serialize';
+import { type BatchPlan, type RabbitSubscribeBatchOptions, batchPlan, refusedBatchOptions } from './batch';
 
 /**
  * The queue options of {@link RabbitSubscribe}, as golevelup (and amqplib's
@@ -166,8 +167,13 @@ export interface RabbitSubscribeOptions {
   assertQueueErrorHandler?: unknown;
   /** Refused at start-up: a subscriber sends no replies. */
   usePersistentReplyTo?: unknown;
-  /** Refused at start-up: each message is handled, and retried or parked, on its own. */
-  batchOptions?: unknown;
+  /**
+   * The method takes up to `size` messages at once (its arguments: the bodies,
+   * the messages and their headers, as arrays), called when that many arrived or
+   * `timeout` ms after the last one. Resolving acks them all; throwing (or a
+   * {@link Nack}) sends each message of the batch the failure path on its own.
+   */
+  batchOptions?: RabbitSubscribeBatchOptions;
 }
 
 /** One of golevelup's `bindings`. */
@@ -209,7 +215,6 @@ const REFUSED_OPTIONS: Readonly<Record<string, string>> = {
   assertQueueErrorHandler:
     'a queue that exists with other arguments fails the bootstrap with TOPOLOGY_MISMATCH, naming the option that matches; set `queueOptions.arguments` to match, or `createQueueIfNotExists: false`',
   usePersistentReplyTo: 'a subscriber sends no replies (a @RabbitRPC handler does)',
-  batchOptions: 'each message is handled, and retried or parked, on its own; raise `prefetch` to handle more at once',
 };
 
 /**
@@ -259,6 +264,8 @@ export interface SubscribePlan {
   channel?: string;
   /** `bindings` to exchanges other than the consumer's own, made once it consumes. */
   bindings: readonly RabbitSubscribeBinding[];
+  /** `batchOptions`: the method takes its messages in batches. */
+  batch?: BatchPlan;
 }
 
 /** What the module gives every {@link subscribePlan}. @internal */
@@ -300,7 +307,9 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
   if (isRecord(q)) refused.push(...foreignOptions(where, q, REFUSED_QUEUE_OPTIONS, 'queueOptions.'));
   const consumerOptions: unknown = isRecord(q) ? q.consumerOptions : undefined;
   if (isRecord(consumerOptions)) refused.push(...foreignOptions(where, consumerOptions, REFUSED_CONSUMER_OPTIONS, 'queueOptions.consumerOptions.'));
+  refused.push(...refusedBatchOptions(where, o.batchOptions));
   refuseAll(where, refused);
+  const batch = batchPlan(where, o.batchOptions);
   const { exchange, keys: bindingKeys, others } = bindingKeysOf(o);
   checkString('queue', o.queue, {
     optional: false,
@@ -386,7 +395,7 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
       return msg.text();
     }
   };
-  return { consume, onFailure: o.onFailure, body, channel: q?.channel, bindings: others };
+  return { consume, onFailure: o.onFailure, body, channel: q?.channel, bindings: others, batch };
 }
 
 /**

@@ -161,7 +161,20 @@ class SubscribeService {
     return Promise.resolve(true);
   }
 
+  @RabbitSubscribe({
+    exchange,
+    routingKey: batchRoutingKey,
+    queue: batchQueue,
+    batchOptions: {
+      size: BATCH_SIZE,
+      timeout: BATCH_TIMEOUT,
+    },
+  })
+  batchSubscriber(messages) {
+    batchHandler(messages);
+  }
 
+  // rabbit-retry: the batch handler with `batchOptions.errorHandler` is removed: a batch whose method throws takes the failure path, each message on its own (__test__/peers/CHANGES.md)
 
   @RabbitSubscribe({
     queue: bindingsQueue,
@@ -404,8 +417,7 @@ describe('Rabbit Subscribe', () => {
 
     const paddedBatchTimeout = BATCH_TIMEOUT + 10;
 
-    // rabbit-retry: batchOptions: each message is handled on its own (__test__/peers/CHANGES.md)
-  it.skip('should return a full message batch immediately', async () => {
+  it('should return a full message batch immediately', async () => {
       const testMessages = await publishMessages(
         BATCH_SIZE,
         exchange,
@@ -416,8 +428,7 @@ describe('Rabbit Subscribe', () => {
       expect(batchHandler).toHaveBeenCalledWith(testMessages);
     });
 
-    // rabbit-retry: batchOptions: each message is handled on its own (__test__/peers/CHANGES.md)
-  it.skip('should return a partial message batch after timeout', async () => {
+  it('should return a partial message batch after timeout', async () => {
       const testMessages = await publishMessages(1, exchange, batchRoutingKey);
 
       await setTimeout(paddedBatchTimeout);
@@ -425,8 +436,7 @@ describe('Rabbit Subscribe', () => {
       expect(batchHandler).toHaveBeenCalledWith(testMessages);
     });
 
-    // rabbit-retry: batchOptions: each message is handled on its own (__test__/peers/CHANGES.md)
-  it.skip('should return multiple batches of differing sizes', async () => {
+  it('should return multiple batches of differing sizes', async () => {
       const testMessageBatches: string[][] = [];
 
       for (const [index, size] of [BATCH_SIZE, BATCH_SIZE, 1].entries()) {
@@ -454,7 +464,7 @@ describe('Rabbit Subscribe', () => {
       expect(batchHandler).toHaveBeenLastCalledWith(testMessageBatches[2]);
     });
 
-    // rabbit-retry: batchOptions: each message is handled on its own (__test__/peers/CHANGES.md)
+    // rabbit-retry: batchOptions.errorHandler is refused: a batch whose method throws takes the failure path, each message on its own (__test__/peers/CHANGES.md)
   it.skip('should return a full batch to the custom error handler', async () => {
       // have to do this here because `resetAllMocks`
       batchErrorHandler.mockImplementation(mockErrorHandler);
@@ -474,7 +484,7 @@ describe('Rabbit Subscribe', () => {
       );
     });
 
-    // rabbit-retry: batchOptions: each message is handled on its own (__test__/peers/CHANGES.md)
+    // rabbit-retry: batchOptions.errorHandler is refused: a batch whose method throws takes the failure path, each message on its own (__test__/peers/CHANGES.md)
   it.skip('should return a partial batch to the custom error handler', async () => {
       // have to do this here because `resetAllMocks`
       batchErrorHandler.mockImplementation(mockErrorHandler);
@@ -492,7 +502,7 @@ describe('Rabbit Subscribe', () => {
       );
     });
 
-    // rabbit-retry: batchOptions: each message is handled on its own (__test__/peers/CHANGES.md)
+    // rabbit-retry: batchOptions.errorHandler is refused: a batch whose method throws takes the failure path, each message on its own (__test__/peers/CHANGES.md)
   it.skip('should return multiple batches of differing sizes to the custom error handler', async () => {
       // have to do this here because `resetAllMocks`
       batchErrorHandler.mockImplementation(mockErrorHandler);
@@ -528,8 +538,7 @@ describe('Rabbit Subscribe', () => {
       );
     });
 
-    // rabbit-retry: batchOptions: each message is handled on its own (__test__/peers/CHANGES.md)
-  it.skip('should not return another full batch after batch timeout', async () => {
+  it('should not return another full batch after batch timeout', async () => {
       await publishMessages(BATCH_SIZE, exchange, batchRoutingKey);
       expect(batchHandler).toHaveBeenCalledTimes(1);
 
@@ -537,8 +546,7 @@ describe('Rabbit Subscribe', () => {
       expect(batchHandler).toHaveBeenCalledTimes(1);
     });
 
-    // rabbit-retry: batchOptions: each message is handled on its own (__test__/peers/CHANGES.md)
-  it.skip('should not return a partial batch before batch timeout', async () => {
+  it('should not return a partial batch before batch timeout', async () => {
       await publishMessages(1, exchange, batchRoutingKey);
 
       await setTimeout(paddedBatchTimeout * 0.9);
@@ -548,8 +556,7 @@ describe('Rabbit Subscribe', () => {
       expect(batchHandler).toHaveBeenCalledTimes(1);
     });
 
-    // rabbit-retry: batchOptions: each message is handled on its own (__test__/peers/CHANGES.md)
-  it.skip('should not return another partial batch after first batch timeout', async () => {
+  it('should not return another partial batch after first batch timeout', async () => {
       await publishMessages(1, exchange, batchRoutingKey);
 
       await setTimeout(paddedBatchTimeout);
@@ -559,7 +566,7 @@ describe('Rabbit Subscribe', () => {
       expect(batchHandler).toHaveBeenCalledTimes(1);
     });
 
-    // rabbit-retry: batchOptions: each message is handled on its own (__test__/peers/CHANGES.md)
+    // rabbit-retry: batchOptions.errorHandler is refused: a batch whose method throws takes the failure path, each message on its own (__test__/peers/CHANGES.md)
   it.skip('should not return another full batch after batch timeout to the custom error handler', async () => {
       // have to do this here because `resetAllMocks`
       batchErrorHandler.mockImplementation(mockErrorHandler);
@@ -574,7 +581,7 @@ describe('Rabbit Subscribe', () => {
       expect(batchErrorHandler).toHaveBeenCalledTimes(1);
     });
 
-    // rabbit-retry: batchOptions: each message is handled on its own (__test__/peers/CHANGES.md)
+    // rabbit-retry: batchOptions.errorHandler is refused: a batch whose method throws takes the failure path, each message on its own (__test__/peers/CHANGES.md)
   it.skip('should not return a partial batch before batch timeout to the custom error handler', async () => {
       // have to do this here because `resetAllMocks`
       batchErrorHandler.mockImplementation(mockErrorHandler);
@@ -588,7 +595,7 @@ describe('Rabbit Subscribe', () => {
       expect(batchErrorHandler).toHaveBeenCalledTimes(1);
     });
 
-    // rabbit-retry: batchOptions: each message is handled on its own (__test__/peers/CHANGES.md)
+    // rabbit-retry: batchOptions.errorHandler is refused: a batch whose method throws takes the failure path, each message on its own (__test__/peers/CHANGES.md)
   it.skip('should not return another partial batch after first batch timeout to the custom error handler', async () => {
       // have to do this here because `resetAllMocks`
       batchErrorHandler.mockImplementation(mockErrorHandler);
