@@ -32,3 +32,11 @@ export async function boot(metadata: ModuleMetadata): Promise<TestingModule> {
 export async function closeApps(): Promise<void> {
   for (const app of apps.splice(0)) await app.close().catch(() => undefined);
 }
+
+/** The bootstrap's error (an Error saying so when it succeeded). */
+export async function bootError(metadata: ModuleMetadata): Promise<Error & { code?: string; option?: string }> {
+  return boot(metadata).then(
+    () => new Error('the bootstrap succeeded'),
+    (err: unknown) => err as Error,
+  );
+}

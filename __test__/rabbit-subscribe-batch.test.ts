@@ -5,12 +5,12 @@
  */
 import 'reflect-metadata';
 
-import { Injectable, type ModuleMetadata } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 
 import { type Delay, Message, RabbitRetry } from '../lib';
 import { Nack, RabbitRetryModule, RabbitRPC, RabbitSubscribe } from '../lib/nestjs';
 import { AMQP_URL, cleanup, closeAmqp, getOne, queueDepth, queueUnacked, sleep, testQueue, waitFor } from './helpers';
-import { boot, closeApps } from './nest-boot';
+import { boot, bootError, closeApps } from './nest-boot';
 
 const DELAYS: readonly Delay[] = ['100ms'];
 
@@ -23,13 +23,6 @@ afterEach(async () => {
   await cleanup();
 });
 afterAll(closeAmqp);
-
-async function bootError(metadata: ModuleMetadata): Promise<Error & { code?: string; option?: string }> {
-  return boot(metadata).then(
-    () => new Error('the bootstrap succeeded'),
-    (err: unknown) => err as Error,
-  );
-}
 
 /** Everything left in `queue`, each message's body and headers. */
 async function drain(queue: string): Promise<{ body: unknown; headers: Record<string, unknown> }[]> {

@@ -6,15 +6,7 @@
  */
 import 'reflect-metadata';
 
-import {
-  type CallHandler,
-  type ExecutionContext,
-  Injectable,
-  type ModuleMetadata,
-  type NestInterceptor,
-  ParseIntPipe,
-  UseInterceptors,
-} from '@nestjs/common';
+import { type CallHandler, type ExecutionContext, Injectable, type NestInterceptor, ParseIntPipe, UseInterceptors } from '@nestjs/common';
 import type { Observable } from 'rxjs';
 
 import { type Delay, InvalidOptionsError, Message, NonRetryableError, RabbitRetry, TopologyMismatchError, UnsupportedOptionError } from '../lib';
@@ -46,7 +38,7 @@ import {
   waitFor,
   withChannel,
 } from './helpers';
-import { boot, closeApps } from './nest-boot';
+import { boot, bootError, closeApps } from './nest-boot';
 
 const DELAYS: readonly Delay[] = ['100ms', '200ms'];
 
@@ -60,14 +52,6 @@ afterEach(async () => {
   await cleanup();
 });
 afterAll(closeAmqp);
-
-/** The bootstrap's error. */
-async function bootError(metadata: ModuleMetadata): Promise<Error & { code?: string; option?: string }> {
-  return boot(metadata).then(
-    () => new Error('the bootstrap succeeded'),
-    (err: unknown) => err as Error,
-  );
-}
 
 describe('@RabbitSubscribe: the handlers of golevelup, on rabbit-retry', () => {
   test("the README's pub/sub handler: bound to its exchange and routing key, it gets the message, the Message and its headers; it is acked", async () => {
