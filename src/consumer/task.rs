@@ -137,7 +137,7 @@ impl<L: Link> ConsumerTask<L> {
             }
             if let Some(reply) = finish.take() {
                 if self.failures.is_empty() {
-                    self.flush_acks(true).await;
+                    self.flush_acks(true);
                     if let Some(ch) = self.channel.take() {
                         ch.close("consumer closed", self.step()).await;
                     }
@@ -228,7 +228,7 @@ impl<L: Link> ConsumerTask<L> {
                     phase = self.lost(format!("{} delivery(ies) of '{}' held by a failed republish went back to the broker (channel reopened)", self.stuck, self.config.topology.queue));
                 },
             }
-            self.flush_acks(false).await;
+            self.flush_acks(false);
             // Whatever happened in this turn reaches JavaScript in one batch.
             self.out.hand_over(&self.pending, finish.is_some());
         }

@@ -2,6 +2,7 @@
 //! (`retry::verdict`), handed to JavaScript or moved out (a retry queue, the
 //! retry table, the parked queue), settled, acked, or given back.
 
+use futures_util::FutureExt;
 use lapin::message::Delivery;
 use tokio::time::Instant;
 
@@ -166,8 +167,13 @@ impl<L: Link> ConsumerTask<L> {
         self.out.events.extend(event);
     }
 
-    /// Sends the acks the ledger says are due.
-    pub(super) async fn flush_acks(&mut self, force: bool) {
+    /// Sends the acks the ledger says are due. Each frame is queued for
+    /// lapin's I/O thread on the first poll of its ack, and its being
+    /// written is not waited for: the task goes on at once, instead of being
+    /// woken again when the write is done. An ack that never leaves (the
+    /// connection went down) costs a redelivery, as any lost ack does, and
+    /// the lost connection ends the deliveries, which starts recovery.
+    pub(super) fn flush_acks(&mut self, force: bool) {
         let ops = self.acks.plan(force);
         if ops.is_empty() {
             return;
@@ -175,22 +181,16 @@ impl<L: Link> ConsumerTask<L> {
         let Some(ch) = self.channel.clone() else {
             return;
         };
-        // Every frame is queued before the first is awaited: several acks
-        // cost one wake-up of the I/O thread, not one each.
-        let sends = ops.into_iter().map(|op| {
+        let mut failed = None;
+        for op in ops {
             let (tag, multiple) = match op {
                 AckOp::Upto(t) => (t, true),
                 AckOp::One(t) => (t, false),
             };
-            ch.ack(tag, multiple)
-        });
-        let failed =
-            match tokio::time::timeout(self.step(), futures_util::future::join_all(sends)).await {
-                Ok(results) => results
-                    .into_iter()
-                    .find_map(|r| r.err().map(|e| e.to_string())),
-                Err(_) => Some(format!("no answer within {} ms", self.step().as_millis())),
-            };
+            if let Some(Err(e)) = ch.ack(tag, multiple).now_or_never() {
+                failed.get_or_insert(e);
+            }
+        }
         if let Some(e) = failed {
             self.out.events.push(Event::ConsumerError {
                 error: Error::new(

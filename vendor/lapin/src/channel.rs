@@ -531,9 +531,17 @@ impl Channel {
         let (promise, resolver) = Promise::new(ctx);
         self.frames.push_frames(self.id, frames, resolver);
         self.wake();
+        // rabbit-retry: with publisher confirms, the confirm is the publish's outcome, and frames
+        // that cannot be written err the channel or the connection, which rejects the pending
+        // confirms: the confirm is returned once the frames are queued, without waiting for
+        // their write (which cost the publisher a wake-up of its own per publish).
+        if let Some(confirm) = publisher_confirms_result {
+            return Ok(confirm);
+        }
         promise.await?;
-        Ok(publisher_confirms_result
-            .unwrap_or_else(|| PublisherConfirm::not_requested(self.returned_messages.clone())))
+        Ok(PublisherConfirm::not_requested(
+            self.returned_messages.clone(),
+        ))
     }
 
     pub(crate) fn report_protocol_violation(
