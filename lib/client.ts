@@ -199,7 +199,7 @@ export class RabbitRetry {
     const consumer = new Consumer({
       inner,
       handler: inbox ? inbox.wrap(handler as InboxHandler<unknown>) : (handler as Handler),
-      retryable: options.onFailure?.retryable ?? (() => true),
+      retryable: options.onFailure?.retryable,
       stackOnRetry: options.onFailure?.stackOnRetry,
       batchSize: options.prefetch ?? CONSUME_DEFAULTS.prefetch,
       url: this.url,

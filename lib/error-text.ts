@@ -97,6 +97,18 @@ export function errorInfo(err: unknown, withStack = true): { name: string; messa
     } catch {
       // A proxy whose getPrototypeOf trap throws: read it as an object.
     }
+    if (isError) {
+      // The usual case, read at once: an Error whose name, message (and stack) are strings.
+      try {
+        const e = err as Error;
+        const name = e.name;
+        const message = e.message;
+        const stack = withStack ? e.stack : '';
+        if (typeof name === 'string' && name.length > 0 && typeof message === 'string' && typeof stack === 'string') return { name, message, stack };
+      } catch {
+        // A getter or a proxy that throws: each part is read on its own below.
+      }
+    }
     const name = readProp(err, 'name');
     const message = readProp(err, 'message');
     // V8 formats a stack when it is first read, which costs more than the rest.

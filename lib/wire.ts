@@ -80,7 +80,7 @@ export function deliveriesOf(batch: NativeBatch): DeliveryMeta[] {
 }
 
 /** Where one delivery of `batch` finds its parts: its metadata, and its body in the shared buffer or its own. */
-export function partsOf(d: DeliveryMeta, batch: NativeBatch): DeliveryParts {
+export function partsOf(d: DeliveryMeta, batch: NativeBatch, consumerTag?: string): DeliveryParts {
   const p = d.properties;
   // Short ids travel beside the JSON (see `NativeBatch.strings`): put them
   // back, in place (a delivery's metadata is read once).
@@ -98,12 +98,13 @@ export function partsOf(d: DeliveryMeta, batch: NativeBatch): DeliveryParts {
     bytes: own ?? batch.bodies,
     start,
     end: own ? own.length : start + (d.length ?? 0),
+    consumerTag,
   };
 }
 
 /** One delivery of `batch` as the handler gets it (from the consumer `consumerTag`), and its message id when it has a string one. */
 export function messageOf(d: DeliveryMeta, batch: NativeBatch, consumerTag?: string): { msg: Message; messageId?: string } {
-  const parts: DeliveryParts = { ...partsOf(d, batch), consumerTag };
+  const parts = partsOf(d, batch, consumerTag);
   const id = parts.properties.messageId;
   return { msg: new Message(parts), messageId: typeof id === 'string' ? id : undefined };
 }

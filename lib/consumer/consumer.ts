@@ -34,7 +34,8 @@ import { Tally } from './tally';
 export interface ConsumerContext {
   inner: NativeConsumer;
   handler: Handler;
-  retryable: (err: unknown, msg: Message) => boolean;
+  /** `onFailure.retryable`; without one, every error but the library's non-retryable ones is worth another attempt. */
+  retryable?: (err: unknown, msg: Message) => boolean;
   /** `onFailure.stackOnRetry`. */
   stackOnRetry?: boolean;
   batchSize: number;
@@ -97,6 +98,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     // A listener's returned Promise that rejects comes to the method below, never unhandled.
     super({ captureRejections: true });
     const queue = ctx.inner.queue;
+    const userRetryable = ctx.retryable;
     const inner = ctx.inner;
     const log = logTo(ctx.logger);
     this.queue = queue;
@@ -157,7 +159,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       route: new FailureReporter({
         queue,
         // The predicate runs with the consumer as `this`, as the handler does.
-        retryable: (err, msg) => ctx.retryable.call(this, err, msg),
+        retryable: userRetryable && ((err, msg) => userRetryable.call(this, err, msg)),
         stackOnRetry: ctx.stackOnRetry,
         table: ctx.table,
         log,

@@ -56,8 +56,8 @@ function isNonRetryable(err: unknown): boolean {
 export interface FailureReportOptions {
   /** The work queue, for log lines. */
   queue: string;
-  /** The `onFailure.retryable` predicate, asked of errors that are none of the library's. */
-  retryable: (err: unknown, msg: Message) => boolean;
+  /** The `onFailure.retryable` predicate, asked of errors that are none of the library's; without one, they are all retryable. */
+  retryable?: (err: unknown, msg: Message) => boolean;
   /** `onFailure.stackOnRetry`: read the error's stack for a retried copy too, not only for one that parks or goes to the retry table. */
   stackOnRetry?: boolean;
   /** The `onFailure.table` callbacks, asked of failures the native side routes to the retry table. */
@@ -109,7 +109,9 @@ export class FailureReporter {
    * per kind of value).
    */
   private isRetryable(err: unknown, msg: Message): boolean {
-    const r = fenceSync('onFailure.retryable', () => this.o.retryable(err, msg), { expect: BOOLEAN });
+    const retryable = this.o.retryable;
+    if (!retryable) return true;
+    const r = fenceSync('onFailure.retryable', () => retryable(err, msg), { expect: BOOLEAN });
     if (r.ok) return r.value;
     if (r.failure === 'unexpected') {
       this.warnOnce(

@@ -107,14 +107,14 @@ export class Reporter {
         const { delay, target } = e;
         const messageId = e.messageId ?? undefined;
         tally.retried(delay);
-        host.emit('retry', { queue, target, messageId, attempt: e.attempt, delay, error: e.error });
+        if (host.heard('retry')) host.emit('retry', { queue, target, messageId, attempt: e.attempt, delay, error: e.error });
         return;
       }
       case 'parked': {
         const { reason, target } = e;
         const messageId = e.messageId ?? undefined;
         tally.parked(reason);
-        host.emit('parked', { queue, target, messageId, reason, attempt: e.attempt, error: e.error });
+        if (host.heard('parked')) host.emit('parked', { queue, target, messageId, reason, attempt: e.attempt, error: e.error });
         return;
       }
       case 'stored':

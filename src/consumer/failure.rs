@@ -306,6 +306,7 @@ fn republished(
     });
     let orig_exchange = header_str(original, RETRY_ORIGINAL_EXCHANGE);
     let orig_key = header_str(original, RETRY_ORIGINAL_ROUTING_KEY);
+    // Made once: the copy's properties are these, with the headers below added.
     let bare = republish_properties(props, FieldTable::default(), user);
     // `bare` holds only what republish_properties adds to the headers (a
     // moved user-id) and the header table's length: what is left of the
@@ -357,5 +358,11 @@ fn republished(
         };
         kept.insert(name.into(), v);
     }
-    (copy.route, republish_properties(props, kept, user))
+    // What republish_properties put in the headers (a moved user-id) goes over the copy's own.
+    if let Some(moved) = bare.headers() {
+        for (k, v) in moved.inner() {
+            kept.insert(k.clone(), v.clone());
+        }
+    }
+    (copy.route, bare.with_headers(kept))
 }

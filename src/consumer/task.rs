@@ -209,12 +209,9 @@ impl<L: Link> ConsumerTask<L> {
                     // republishes of the burst finish too, so that one ack
                     // frame and one batch of events cover them all.
                     tokio::task::yield_now().await;
-                    let mut finished = vec![joined];
+                    self.failure_done(joined);
                     while let Some(Some(joined)) = self.failures.next().now_or_never() {
-                        finished.push(joined);
-                    }
-                    for moved in finished {
-                        self.failure_done(moved);
+                        self.failure_done(joined);
                     }
                 },
                 _ = sleep_until(self.acks.deadline()) => {},
