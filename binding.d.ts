@@ -144,6 +144,12 @@ export declare class NativeConsumer {
    */
   probe(): Promise<NativeProbe>
   /**
+   * Whether the consumer has `retry` and `parked` listeners: the retries
+   * and parks it does not hear of one by one come as counts (a `tally`
+   * event per batch).
+   */
+  heard(retry: boolean, parked: boolean): void
+  /**
    * Puts deliveries that were handed over but never started back in the
    * queue, in their place.
    */

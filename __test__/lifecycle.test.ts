@@ -316,3 +316,37 @@ describe('handlers unaffected by the context of a close', () => {
     expect(consumer.stats().acked).toBe(2);
   });
 });
+
+describe('moves nobody listens to', () => {
+  it('are counted in stats() without a listener; a retry or parked listener added later hears each move from then on, and one removed stops hearing', async () => {
+    const queue = testQueue(['100ms']);
+    const rr = await connectClient();
+    const consumer = track(
+      await rr.consume({ queue, prefetch: 10, onFailure: { delays: ['100ms'] } }, async (msg) => {
+        if (msg.properties.messageId?.startsWith('bad')) throw new Error('carrier 503');
+      }),
+    );
+    // No listener: 3 messages fail twice each (retried, then parked), all counted.
+    for (let i = 0; i < 3; i++) await rr.publish('', queue, { i }, { messageId: `bad-${i}` });
+    await waitFor(() => consumer.stats().parked === 3, 10_000, 'three parked');
+    expect(consumer.stats()).toMatchObject({ retried: 3, parked: 3, retriedByDelay: { '100ms': 3 }, parkedByReason: { exhausted: 3 } });
+
+    const retries: (string | undefined)[] = [];
+    const parks: (string | undefined)[] = [];
+    const onRetry = (e: { messageId?: string }) => retries.push(e.messageId);
+    consumer.on('retry', onRetry);
+    consumer.on('parked', (e) => parks.push(e.messageId));
+    await rr.publish('', queue, { i: 3 }, { messageId: 'bad-3' });
+    await waitFor(() => parks.length === 1, 10_000, 'the parked event');
+    expect(retries).toEqual(['bad-3']);
+    expect(parks).toEqual(['bad-3']);
+    expect(consumer.stats()).toMatchObject({ retried: 4, parked: 4 });
+
+    consumer.off('retry', onRetry);
+    await rr.publish('', queue, { i: 4 }, { messageId: 'bad-4' });
+    await waitFor(() => parks.length === 2, 10_000, 'the second parked event');
+    expect(retries).toEqual(['bad-3']);
+    expect(consumer.stats()).toMatchObject({ retried: 5, parked: 5, retriedByDelay: { '100ms': 5 } });
+    expect(await queueDepth(`${queue}.parked`)).toBe(5);
+  });
+});

@@ -26,8 +26,10 @@ interface Meter {
 /** The instruments of one consumer. @internal */
 export interface ConsumerMetrics {
   acked(): void;
-  retried(delay: string): void;
-  parked(reason: string): void;
+  /** `n` failed messages went to the retry queue of `delay`. */
+  retried(delay: string, n: number): void;
+  /** `n` failed messages were parked for `reason`. */
+  parked(reason: string, n: number): void;
   publishFailed(): void;
   /** The inbox acked a copy of a message handled already. */
   duplicate(): void;
@@ -101,8 +103,8 @@ export function consumerMetrics(
   };
   return {
     acked: () => acked.add(1, base),
-    retried: (delay) => retried.add(1, attrs(byDelay, 'delay', delay)),
-    parked: (reason) => parked.add(1, attrs(byReason, 'reason', reason)),
+    retried: (delay, n) => retried.add(n, attrs(byDelay, 'delay', delay)),
+    parked: (reason, n) => parked.add(n, attrs(byReason, 'reason', reason)),
     publishFailed: () => failed.add(1, base),
     duplicate: () => duplicates.add(1, base),
     handlerDuration: (ms, outcome) => duration.record(ms, outcome === 'success' ? success : failure),

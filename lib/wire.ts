@@ -27,7 +27,9 @@ export type WireEvent =
   | { kind: 'disconnected'; error: string; url: string }
   | { kind: 'recovered'; attempts: number; afterMs: number; url: string }
   /** `error` is `[CODE] message`. */
-  | { kind: 'error'; error: string };
+  | { kind: 'error'; error: string }
+  /** The retries (by delay label) and parks (by reason) the consumer does not hear of one by one, since the last batch. */
+  | { kind: 'tally'; retried: Record<string, number>; parked: Record<string, number> };
 
 /** Events as the native side writes them: a JSON array of {@link WireEvent}s. */
 export function parseEvents(json: string): WireEvent[] {

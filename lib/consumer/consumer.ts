@@ -193,6 +193,14 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         notify: (...notice: CircuitNotice) => this.reporter.circuit(...notice),
       });
     }
+    // The native side reports retries and parks one by one only while this consumer has listeners for them.
+    this.tellHeard();
+    (this as EventEmitter).on('newListener', (event: string | symbol) => {
+      if (event === 'retry' || event === 'parked') this.tellHeard(event);
+    });
+    (this as EventEmitter).on('removeListener', (event: string | symbol) => {
+      if (event === 'retry' || event === 'parked') this.tellHeard();
+    });
     inner.start(ctx.batchSize, this.onBatch);
   }
 
@@ -312,6 +320,21 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
    */
   deliveriesStopped(): Promise<void> {
     return this.shutdown.deliveriesStopped();
+  }
+
+  /**
+   * Tells the native side whether `retry` and `parked` have listeners
+   * (`adding` is the one about to get its first): without one, it counts
+   * those moves instead of reporting each.
+   */
+  private tellHeard(adding?: 'retry' | 'parked'): void {
+    const retry = adding === 'retry' || this.listenerCount('retry') > 0;
+    const parked = adding === 'parked' || this.listenerCount('parked') > 0;
+    try {
+      this.inner.heard(retry, parked);
+    } catch {
+      // A closed consumer reports nothing more.
+    }
   }
 
   /** Deliveries and events from the native consumer, as they arrive. */

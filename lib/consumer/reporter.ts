@@ -149,6 +149,10 @@ export class Reporter {
         else host.log('warn', `rabbit-retry: consumer of '${queue}' lost its channel on ${e.url}, recovering: ${error.message}`);
         return;
       }
+      case 'tally':
+        for (const [delay, n] of Object.entries(e.retried)) tally.retried(delay, n);
+        for (const [reason, n] of Object.entries(e.parked)) tally.parked(reason, n);
+        return;
       case 'recovered':
         host.movedTo(e.url);
         host.emit('recovered', { queue, attempts: e.attempts, afterMs: e.afterMs, url: e.url });

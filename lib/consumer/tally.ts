@@ -60,18 +60,18 @@ export class Tally {
     this.safely(() => this.timed(started, 'failure'));
   }
 
-  /** A failed message went to the retry queue of `delay`. */
-  retried(delay: string): void {
-    this.c.retried++;
-    this.c.retriedByDelay[delay] = (this.c.retriedByDelay[delay] ?? 0) + 1;
-    this.metrics.retried(delay);
+  /** `n` failed messages (one by default) went to the retry queue of `delay`. */
+  retried(delay: string, n = 1): void {
+    this.c.retried += n;
+    this.c.retriedByDelay[delay] = (this.c.retriedByDelay[delay] ?? 0) + n;
+    this.metrics.retried(delay, n);
   }
 
-  /** A failed message was parked for `reason`. */
-  parked(reason: string): void {
-    this.c.parked++;
-    this.c.parkedByReason[reason] = (this.c.parkedByReason[reason] ?? 0) + 1;
-    this.metrics.parked(reason);
+  /** `n` failed messages (one by default) were parked for `reason`. */
+  parked(reason: string, n = 1): void {
+    this.c.parked += n;
+    this.c.parkedByReason[reason] = (this.c.parkedByReason[reason] ?? 0) + n;
+    this.metrics.parked(reason, n);
   }
 
   /** A failed message was stored in the retry table. */

@@ -179,6 +179,14 @@ impl NativeConsumer {
         })
     }
 
+    /// Whether the consumer has `retry` and `parked` listeners: the retries
+    /// and parks it does not hear of one by one come as counts (a `tally`
+    /// event per batch).
+    #[napi]
+    pub fn heard(&self, retry: bool, parked: bool) -> napi::Result<()> {
+        self.handle.heard(retry, parked).map_err(js_error)
+    }
+
     /// Puts deliveries that were handed over but never started back in the
     /// queue, in their place.
     #[napi]

@@ -196,6 +196,7 @@ mod tests {
             Event::Disconnected { .. } => 4,
             Event::Recovered { .. } => 5,
             Event::ConsumerError { .. } => 6,
+            Event::Tally { .. } => 7,
         }
     }
 
@@ -244,6 +245,10 @@ mod tests {
             Event::ConsumerError {
                 error: Error::new(ErrorKind::Connection, "ack failed"),
             },
+            Event::Tally {
+                retried: [("5s".to_owned(), 37), ("1m".to_owned(), 2)].into(),
+                parked: [("exhausted".to_owned(), 1)].into(),
+            },
         ]
     }
 
@@ -261,6 +266,7 @@ mod tests {
                 {"kind": "disconnected", "error": "[CONNECTION] lost", "url": "amqp://app:***@node1:5672"},
                 {"kind": "recovered", "attempts": 2, "afterMs": 350, "url": "amqp://node2"},
                 {"kind": "error", "error": "[CONNECTION] ack failed"},
+                {"kind": "tally", "retried": {"1m": 2, "5s": 37}, "parked": {"exhausted": 1}},
             ])
         );
         assert_eq!(events_json(&[]), "[]");
@@ -325,7 +331,7 @@ mod tests {
     fn fixture() -> String {
         let events = every_event();
         let kinds: BTreeSet<usize> = events.iter().map(kind_index).collect();
-        assert_eq!(kinds.len(), 7, "an example of every event kind");
+        assert_eq!(kinds.len(), 8, "an example of every event kind");
         let deliveries = deliveries();
         let views: Vec<DeliveryView<'_>> = deliveries.iter().map(view).collect();
         let meta: Value = serde_json::from_str(&to_batch(&views, &[], false).meta).unwrap();

@@ -41,4 +41,7 @@ pub(super) enum Command {
     Release(Vec<u64>),
     /// Replies with the events not handed to the sink.
     Finish(oneshot::Sender<Vec<Event>>),
+    /// Whether JavaScript listens to each retry (`retry`) and each park
+    /// (`parked`): the moves it does not hear of one by one are counted.
+    Heard { retry: bool, parked: bool },
 }

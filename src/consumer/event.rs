@@ -3,6 +3,8 @@
 //! the wire shape `lib/wire.ts` types (`WireEvent`): one object per event,
 //! tagged by `kind`, with camelCase fields and `error` as `[CODE] message`.
 
+use std::collections::BTreeMap;
+
 use serde::ser::{SerializeStruct, Serializer};
 use serde::Serialize;
 
@@ -95,6 +97,15 @@ pub(crate) enum Event {
         after_ms: u64,
         /// The node it consumes from now, without the URL's password.
         url: String,
+    },
+    /// Moves nobody listens to one by one (no `retry` or `parked` listener,
+    /// no trace to end): how many went to each retry queue, by the delay's
+    /// label, and to the parked queue, by reason, since the last batch.
+    Tally {
+        /// Retried copies by delay label (`"5s"`).
+        retried: BTreeMap<String, u32>,
+        /// Parked copies by reason (`"exhausted"`).
+        parked: BTreeMap<String, u32>,
     },
     /// The consumer itself hit an error (a failed ack, a closed channel). On
     /// the wire, `kind` is `error`.

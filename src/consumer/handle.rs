@@ -107,6 +107,12 @@ impl ConsumerHandle {
             .unwrap_or_else(|_| Err(Error::new(ErrorKind::Closed, "the consumer is closed")))
     }
 
+    /// Says whether JavaScript listens to each retry and each park; the
+    /// moves it does not hear of one by one reach it as counts.
+    pub(crate) fn heard(&self, retry: bool, parked: bool) -> Result<()> {
+        self.send(Command::Heard { retry, parked })
+    }
+
     /// Puts deliveries handed over but never started back in the queue.
     pub(crate) fn release(&self, ids: Vec<u64>) -> Result<()> {
         self.send(Command::Release(ids))

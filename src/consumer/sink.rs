@@ -1,7 +1,7 @@
 //! Where deliveries and events go: JavaScript, through the binding's
 //! [`Sink`]. The task hands them over itself, as they arrive.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use lapin::message::Delivery;
 
@@ -44,9 +44,47 @@ pub(super) struct Outbox {
     pub(super) arrived: Vec<u64>,
     /// Events not handed over yet.
     pub(super) events: Vec<Event>,
+    /// Whether JavaScript listens to each retry, and to each park (until it
+    /// says otherwise, it does).
+    quiet_retry: bool,
+    quiet_parked: bool,
+    /// The retries and parks not reported one by one, since the last batch.
+    retried: BTreeMap<String, u32>,
+    parked: BTreeMap<String, u32>,
 }
 
 impl Outbox {
+    /// JavaScript listens to each retry (`retry`), and to each park (`parked`), or not.
+    pub(super) fn heard(&mut self, retry: bool, parked: bool) {
+        self.quiet_retry = !retry;
+        self.quiet_parked = !parked;
+    }
+
+    /// Reports the event a move ended with: one by one, or, a retry or a
+    /// park nobody listens to and with no trace to end, as a count.
+    pub(super) fn report(&mut self, event: Event, traced: bool) {
+        match event {
+            Event::Retried { delay, .. } if self.quiet_retry && !traced => {
+                *self.retried.entry(delay).or_default() += 1;
+            }
+            Event::Parked { reason, .. } if self.quiet_parked && !traced => {
+                *self.parked.entry(reason).or_default() += 1;
+            }
+            other => self.events.push(other),
+        }
+    }
+
+    /// The counts so far, as one event after the others.
+    fn tally(&mut self) {
+        if self.retried.is_empty() && self.parked.is_empty() {
+            return;
+        }
+        self.events.push(Event::Tally {
+            retried: std::mem::take(&mut self.retried),
+            parked: std::mem::take(&mut self.parked),
+        });
+    }
+
     /// Hands everything to `sink` from the next turn on; a sink attached
     /// after the last deliveries gets nothing.
     pub(super) fn attach(&mut self, sink: Box<dyn Sink>) {
@@ -58,6 +96,9 @@ impl Outbox {
     /// Hands what arrived to the sink, if one is attached. While finishing,
     /// events stay here: [`finish`](Self::finish) returns them.
     pub(super) fn hand_over(&mut self, pending: &HashMap<u64, Pending>, finishing: bool) {
+        if !finishing {
+            self.tally();
+        }
         let Some(sink) = self.sink.as_mut() else {
             return;
         };
@@ -88,6 +129,7 @@ impl Outbox {
     /// Tells the sink that no delivery follows, with the events so far, and
     /// lets it go: later events are returned by [`finish`](Self::finish).
     pub(super) fn close(&mut self) {
+        self.tally();
         if let Some(mut sink) = self.sink.take() {
             sink.deliver(&[], &self.events, true);
             self.events.clear();
@@ -97,6 +139,7 @@ impl Outbox {
 
     /// Lets the sink go and returns the events it did not get.
     pub(super) fn finish(&mut self) -> Vec<Event> {
+        self.tally();
         self.sink = None;
         std::mem::take(&mut self.events)
     }

@@ -2,13 +2,9 @@
 //! JavaScript, acks what JavaScript settled, routes failures, recovers and stops.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
-use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use lapin::message::Delivery;
 use tokio::sync::{mpsc, oneshot};
@@ -45,34 +41,7 @@ enum Phase {
     Stopped,
 }
 
-/// The failed deliveries being moved out, polled by the consumer's task
-/// itself: a confirm wakes that one task, where a task spawned per failure
-/// cost a spawn, its own wake-up and then the consumer's.
-type Moves = FuturesUnordered<BoxFuture<'static, Moved>>;
-
-/// A move that ended: the delivery it was for and the event it ends with.
-struct Moved {
-    /// The channel the delivery came on ([`ConsumerTask::channel_number`]):
-    /// a tag of a channel since lost names nothing on the current one.
-    channel: u64,
-    tag: u64,
-    /// `None` when the move panicked: whether a copy was made is unknown, so
-    /// the delivery is held (never acked) and the broker redelivers it.
-    event: Option<Event>,
-}
-
-/// `mv`, the move of delivery `tag` of channel `channel`, as one of the [`Moves`].
-fn move_of(
-    channel: u64,
-    tag: u64,
-    mv: impl Future<Output = Event> + Send + 'static,
-) -> BoxFuture<'static, Moved> {
-    Box::pin(AssertUnwindSafe(mv).catch_unwind().map(move |moved| Moved {
-        channel,
-        tag,
-        event: moved.ok(),
-    }))
-}
+use moves::{move_of, Moved, Moves};
 
 pub(super) struct ConsumerTask<L: Link> {
     link: L,
@@ -300,6 +269,7 @@ impl<L: Link> ConsumerTask<L> {
                 let _ = reply.send(self.probe(phase, sink).await);
             }
             Command::Release(ids) => self.release(ids).await,
+            Command::Heard { retry, parked } => self.out.heard(retry, parked),
         }
     }
 
@@ -488,6 +458,7 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
+mod moves;
 mod settle;
 
 #[cfg(test)]

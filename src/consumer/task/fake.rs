@@ -55,6 +55,7 @@ pub(super) fn kind(e: &Event) -> &'static str {
         Event::Disconnected { .. } => "disconnected",
         Event::Recovered { .. } => "recovered",
         Event::ConsumerError { .. } => "error",
+        Event::Tally { .. } => "tally",
     }
 }
 

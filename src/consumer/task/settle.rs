@@ -95,6 +95,7 @@ impl<L: Link> ConsumerTask<L> {
     /// the consumer's channel instead, never acked.
     fn move_out(&mut self, id: u64, p: Pending, f: Failure, route: Route) {
         let tag = p.delivery.delivery_tag;
+        let traced = f.trace.is_some();
         if let Route::Return {
             delay,
             next_attempt,
@@ -109,7 +110,7 @@ impl<L: Link> ConsumerTask<L> {
             let event = returned(&self.config.topology.queue, id, &p, f, delay, next_attempt);
             let step = self.step();
             self.failures
-                .push(move_of(self.channel_number, tag, async move {
+                .push(move_of(self.channel_number, tag, traced, async move {
                     let error = match tokio::time::timeout(step, ch.reject(tag)).await {
                         Ok(Ok(())) => return event,
                         Ok(Err(e)) => e,
@@ -127,7 +128,7 @@ impl<L: Link> ConsumerTask<L> {
             .link
             .route_failure(self.config.clone(), id, p, f, route);
         self.failures
-            .push(move_of(self.channel_number, tag, routed));
+            .push(move_of(self.channel_number, tag, traced, routed));
     }
 
     /// Puts deliveries JavaScript never started back in the queue.
@@ -154,6 +155,7 @@ impl<L: Link> ConsumerTask<L> {
         let Moved {
             channel,
             tag,
+            traced,
             event,
         } = moved;
         if channel == self.channel_number && self.channel.is_some() {
@@ -164,7 +166,9 @@ impl<L: Link> ConsumerTask<L> {
                 self.acks.done(tag);
             }
         }
-        self.out.events.extend(event);
+        if let Some(event) = event {
+            self.out.report(event, traced);
+        }
     }
 
     /// Sends the acks the ledger says are due. Each frame is queued for

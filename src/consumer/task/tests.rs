@@ -118,6 +118,37 @@ async fn a_failure_is_acked_only_after_its_republish_and_then_with_what_follows(
 }
 
 #[tokio::test(start_paused = true)]
+async fn moves_nobody_listens_to_one_by_one_come_as_counts_and_traced_ones_still_one_by_one() {
+    let script = Script::default();
+    let (handle, sink) = handling_two(&script).await;
+    handle.heard(false, false).unwrap();
+    let traced = Failure {
+        trace: Some(Default::default()),
+        ..failure("carrier 503")
+    };
+    handle
+        .settle_many(vec![], vec![(1, failure("carrier 503")), (2, traced)])
+        .unwrap();
+    until("both moves", || sink.events().len() == 2).await;
+    let mut events = sink.events();
+    events.sort_unstable();
+    assert_eq!(
+        events,
+        vec!["retry", "tally"],
+        "the traced move is reported on its own"
+    );
+    // Heard again: one by one.
+    handle.heard(true, true).unwrap();
+    script.deliver(3);
+    until("the third delivery", || sink.ids().len() == 3).await;
+    handle
+        .settle_many(vec![], vec![(3, failure("carrier 503"))])
+        .unwrap();
+    until("its move", || sink.events().len() == 3).await;
+    assert_eq!(sink.events().last(), Some(&"retry"));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_failure_that_asks_to_park_parks_at_once_with_delays_left() {
     let script = Script::default();
     let (handle, sink) = handling_two(&script).await;
