@@ -341,6 +341,8 @@ export interface ConsumeOptions {
   parkedQueueArguments?: string
   /** The consumer's tag on the work queue. @default one the broker makes */
   consumerTag?: string
+  /** Every `retry-*` header on a retried copy, not only those counting its attempts and parking it need (`onFailure.retryHeaders: 'full'`). @default false */
+  fullRetryHeaders?: boolean
 }
 
 /** A parsed delay: milliseconds and the label used in queue names. */

@@ -456,7 +456,8 @@ describe('handlers that do not throw an Error', () => {
     const queue = testQueue(delays);
     const rr = await connectClient();
     const retries: RetryEvent[] = [];
-    const consumer = track(await rr.consume({ queue, onFailure: { delays } }, handler));
+    // Every header on the retried copy, its error's name among them.
+    const consumer = track(await rr.consume({ queue, onFailure: { delays, retryHeaders: 'full' } }, handler));
     consumer.on('retry', (e) => retries.push(e));
     await rr.publish('', queue, 'payload', { messageId: 'odd-1' });
 

@@ -137,7 +137,7 @@ describe('onFailure.retryable', () => {
     await rr.publish('', queue, { n: 2 }, { messageId: 'good' });
     const retried = await waitForOne(retryQueueName(queue, '1m'));
     expect(retried.properties.messageId).toBe('good');
-    expect(retried.headers['retry-reason']).toBe('retry');
+    expect(retried.headers['retry-attempt']).toBe(1);
   });
 });
 

@@ -102,7 +102,7 @@ describe('an Error with fields of the wrong type is retried with a readable retr
       () => {
         throw make();
       },
-      { onFailure: { stackOnRetry: true } },
+      { onFailure: { stackOnRetry: true, retryHeaders: 'full' } },
     );
     const moved = await expectSettled(queue, retryQueueName(queue, '1m'), r);
     expect(readable(moved.headers, 'retry-last-error')).toMatch(expected.lastError);
@@ -166,14 +166,14 @@ describe('an error that throws when it is read costs only its own message', () =
 
   it.each(cases)('%s', async (_label, make, headers) => {
     const queue = testQueue(DELAYS);
-    // The stack is read for a retried copy too, as it is for a parked one.
+    // The stack and every header are written for a retried copy too, as they are for a parked one.
     const r = await run(
       queue,
       IDS,
       () => {
         throw make();
       },
-      { onFailure: { stackOnRetry: true } },
+      { onFailure: { stackOnRetry: true, retryHeaders: 'full' } },
     );
     const moved = await expectSettled(queue, retryQueueName(queue, '1m'), r);
     for (const [header, pattern] of Object.entries(headers)) expect(readable(moved.headers, header)).toMatch(pattern);
@@ -240,7 +240,8 @@ describe('a retryable predicate that does not return a boolean parks the message
       () => {
         throw new CarrierError('carrier returned 503');
       },
-      { onFailure: { retryable: () => verdict } },
+      // Every header on a retried copy too, its retry-reason among them.
+      { onFailure: { retryable: () => verdict, retryHeaders: 'full' } },
     );
     const moved = await expectSettled(queue, verdict ? retryQueueName(queue, '1m') : parkedQueueName(queue), r);
     expect(moved.headers['retry-reason']).toBe(reason);

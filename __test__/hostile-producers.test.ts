@@ -126,8 +126,8 @@ async function alwaysFailing(message: string): Promise<{
   const rr = await connectClient();
   let count = 0;
   const consumer = track(
-    // The stack on the retried copy too: these tests fit it in the frame.
-    await rr.consume({ queue, prefetch: 1, onFailure: { delays, stackOnRetry: true } }, () => {
+    // The stack and every header on the retried copy too: these tests fit them in the frame.
+    await rr.consume({ queue, prefetch: 1, onFailure: { delays, stackOnRetry: true, retryHeaders: 'full' } }, () => {
       count++;
       throw new Error(message);
     }),
@@ -531,7 +531,9 @@ describe('D. user headers named retry-* survive a retry and a park unchanged; ou
 
     expect(seen.map((s) => s.attempt)).toEqual([0, 1]);
     for (const s of seen) expect(s.headers).toMatchObject(userHeaders);
-    expect(seen[1].headers).toMatchObject({ 'retry-attempt': 1, 'retry-reason': 'retry', 'retry-last-error': 'first failure' });
+    expect(seen[1].headers).toMatchObject({ 'retry-attempt': 1, 'retry-last-error': 'first failure' });
+    // A retried copy carries only what counting and parking need: no retry-reason of its own.
+    expect(seen[1].headers['retry-reason']).toBeUndefined();
     expect(parked.headers).toMatchObject({
       ...userHeaders,
       'retry-attempt': 1,

@@ -314,6 +314,9 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
     }
     checkFunction('onFailure.retryable', f.retryable, 'a function (err, msg) => boolean');
     checkBoolean('onFailure.stackOnRetry', f.stackOnRetry);
+    if (f.retryHeaders !== undefined && f.retryHeaders !== 'minimal' && f.retryHeaders !== 'full') {
+      throw new InvalidOptionsError(`onFailure.retryHeaders must be 'minimal' or 'full', got ${kindOf(f.retryHeaders)}`);
+    }
     const t = f.table;
     if (t !== undefined) {
       for (const key of ['dependency', 'tenant', 'nextAttemptAt'] as const) checkFunction(`onFailure.table.${key}`, t[key]);

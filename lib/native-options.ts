@@ -72,6 +72,7 @@ export function nativeConsumeOptions(options: ConsumeOptions, delays: string[]):
     retryQueueArguments: argumentsJson(options.retryQueueArguments),
     parkedQueueArguments: argumentsJson(options.parkedQueueArguments),
     consumerTag: options.consumerTag,
+    fullRetryHeaders: options.onFailure?.retryHeaders === 'full',
     table: options.onFailure?.table !== undefined,
     tableMaxAttempts: options.onFailure?.table?.maxAttempts,
     delays,

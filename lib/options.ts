@@ -179,6 +179,18 @@ export interface OnFailureOptions {
   /** The error's stack (`retry-error-stack`) on every retried copy too, not only on one that parks or goes to the retry table. @default false */
   stackOnRetry?: boolean;
   /**
+   * The `retry-*` headers of a copy bound for a retry queue. `'minimal'`:
+   * `retry-attempt`, `retry-last-error`, `retry-first-failed-at`,
+   * `retry-original-exchange` and `retry-original-routing-key` (and the stack
+   * with `stackOnRetry`), what counting its attempts and parking it later
+   * need; each header costs the broker CPU on every retry. `'full'`: the
+   * parked copy's ten as well (`retry-reason`, `retry-error-name`,
+   * `retry-error-stack`, `retry-failed-at`, `retry-queue`). A parked copy
+   * and a row of the retry table always carry every header.
+   * @default 'minimal'
+   */
+  retryHeaders?: 'minimal' | 'full';
+  /**
    * After the delays, store failures in the retry table (PostgreSQL, see
    * `ConnectOptions.retryTable`) instead of parking them: for failures that
    * wait on a person or a condition, not a clock. `delays: []` uses the table alone.
@@ -200,6 +212,7 @@ export const ON_FAILURE_OPTION_KEYS = {
   brokerDelay: true,
   retryable: true,
   stackOnRetry: true,
+  retryHeaders: true,
   table: true,
   circuit: true,
 } satisfies OptionKeys<OnFailureOptions>;

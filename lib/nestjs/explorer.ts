@@ -102,6 +102,7 @@ function mergeOnFailure(defaults: OnFailureOptions | undefined, own: OnFailureOp
     brokerDelay: own.brokerDelay ?? (ownQueues ? undefined : defaults.brokerDelay),
     retryable: own.retryable ?? defaults.retryable,
     stackOnRetry: own.stackOnRetry ?? defaults.stackOnRetry,
+    retryHeaders: own.retryHeaders ?? defaults.retryHeaders,
     table: own.table ?? (ownBroker ? undefined : defaults.table),
     circuit: own.circuit ?? defaults.circuit,
   };

@@ -74,6 +74,8 @@ pub struct ConsumeOptions {
     pub parked_queue_arguments: Option<String>,
     /// The consumer's tag on the work queue. @default one the broker makes
     pub consumer_tag: Option<String>,
+    /// Every `retry-*` header on a retried copy, not only those counting its attempts and parking it need (`onFailure.retryHeaders: 'full'`). @default false
+    pub full_retry_headers: Option<bool>,
 }
 
 /// The exchange types `exchangeType` takes; the first is its default.
@@ -93,6 +95,8 @@ pub(crate) struct ConsumeSpec {
     consumer_timeout_ms: Option<u32>,
     /// The consumer's tag, when the options name one.
     consumer_tag: Option<String>,
+    /// Every `retry-*` header on a retried copy.
+    full_retry_headers: bool,
 }
 
 impl ConsumeSpec {
@@ -197,6 +201,7 @@ impl ConsumeSpec {
             table_max_attempts,
             consumer_timeout_ms,
             consumer_tag: options.consumer_tag,
+            full_retry_headers: options.full_retry_headers.unwrap_or(false),
         })
     }
 
@@ -225,6 +230,7 @@ impl ConsumeSpec {
             table,
             consumer_timeout_ms: self.consumer_timeout_ms,
             consumer_tag: self.consumer_tag,
+            full_retry_headers: self.full_retry_headers,
         })
     }
 }

@@ -69,6 +69,9 @@ pub(crate) struct ConsumerConfig {
     pub consumer_timeout_ms: Option<u32>,
     /// The consumer's tag; `None` lets the broker make one.
     pub consumer_tag: Option<String>,
+    /// Every `retry-*` header on a retried copy (`onFailure.retryHeaders:
+    /// 'full'`), not only those counting and parking need.
+    pub full_retry_headers: bool,
 }
 
 /// The retry table after the retry queues.

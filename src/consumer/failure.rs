@@ -325,6 +325,7 @@ fn republished(
         previous_original_exchange: orig_exchange.as_deref(),
         previous_original_routing_key: orig_key.as_deref(),
         room: frame_max.saturating_sub(used),
+        minimal: !config.full_retry_headers,
     };
     let producer: Vec<ProducerHeader> = kept
         .inner()

@@ -135,7 +135,21 @@ pub(crate) struct FailureInput<'a> {
     /// Bytes the frame leaves for these headers, once the properties and
     /// the headers kept from the message are counted.
     pub room: usize,
+    /// A copy bound for a retry queue carries only [`RETRY_COPY_HEADERS`]
+    /// (and the stack when there is one): `onFailure.retryHeaders: 'minimal'`.
+    pub minimal: bool,
 }
+
+/// What a retried copy carries with `onFailure.retryHeaders: 'minimal'`:
+/// what counting its attempts and parking it later need, and the error. The
+/// parked copy gets every header, written anew when it parks.
+pub(crate) const RETRY_COPY_HEADERS: [&str; 5] = [
+    RETRY_ATTEMPT,
+    RETRY_LAST_ERROR,
+    RETRY_FIRST_FAILED_AT,
+    RETRY_ORIGINAL_EXCHANGE,
+    RETRY_ORIGINAL_ROUTING_KEY,
+];
 
 /// Builds the `retry-*` headers for a failure, in a fixed order, within
 /// `input.room` bytes. When they do not fit, the stack is cut first, then the
@@ -191,6 +205,12 @@ pub(crate) fn failure_headers(
         ),
         (RETRY_QUEUE, str_value(input.queue)),
     ];
+    if input.minimal && matches!(input.route, Route::Retry { .. }) {
+        headers.retain(|(name, value)| {
+            RETRY_COPY_HEADERS.contains(name)
+                || (*name == RETRY_ERROR_STACK && !matches!(value, HeaderValue::Str(s) if s.is_empty()))
+        });
+    }
     // Both keep their first kilobyte while the other can give room; then
     // the stack goes before the message.
     for (text, floor) in [

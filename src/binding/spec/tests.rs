@@ -31,6 +31,7 @@ fn options(queue: &str) -> ConsumeOptions {
         retry_queue_arguments: None,
         parked_queue_arguments: None,
         consumer_tag: None,
+        full_retry_headers: None,
     }
 }
 

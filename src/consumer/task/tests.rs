@@ -39,6 +39,7 @@ fn config(max_attempts: Option<u32>) -> ConsumerConfig {
         table: None,
         consumer_timeout_ms: None,
         consumer_tag: None,
+        full_retry_headers: false,
     }
 }
 

@@ -33,6 +33,7 @@ pub(crate) fn input_with_room(route: &Route, room: usize) -> FailureInput<'_> {
         previous_original_exchange: None,
         previous_original_routing_key: None,
         room,
+        minimal: false,
     }
 }
 
@@ -359,4 +360,41 @@ fn broker_death_headers() {
     for (name, want) in cases {
         assert_eq!(is_broker_death_header(name), want, "{name}");
     }
+}
+
+#[test]
+fn a_minimal_retried_copy_carries_what_counting_and_parking_need_and_a_stack_only_when_read() {
+    let retry = retry_route();
+    let names = |i: &FailureInput| headers(i).into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    let without_stack = FailureInput {
+        minimal: true,
+        error_stack: "",
+        ..input(&retry)
+    };
+    assert_eq!(
+        names(&without_stack),
+        vec![
+            RETRY_ATTEMPT,
+            RETRY_LAST_ERROR,
+            RETRY_FIRST_FAILED_AT,
+            RETRY_ORIGINAL_EXCHANGE,
+            RETRY_ORIGINAL_ROUTING_KEY
+        ]
+    );
+    let with_stack = FailureInput {
+        minimal: true,
+        ..input(&retry)
+    };
+    assert!(names(&with_stack).contains(&RETRY_ERROR_STACK));
+    // A copy that parks carries every header, minimal or not.
+    let park = Route::Park {
+        reason: ParkReason::Exhausted,
+        attempt: 3,
+    };
+    let parked = FailureInput {
+        minimal: true,
+        ..input(&park)
+    };
+    assert_eq!(names(&parked), names(&input(&park)));
+    assert_eq!(names(&input(&retry)).len(), 10);
 }
