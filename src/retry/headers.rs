@@ -208,7 +208,8 @@ pub(crate) fn failure_headers(
     if input.minimal && matches!(input.route, Route::Retry { .. }) {
         headers.retain(|(name, value)| {
             RETRY_COPY_HEADERS.contains(name)
-                || (*name == RETRY_ERROR_STACK && !matches!(value, HeaderValue::Str(s) if s.is_empty()))
+                || (*name == RETRY_ERROR_STACK
+                    && !matches!(value, HeaderValue::Str(s) if s.is_empty()))
         });
     }
     // Both keep their first kilobyte while the other can give room; then
