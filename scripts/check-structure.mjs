@@ -135,7 +135,7 @@ function rustPathsNamed(code, self) {
   return out;
 }
 
-const rustFiles = filesUnder('src').filter((f) => f.endsWith('.rs') && !/(^|\/)tests\.rs$/.test(f) && !f.includes('/fake'));
+const rustFiles = filesUnder('src').filter((f) => f.endsWith('.rs') && !/(^|\/)tests(\.rs$|\/)/.test(f) && !f.includes('/fake'));
 const modules = new Map(rustFiles.map((f) => [rustModuleOf(f).join('::'), f]));
 /** The file of the longest prefix of `path` that is a module of the crate. */
 const fileOf = (path) => {

@@ -75,6 +75,8 @@ pub(super) struct Script {
     pub(super) refuse_republish: Arc<AtomicBool>,
     /// Republishes panic while set.
     pub(super) panic_on_republish: Arc<AtomicBool>,
+    /// Rejects (`basic.reject` with requeue) fail while set.
+    pub(super) refuse_rejects: Arc<AtomicBool>,
     /// Republishes wait for a permit.
     pub(super) confirms: Option<Arc<Semaphore>>,
     pub(super) closed: Arc<AtomicBool>,
@@ -164,6 +166,7 @@ pub(super) struct FakeChannel {
     pub(super) ops: Arc<Mutex<Vec<Op>>>,
     feeds: Feeds,
     ready: Arc<Mutex<VecDeque<Delivery>>>,
+    refuse_rejects: Arc<AtomicBool>,
 }
 
 type Feeds = Arc<Mutex<Vec<mpsc::UnboundedSender<Result<Delivery>>>>>;
@@ -188,6 +191,9 @@ impl LinkChannel for FakeChannel {
     async fn reject(&self, tag: u64) -> Result<()> {
         let ch = self.n;
         self.ops.lock().unwrap().push(Op::Reject { ch, tag });
+        if self.refuse_rejects.load(Ordering::SeqCst) {
+            return Err(Error::new(ErrorKind::Connection, "reject refused"));
+        }
         Ok(())
     }
 
@@ -239,6 +245,7 @@ impl Link for Script {
                 ops: self.ops.clone(),
                 feeds: self.feeds.clone(),
                 ready: self.ready.clone(),
+                refuse_rejects: self.refuse_rejects.clone(),
             },
             consumer_tag: format!("ctag-{n}"),
             node: format!("amqp://node{n}"),

@@ -108,19 +108,21 @@ impl<L: Link> ConsumerTask<L> {
             };
             self.acks.returning(tag);
             let event = returned(&self.config.topology.queue, id, &p, f, delay, next_attempt);
-            let step = self.step();
-            self.failures
-                .push(move_of(self.channel_number, tag, traced, async move {
-                    let error = match tokio::time::timeout(step, ch.reject(tag)).await {
-                        Ok(Ok(())) => return event,
-                        Ok(Err(e)) => e,
-                        Err(_) => Error::new(
-                            ErrorKind::Connection,
-                            format!("no answer within {} ms", step.as_millis()),
-                        ),
-                    };
-                    return_failed(event, error)
-                }));
+            // The reject's frame is queued for lapin's I/O thread on the first
+            // poll, ahead of any ack sent after it, and its being written is
+            // not waited for, as an ack's is not: a reject that never leaves
+            // (the connection went down) gives the broker its message back
+            // with the channel, and it is delivered again.
+            let event = match ch.reject(tag).now_or_never() {
+                Some(Err(e)) => return_failed(event, e),
+                Some(Ok(())) | None => event,
+            };
+            self.failure_done(Moved {
+                channel: self.channel_number,
+                tag,
+                traced,
+                event: Some(event),
+            });
             return;
         }
         self.acks.publishing(tag);
