@@ -284,7 +284,10 @@ describe('inbox over a node-postgres pool', () => {
       'retry-last-error': 'inbox: the message has no message id; give inbox.key to key it on a field of yours',
     });
     expect(calls).toBe(0);
+    // The event follows the broker's confirm of the parked copy, which can be read first.
+    await waitFor(() => parkedEvents.length > 0, 5000, 'the parked event');
     expect(parkedEvents).toHaveLength(1);
+    expect(parkedEvents[0]).toMatchObject({ queue, reason: 'non-retryable' });
   });
 
   it('keys messages with inbox.key', async () => {
