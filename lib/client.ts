@@ -219,8 +219,9 @@ export class RabbitRetry {
           delays.map((d) => retryQueueName(options.queue, d as Delay)),
         ),
       },
+      background: inbox,
       onClosed: (c) => {
-        inbox?.stop();
+        void inbox?.stop();
         this.consumers.delete(c);
       },
     });

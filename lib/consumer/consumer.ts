@@ -53,6 +53,8 @@ export interface ConsumerContext {
   consumerTag?: string;
   /** The consumer's circuit breaker, and what it does on the broker. */
   circuit?: { circuit: Circuit; io: CircuitIo };
+  /** Work the consumer runs beside its deliveries (its inbox's cleanup): stopped when it closes, and waited for within the close's bound. */
+  background?: { stop(): Promise<void> };
   onClosed: (c: Consumer) => void;
 }
 
@@ -125,9 +127,10 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       log,
       running: this.running,
       streamDone: new Promise((resolve) => (this.endStream = resolve)),
-      quiet: () => {
+      quiet: async () => {
         this.alerts?.stop();
         this.membership?.leave();
+        await ctx.background?.stop();
       },
       stop: () => native(() => inner.stop()),
       finish: async () => {

@@ -22,8 +22,8 @@ export interface ShutdownHost {
   readonly running: Pick<InFlight<Tracked>, 'size' | 'idle'>;
   /** Resolves when the native side ended the stream of batches. */
   readonly streamDone: Promise<void>;
-  /** Stops what would start work on its own: the alert checks, the circuit's probes. */
-  quiet(): void;
+  /** Stops what would start work on its own (the alert checks, the circuit's probes, the inbox's cleanup); resolves when the work it had begun is over. */
+  quiet(): Promise<void>;
   /** Stops taking deliveries; resolves when none comes any more. */
   stop(): Promise<void>;
   /** Hands over the last settlements, closes the channel, and reports what the native side reported last. */
@@ -98,12 +98,14 @@ export class Shutdown {
   private async run(): Promise<CloseResult> {
     const { host } = this;
     const bound = this.#bound;
-    host.quiet();
+    const quieted = host.quiet();
     try {
       this.#stopped = host.stop();
       await bound.within(this.#stopped);
       await bound.within(host.streamDone);
       await bound.within(host.running.idle());
+      // A cleanup already running ends before close() resolves: none writes after it.
+      await bound.within(quieted);
       const unfinished = host.running.size;
       if (unfinished > 0) this.#abandoned = true;
       this.#finishing = true;

@@ -52,7 +52,8 @@ export class Inbox {
   private readonly adapter: TransactionAdapter<unknown>;
   // An ES private field: printing or serialising the consumer never meets a timer's circular internals.
   #timer?: NodeJS.Timeout;
-  private cleaning = false;
+  /** The cleanup running now. */
+  #cleaning?: Promise<number>;
   private stopped = false;
   /** The consumer, once it started. */
   private host?: InboxHost;
@@ -145,9 +146,15 @@ export class Inbox {
   }
 
   /** Deletes the ids older than the retention, in batches; resolves to how many. Never rejects: a failure goes to the consumer's `error`. */
-  async cleanup(): Promise<number> {
-    if (this.cleaning) return 0;
-    this.cleaning = true;
+  cleanup(): Promise<number> {
+    if (this.#cleaning) return Promise.resolve(0);
+    const cleaning = this.clean();
+    this.#cleaning = cleaning;
+    void cleaning.finally(() => (this.#cleaning = undefined));
+    return cleaning;
+  }
+
+  private async clean(): Promise<number> {
     let deleted = 0;
     try {
       const age = `${this.o.retentionMs} milliseconds`;
@@ -163,16 +170,15 @@ export class Inbox {
           new InboxError(`inbox '${this.o.consumer}': deleting handled ids older than the retention failed: ${reasonOf(err)}`, { cause: err }),
         );
       }
-    } finally {
-      this.cleaning = false;
     }
     return deleted;
   }
 
-  /** Stops the cleanup. */
-  stop(): void {
+  /** Stops the cleanup; resolves when a cleanup already running has ended (it deletes no batch after this one). */
+  async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.#timer);
     this.#timer = undefined;
+    await this.#cleaning;
   }
 }
