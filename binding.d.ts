@@ -124,10 +124,11 @@ export declare class NativeConsumer {
   start(max: number, onBatch: (batch: NativeBatch) => void): void
   /**
    * Settles the deliveries whose handlers finished: the ids in `acked`
-   * resolved (ack them), each of `failed` threw (retry or park it). One
+   * resolved (ack them), each of `failed` threw (retry or park it).
+   * `failed` is a JSON array of `FailureInfo`s, or `''` for none. One
    * call for many.
    */
-  settle(acked: Array<number>, failed: Array<FailureInfo>): void
+  settle(acked: Array<number>, failed: string): void
   /** Stops deliveries; unstarted ones go back to the queue. */
   stop(): Promise<void>
   /**
@@ -367,7 +368,7 @@ export declare function errorCodes(): Array<string>
 
 /**
  * A delivery whose handler threw, and its error, passed as data so its
- * stack survives.
+ * stack survives. `settle` takes a JSON array of these.
  */
 export interface FailureInfo {
   /** The delivery's id. */

@@ -91,6 +91,12 @@ describe('an Error with fields of the wrong type is retried with a readable retr
     ],
     ['name a number', () => Object.assign(new Error('carrier down'), { name: 7 }), { lastError: /^carrier down$/, name: /^7$/ }],
     ['stack an object', () => Object.assign(new Error('carrier down'), { stack: { frames: 3 } }), { lastError: /^carrier down$/, stack: /"frames":3/ }],
+    // Lone surrogate halves read as U+FFFD, as any string crossing to the native side does; a pair stays one character.
+    [
+      'lone surrogates in its name, message and stack',
+      () => Object.assign(new Error('carrier \ud800 down \udc00 😀'), { name: 'Carrier\udbff', stack: 'at \ud83d x' }),
+      { lastError: /^carrier \ufffd down \ufffd 😀$/, name: /^Carrier\ufffd$/, stack: /^at \ufffd x$/ },
+    ],
   ];
 
   it.each(cases)('%s', async (_label, make, expected) => {
@@ -110,6 +116,8 @@ describe('an Error with fields of the wrong type is retried with a readable retr
     if (expected.name) expect(readable(moved.headers, 'retry-error-name')).toMatch(expected.name);
     if (expected.stack) expect(readable(moved.headers, 'retry-error-stack')).toMatch(expected.stack);
     expect(r.consumer.stats()).toMatchObject({ acked: 2, failed: 1, retried: 1 });
+    // Settled with the others, not one by one after a refused batch.
+    expect(r.logger.warnings.filter((l) => l.includes('settling'))).toEqual([]);
   });
 });
 
@@ -295,10 +303,11 @@ describe('when the native settle refuses a whole batch', () => {
       start: (_max: number, f: (b: NativeBatch) => void) => {
         onBatch = f;
       },
-      settle: (acked: number[], failed: NativeFailureInfo[]) => {
+      // The failures cross as a JSON array, or '' for none.
+      settle: (acked: number[], failed: string) => {
         const err = refuse(calls++);
         if (err) throw err;
-        settled.push({ acked, failed });
+        settled.push({ acked, failed: failed === '' ? [] : (JSON.parse(failed) as NativeFailureInfo[]) });
       },
       stop: async () => {
         setImmediate(() => onBatch({ meta: '[]', bodies: Buffer.alloc(0), large: [], strings: [], events: '[]', closed: true }));

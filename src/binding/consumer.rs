@@ -8,51 +8,10 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
 
-use super::convert::{invalid, js_error};
-use super::table::from_epoch_ms;
+use super::convert::js_error;
+use super::failures::failures_of;
 use super::wire::{events_json, to_batch, NativeBatch};
-use crate::consumer::{
-    ConsumerHandle, DeliveryView, Event, Failure, ProbeOutcome, Sink, TableFailure,
-};
-use crate::retry::Thrown;
-
-/// A delivery whose handler threw, and its error, passed as data so its
-/// stack survives.
-#[napi(object)]
-pub struct FailureInfo {
-    /// The delivery's id.
-    pub id: i64,
-    /// The error's name or class.
-    pub name: String,
-    /// Its message.
-    pub message: String,
-    /// Its stack.
-    pub stack: String,
-    /// What the handler threw: a `NoHandlerError` (`no-handler`), a
-    /// `ReplyRefusedError` (`reply-refused`), or an error the `retryable`
-    /// predicate (or a `NonRetryableError`) says another attempt cannot
-    /// (`non-retryable`) or could (`retryable`) get past. Where the message
-    /// goes is the verdict's to decide (`retry::verdict`).
-    #[napi(ts_type = "'no-handler' | 'reply-refused' | 'non-retryable' | 'retryable'")]
-    pub kind: String,
-    /// For the retry table: what the row waits on, whose it is, and when it is due.
-    pub table: Option<TableInfo>,
-    /// The W3C `traceparent` the moved copy carries (the span of its move).
-    pub traceparent: Option<String>,
-    /// The W3C `tracestate` that goes with it.
-    pub tracestate: Option<String>,
-}
-
-/// What a row of the retry table gets, worked out by `onFailure.table`.
-#[napi(object)]
-pub struct TableInfo {
-    /// What the message waits on.
-    pub dependency: Option<String>,
-    /// Whose message it is.
-    pub tenant: Option<String>,
-    /// When it is due, ms since the epoch; `null` waits for a person.
-    pub next_attempt_at_ms: Option<f64>,
-}
+use crate::consumer::{ConsumerHandle, DeliveryView, Event, ProbeOutcome, Sink};
 
 /// A running consumer.
 #[napi]
@@ -99,36 +58,12 @@ impl NativeConsumer {
     }
 
     /// Settles the deliveries whose handlers finished: the ids in `acked`
-    /// resolved (ack them), each of `failed` threw (retry or park it). One
+    /// resolved (ack them), each of `failed` threw (retry or park it).
+    /// `failed` is a JSON array of `FailureInfo`s, or `''` for none. One
     /// call for many.
-    #[napi]
-    pub fn settle(&self, acked: Vec<i64>, failed: Vec<FailureInfo>) -> napi::Result<()> {
-        let fails = failed
-            .into_iter()
-            .map(|failure| {
-                let id = failure.id;
-                let thrown = Thrown::from_report(&failure.kind).ok_or_else(|| {
-                    invalid(
-                        "a failure's kind is 'no-handler', 'reply-refused', 'non-retryable' or 'retryable'",
-                    )
-                })?;
-                let f = Failure {
-                    name: failure.name,
-                    message: failure.message,
-                    stack: failure.stack,
-                    thrown: Some(thrown),
-                    trace: failure
-                        .traceparent
-                        .map(|parent| (parent, failure.tracestate)),
-                    table: failure.table.map(|t| TableFailure {
-                        dependency: t.dependency,
-                        tenant: t.tenant,
-                        next_attempt_at: t.next_attempt_at_ms.map(from_epoch_ms),
-                    }),
-                };
-                Ok((id as u64, f))
-            })
-            .collect::<napi::Result<Vec<_>>>()?;
+    #[napi(ts_args_type = "acked: Array<number>, failed: string")]
+    pub fn settle(&self, acked: Vec<i64>, failed: String) -> napi::Result<()> {
+        let fails = failures_of(&failed)?;
         self.handle
             .settle_many(acked.into_iter().map(|id| id as u64).collect(), fails)
             .map_err(js_error)

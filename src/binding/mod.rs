@@ -8,6 +8,7 @@ mod client;
 mod consumer;
 mod convert;
 mod declare;
+mod failures;
 mod names;
 mod outbox;
 mod parked;
