@@ -53,6 +53,22 @@ test('publishes interleaved with a failing one keep their order, and the failing
   expect(seen).toEqual(inOrder.filter((n) => n !== 250));
 });
 
+test('of many publishes in flight, exactly the returned ones fail, each with its own UNROUTABLE', async () => {
+  const queue = testQueue();
+  const seen = await consumeInOrder(queue);
+  const rr = await connectClient();
+  // Every seventh goes nowhere; the broker confirms many publishes with one ack, returns first.
+  const nowhere = (n: number) => n % 7 === 3;
+  const many = Array.from({ length: COUNT * 4 }, (_, i) => i);
+  const sends = many.map((n) => rr.publish('', nowhere(n) ? `${queue}.nowhere` : queue, { n }));
+  const settled = await Promise.allSettled(sends);
+  const failed = settled.flatMap((s, n) => (s.status === 'rejected' ? [{ n, code: (s.reason as { code?: unknown }).code }] : []));
+  expect(failed).toEqual(many.filter(nowhere).map((n) => ({ n, code: 'UNROUTABLE' })));
+  const routed = many.filter((n) => !nowhere(n));
+  await waitFor(() => seen.length === routed.length, 20_000, `${routed.length} messages handled`);
+  expect(seen).toEqual(routed);
+});
+
 test(`${COUNT / 5} requests not awaited one by one reach the handler in call order`, async () => {
   const queue = testQueue();
   const seen: number[] = [];

@@ -1,11 +1,12 @@
 use crate::{
     Error, Promise, PromiseResolver,
     id_sequence::IdSequence,
+    message::BasicReturnMessage,
     protocol::{AMQPError, AMQPSoftError},
     publisher_confirm::{Confirmation, PublisherConfirm},
     returned_messages::ReturnedMessages,
     shared::SharedMutex,
-    types::DeliveryTag,
+    types::{DeliveryTag, ShortString},
 };
 use std::{collections::HashMap, fmt, sync::MutexGuard};
 use tracing::trace;
@@ -20,8 +21,8 @@ impl Acknowledgements {
         Self(SharedMutex::new(Inner::new(channel_id, returned_messages)))
     }
 
-    pub(crate) fn register_pending(&self) -> PublisherConfirm {
-        self.lock_inner().register_pending()
+    pub(crate) fn register_pending(&self, target: PublishTarget) -> PublisherConfirm {
+        self.lock_inner().register_pending(target)
     }
 
     pub(crate) fn get_last_pending(&self) -> Option<Promise<()>> {
@@ -85,7 +86,34 @@ struct Inner {
     delivery_tag: IdSequence<DeliveryTag>,
     last: Option<Promise<()>>,
     pending: HashMap<DeliveryTag, (PromiseResolver<Confirmation>, PromiseResolver<()>)>,
+    /// Where each pending publish went, to tell which one a returned message is.
+    targets: HashMap<DeliveryTag, PublishTarget>,
     returned_messages: ReturnedMessages,
+}
+
+/// Where a publish went, as a `basic.return` of it says it: its exchange, its
+/// routing key and its body's size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PublishTarget {
+    exchange: ShortString,
+    routing_key: ShortString,
+    size: usize,
+}
+
+impl PublishTarget {
+    pub(crate) fn new(exchange: &ShortString, routing_key: &ShortString, size: usize) -> Self {
+        Self {
+            exchange: exchange.clone(),
+            routing_key: routing_key.clone(),
+            size,
+        }
+    }
+
+    fn is_of(&self, message: &BasicReturnMessage) -> bool {
+        self.size == message.delivery.data.len()
+            && self.routing_key == message.delivery.routing_key
+            && self.exchange == message.delivery.exchange
+    }
 }
 
 impl Inner {
@@ -95,11 +123,12 @@ impl Inner {
             delivery_tag: IdSequence::new(false),
             last: None,
             pending: HashMap::default(),
+            targets: HashMap::default(),
             returned_messages,
         }
     }
 
-    fn register_pending(&mut self) -> PublisherConfirm {
+    fn register_pending(&mut self, target: PublishTarget) -> PublisherConfirm {
         let delivery_tag = self.delivery_tag.next();
         trace!("Publishing with delivery_tag {}", delivery_tag);
         let (promise, resolver) = Promise::new("acknowledgement");
@@ -107,6 +136,7 @@ impl Inner {
         let promise = PublisherConfirm::new(promise, self.returned_messages.clone());
         self.last = Some(err_promise);
         self.pending.insert(delivery_tag, (resolver, err_resolver));
+        self.targets.insert(delivery_tag, target);
         promise
     }
 
@@ -115,8 +145,8 @@ impl Inner {
         success: bool,
         delivery_tag: DeliveryTag,
         resolvers: (PromiseResolver<Confirmation>, PromiseResolver<()>),
+        returned_message: Option<BasicReturnMessage>,
     ) {
-        let returned_message = self.returned_messages.get_waiting_message();
         resolvers.0.resolve(if success {
             Confirmation::Ack(returned_message)
         } else {
@@ -127,15 +157,51 @@ impl Inner {
         }
     }
 
-    fn drop_all(&mut self, success: bool) {
-        for (delivery_tag, resolvers) in std::mem::take(&mut self.pending) {
-            self.complete_pending(success, delivery_tag, resolvers);
+    /// Completes the pending publishes of `tags`, each with the returned
+    /// message that is its own: a `basic.return` comes before the confirm of
+    /// its publish, and one confirm (`multiple`) may cover many publishes, so
+    /// each returned message goes to the first of them, in publish order,
+    /// whose exchange, routing key and body size it carries. A returned
+    /// message that no pending publish could be the publish of goes to the
+    /// first of `tags` left without one, so that no returned publish is
+    /// confirmed as routed.
+    fn complete_tags(&mut self, mut tags: Vec<DeliveryTag>, success: bool) {
+        tags.sort_unstable();
+        let mut completed = Vec::with_capacity(tags.len());
+        for tag in tags {
+            let Some(resolvers) = self.pending.remove(&tag) else {
+                continue;
+            };
+            let returned = match self.targets.remove(&tag) {
+                Some(target) => self
+                    .returned_messages
+                    .take_waiting_message(|m| target.is_of(m)),
+                None => None,
+            };
+            completed.push((tag, resolvers, returned));
+        }
+        for (_, _, returned) in completed.iter_mut().filter(|(_, _, r)| r.is_none()) {
+            let targets = &self.targets;
+            *returned = self
+                .returned_messages
+                .take_waiting_message(|m| !targets.values().any(|t| t.is_of(m)));
+            if returned.is_none() {
+                break;
+            }
+        }
+        for (tag, resolvers, returned) in completed {
+            self.complete_pending(success, tag, resolvers, returned);
         }
     }
 
+    fn drop_all(&mut self, success: bool) {
+        let tags = self.pending.keys().cloned().collect();
+        self.complete_tags(tags, success);
+    }
+
     fn drop_pending(&mut self, delivery_tag: DeliveryTag, success: bool) -> AMQPResult {
-        if let Some(resolvers) = self.pending.remove(&delivery_tag) {
-            self.complete_pending(success, delivery_tag, resolvers);
+        if self.pending.contains_key(&delivery_tag) {
+            self.complete_tags(vec![delivery_tag], success);
             Ok(())
         } else {
             Err(AMQPError::new(
@@ -154,26 +220,18 @@ impl Inner {
     }
 
     fn complete_pending_before(&mut self, delivery_tag: DeliveryTag, success: bool) -> AMQPResult {
-        // Tags are collected from self.pending, so drop_pending should never fail here.
-        // Multiple errors are unlikely, and if they occur they are likely identical; callers
-        // also handle the underlying acknowledgement state independently, so returning the
-        // last error is sufficient.
-        let mut res = Ok(());
-        for tag in self
+        let tags = self
             .pending
             .keys()
             .filter(|tag| **tag <= delivery_tag)
             .cloned()
-            .collect::<Vec<DeliveryTag>>()
-        {
-            if let Err(err) = self.drop_pending(tag, success) {
-                res = Err(err);
-            }
-        }
-        res
+            .collect();
+        self.complete_tags(tags, success);
+        Ok(())
     }
 
     fn on_channel_error(&mut self, error: Error) {
+        self.targets.clear();
         for (delivery_tag, resolvers) in self.pending.drain() {
             resolvers.0.reject(error.clone());
             if Some(delivery_tag) == self.delivery_tag.current() {
@@ -186,5 +244,98 @@ impl Inner {
     fn reset(&mut self, error: Error) {
         self.delivery_tag = IdSequence::new(false);
         self.on_channel_error(error);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BasicProperties, error_holder::ErrorHolder};
+    use std::{future::Future, pin::pin, task};
+
+    fn target(routing_key: &str, size: usize) -> PublishTarget {
+        PublishTarget::new(&"".into(), &routing_key.into(), size)
+    }
+
+    /// The broker returns a publish to `routing_key` with a body of `size` bytes.
+    fn returned(messages: &ReturnedMessages, routing_key: &str, size: usize) {
+        messages.start_new_delivery(BasicReturnMessage::new(
+            "".into(),
+            routing_key.into(),
+            312,
+            "NO_ROUTE".into(),
+            ErrorHolder::default(),
+        ));
+        messages.handle_content_header_frame(size as u64, BasicProperties::default(), true);
+        if size > 0 {
+            messages.handle_body_frame(0, vec![0; size], true);
+        }
+    }
+
+    /// The routing key each confirm carries a returned message of, or `None` for a plain ack.
+    fn outcome(confirm: PublisherConfirm) -> Option<String> {
+        let mut confirm = pin!(confirm);
+        let mut cx = task::Context::from_waker(task::Waker::noop());
+        match confirm.as_mut().poll(&mut cx) {
+            task::Poll::Ready(Ok(Confirmation::Ack(m))) => m.map(|m| m.delivery.routing_key.to_string()),
+            other => panic!("not acked: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_multiple_ack_gives_the_returned_message_to_its_own_publish() {
+        for returned_at in [0usize, 3, 5, 9] {
+            let messages = ReturnedMessages::default();
+            let acks = Acknowledgements::new(1, messages.clone());
+            let confirms: Vec<_> = (0..10)
+                .map(|i| {
+                    let key = if i == returned_at { "nowhere" } else { "work" };
+                    acks.register_pending(target(key, 16))
+                })
+                .collect();
+            returned(&messages, "nowhere", 16);
+            acks.ack_all_before(10).expect("ack");
+            let got: Vec<_> = confirms.into_iter().map(outcome).collect();
+            for (i, o) in got.iter().enumerate() {
+                assert_eq!(o.as_deref(), (i == returned_at).then_some("nowhere"), "publish {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_single_ack_of_another_publish_leaves_the_returned_message_waiting() {
+        let messages = ReturnedMessages::default();
+        let acks = Acknowledgements::new(1, messages.clone());
+        let first = acks.register_pending(target("work", 16));
+        let second = acks.register_pending(target("nowhere", 16));
+        returned(&messages, "nowhere", 16);
+        acks.ack(1).expect("ack 1");
+        acks.ack(2).expect("ack 2");
+        assert_eq!(outcome(first), None);
+        assert_eq!(outcome(second).as_deref(), Some("nowhere"));
+    }
+
+    #[test]
+    fn the_body_size_tells_publishes_to_the_same_target_apart() {
+        let messages = ReturnedMessages::default();
+        let acks = Acknowledgements::new(1, messages.clone());
+        let small = acks.register_pending(target("gone", 4));
+        let large = acks.register_pending(target("gone", 64));
+        returned(&messages, "gone", 64);
+        acks.ack_all_before(2).expect("ack");
+        assert_eq!(outcome(small), None);
+        assert_eq!(outcome(large).as_deref(), Some("gone"));
+    }
+
+    #[test]
+    fn a_returned_message_no_pending_publish_matches_still_fails_a_publish() {
+        let messages = ReturnedMessages::default();
+        let acks = Acknowledgements::new(1, messages.clone());
+        let first = acks.register_pending(target("work", 16));
+        let second = acks.register_pending(target("work", 16));
+        returned(&messages, "renamed", 16);
+        acks.ack_all_before(2).expect("ack");
+        assert_eq!(outcome(first).as_deref(), Some("renamed"));
+        assert_eq!(outcome(second), None);
     }
 }

@@ -1,7 +1,7 @@
 use crate::{
     BasicProperties, ChannelState, ChannelStatus, Connection, ConnectionState, ConnectionStatus,
     Error, ErrorKind, ExchangeKind, Promise, PromiseResolver, Result,
-    acknowledgement::Acknowledgements,
+    acknowledgement::{Acknowledgements, PublishTarget},
     auth::AuthProvider,
     basic_get_delivery::BasicGetDelivery,
     channel_closer::ChannelCloser,
@@ -638,9 +638,17 @@ impl Channel {
         }
     }
 
-    fn before_basic_publish(&self) -> Option<PublisherConfirm> {
+    fn before_basic_publish(
+        &self,
+        exchange: &ShortString,
+        routing_key: &ShortString,
+        size: usize,
+    ) -> Option<PublisherConfirm> {
         if self.status.confirm() {
-            Some(self.acknowledgements.register_pending())
+            Some(
+                self.acknowledgements
+                    .register_pending(PublishTarget::new(exchange, routing_key, size)),
+            )
         } else {
             None
         }

@@ -45,8 +45,14 @@ impl ReturnedMessages {
         self.lock_inner().register_dropped_confirm(promise);
     }
 
-    pub(crate) fn get_waiting_message(&self) -> Option<BasicReturnMessage> {
-        self.lock_inner().waiting_messages.pop_front()
+    /// The first returned message waiting for its confirm that `matches`.
+    pub(crate) fn take_waiting_message(
+        &self,
+        matches: impl Fn(&BasicReturnMessage) -> bool,
+    ) -> Option<BasicReturnMessage> {
+        let mut inner = self.lock_inner();
+        let at = inner.waiting_messages.iter().position(matches)?;
+        inner.waiting_messages.remove(at)
     }
 
     pub(crate) fn clear_dropped_confirms(&self) {

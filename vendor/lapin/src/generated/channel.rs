@@ -673,7 +673,7 @@ impl Channel {
             return Err(self.status.state_error("basic.publish"));
         }
 
-        let start_hook_res = self.before_basic_publish();
+        let start_hook_res = self.before_basic_publish(&exchange, &routing_key, payload.len());
         let BasicPublishOptions {
             mandatory,
             immediate,
