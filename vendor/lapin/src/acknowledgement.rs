@@ -15,6 +15,7 @@ use tracing::trace;
 pub(crate) struct Acknowledgements(SharedMutex<Inner>);
 
 type AMQPResult = Result<(), AMQPError>;
+type Resolvers = (PromiseResolver<Confirmation>, PromiseResolver<()>);
 
 impl Acknowledgements {
     pub(crate) fn new(channel_id: u16, returned_messages: ReturnedMessages) -> Self {
@@ -85,9 +86,8 @@ struct Inner {
     channel_id: u16,
     delivery_tag: IdSequence<DeliveryTag>,
     last: Option<Promise<()>>,
-    pending: HashMap<DeliveryTag, (PromiseResolver<Confirmation>, PromiseResolver<()>)>,
-    /// Where each pending publish went, to tell which one a returned message is.
-    targets: HashMap<DeliveryTag, PublishTarget>,
+    /// Each pending publish, with where it went (to tell which one a returned message is).
+    pending: HashMap<DeliveryTag, (Resolvers, PublishTarget)>,
     returned_messages: ReturnedMessages,
 }
 
@@ -123,7 +123,6 @@ impl Inner {
             delivery_tag: IdSequence::new(false),
             last: None,
             pending: HashMap::default(),
-            targets: HashMap::default(),
             returned_messages,
         }
     }
@@ -135,8 +134,8 @@ impl Inner {
         let (err_promise, err_resolver) = Promise::new("acknowledgement-error");
         let promise = PublisherConfirm::new(promise, self.returned_messages.clone());
         self.last = Some(err_promise);
-        self.pending.insert(delivery_tag, (resolver, err_resolver));
-        self.targets.insert(delivery_tag, target);
+        self.pending
+            .insert(delivery_tag, ((resolver, err_resolver), target));
         promise
     }
 
@@ -144,7 +143,7 @@ impl Inner {
         &mut self,
         success: bool,
         delivery_tag: DeliveryTag,
-        resolvers: (PromiseResolver<Confirmation>, PromiseResolver<()>),
+        resolvers: Resolvers,
         returned_message: Option<BasicReturnMessage>,
     ) {
         resolvers.0.resolve(if success {
@@ -167,29 +166,30 @@ impl Inner {
     /// confirmed as routed.
     fn complete_tags(&mut self, mut tags: Vec<DeliveryTag>, success: bool) {
         tags.sort_unstable();
-        let mut completed = Vec::with_capacity(tags.len());
-        for tag in tags {
-            let Some(resolvers) = self.pending.remove(&tag) else {
-                continue;
-            };
-            let returned = match self.targets.remove(&tag) {
-                Some(target) => self
+        let mut completed: Vec<_> = tags
+            .into_iter()
+            .filter_map(|tag| {
+                let (resolvers, target) = self.pending.remove(&tag)?;
+                Some((tag, resolvers, target, None))
+            })
+            .collect();
+        if self.returned_messages.has_waiting_messages() {
+            for (_, _, target, returned) in &mut completed {
+                *returned = self
                     .returned_messages
-                    .take_waiting_message(|m| target.is_of(m)),
-                None => None,
-            };
-            completed.push((tag, resolvers, returned));
-        }
-        for (_, _, returned) in completed.iter_mut().filter(|(_, _, r)| r.is_none()) {
-            let targets = &self.targets;
-            *returned = self
-                .returned_messages
-                .take_waiting_message(|m| !targets.values().any(|t| t.is_of(m)));
-            if returned.is_none() {
-                break;
+                    .take_waiting_message(|m| target.is_of(m));
+            }
+            let pending = &self.pending;
+            for (_, _, _, returned) in completed.iter_mut().filter(|c| c.3.is_none()) {
+                *returned = self.returned_messages.take_waiting_message(|m| {
+                    !pending.values().any(|(_, target)| target.is_of(m))
+                });
+                if returned.is_none() {
+                    break;
+                }
             }
         }
-        for (tag, resolvers, returned) in completed {
+        for (tag, resolvers, _, returned) in completed {
             self.complete_pending(success, tag, resolvers, returned);
         }
     }
@@ -231,8 +231,7 @@ impl Inner {
     }
 
     fn on_channel_error(&mut self, error: Error) {
-        self.targets.clear();
-        for (delivery_tag, resolvers) in self.pending.drain() {
+        for (delivery_tag, (resolvers, _)) in self.pending.drain() {
             resolvers.0.reject(error.clone());
             if Some(delivery_tag) == self.delivery_tag.current() {
                 resolvers.1.reject(error.clone());

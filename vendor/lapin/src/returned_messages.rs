@@ -45,6 +45,11 @@ impl ReturnedMessages {
         self.lock_inner().register_dropped_confirm(promise);
     }
 
+    /// Whether a returned message waits for its confirm.
+    pub(crate) fn has_waiting_messages(&self) -> bool {
+        !self.lock_inner().waiting_messages.is_empty()
+    }
+
     /// The first returned message waiting for its confirm that `matches`.
     pub(crate) fn take_waiting_message(
         &self,
