@@ -18,6 +18,7 @@ import amqp from 'amqplib';
 
 import {
   AMQP_URL,
+  brokerAtLeast,
   brokerQueues,
   cleanup,
   closeAmqp,
@@ -215,6 +216,32 @@ describe('retry and parked queues that exist', () => {
     const q = await brokerQueues([retryQueueName(queue, '200ms'), retryQueueName(queue, '1m')]);
     for (const r of Object.values(q)) expect(r.arguments).toMatchObject({ 'x-max-length': 50_000, 'x-overflow': 'reject-publish' });
     expect(Object.keys(q)).toHaveLength(2);
+  });
+});
+
+describe('the classic queue version of retry queues', () => {
+  it('a new retry queue is of version 2 where the broker lets a queue choose (3.10 to 3.13); the work and parked queues are left to the broker', async () => {
+    const queue = testQueue(delays);
+    const rr = await connectClient();
+    track(await rr.consume({ queue, onFailure: { delays } }, async () => undefined));
+    const q = await brokerQueues([queue, ...companions(queue)]);
+    const chosen = !(await brokerAtLeast(4, 0));
+    expect(q[retryQueueName(queue, '200ms')].arguments['x-queue-version']).toBe(chosen ? 2 : undefined);
+    expect(q[queue].arguments['x-queue-version']).toBeUndefined();
+    expect(q[parkedQueueName(queue)].arguments['x-queue-version']).toBeUndefined();
+  });
+
+  it('a retry queue that exists without a version is used as it is, and still brings messages back', async () => {
+    const queue = testQueue(delays);
+    const retry = retryQueueName(queue, '200ms');
+    const args = { 'x-message-ttl': 200, 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue };
+    await operatorQueue(retry, { arguments: args });
+    const { seen, parked, m } = await retryThenPark(queue);
+    expect(seen).toEqual([0, 1]);
+    expect(parked).toHaveLength(1);
+    expect(m.headers['retry-reason']).toBe('exhausted');
+    expect((await brokerQueues([retry]))[retry].arguments).toEqual(args);
+    expect(await queueDepth(retry)).toBe(0);
   });
 });
 

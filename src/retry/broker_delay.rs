@@ -7,9 +7,6 @@
 
 use super::delay::{parse_delay, Delay};
 
-/// The oldest RabbitMQ that holds returned messages in a delayed state.
-pub(crate) const BROKER_DELAY_SINCE: (u32, u32) = (4, 3);
-
 /// `onFailure.brokerDelay`, checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BrokerDelay {
@@ -62,19 +59,6 @@ impl BrokerDelay {
     }
 }
 
-/// Whether a broker that reports `version` (its `version` server property,
-/// such as `4.3.6` or `4.3.0-rc.1`) holds returned messages in a delayed state.
-/// A version that does not read as `major.minor` is taken as too old.
-pub(crate) fn supports_broker_delay(version: &str) -> bool {
-    let mut parts = version
-        .split(['.', '-', '+'])
-        .map(|p| p.parse::<u32>().ok());
-    match (parts.next().flatten(), parts.next().flatten()) {
-        (Some(major), Some(minor)) => (major, minor) >= BROKER_DELAY_SINCE,
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,22 +93,5 @@ mod tests {
             .unwrap_err()
             .contains("attempts"));
         assert_eq!(bd("1s", "1s", 1).delay_after(9).millis(), 1_000);
-    }
-
-    #[test]
-    fn versions() {
-        for (v, ok) in [
-            ("4.3.6", true),
-            ("4.3.0-rc.1", true),
-            ("4.4.0", true),
-            ("5.0.0", true),
-            ("4.2.9", false),
-            ("3.10.0", false),
-            ("3.13.7", false),
-            ("", false),
-            ("unknown", false),
-        ] {
-            assert_eq!(supports_broker_delay(v), ok, "{v}");
-        }
     }
 }

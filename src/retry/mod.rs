@@ -12,10 +12,11 @@ pub(crate) mod republish;
 pub(crate) mod route;
 pub(crate) mod time;
 pub(crate) mod verdict;
+pub(crate) mod versions;
 
 pub(crate) use attempt::{attempt_count, FieldValue};
 pub(crate) use backoff::{jitter, Backoff};
-pub(crate) use broker_delay::{supports_broker_delay, BrokerDelay};
+pub(crate) use broker_delay::BrokerDelay;
 pub(crate) use delay::{parse_delays, Delay, DelayError};
 pub(crate) use headers::{
     is_broker_death_header, is_own_header, FailureInput, HeaderValue, FRAME_MAX,
@@ -27,3 +28,4 @@ pub(crate) use names::{
 pub(crate) use republish::{copy_headers, ProducerHeader};
 pub(crate) use route::{ParkReason, Route};
 pub(crate) use verdict::{verdict, Facts, Policy, Thrown, Verdict};
+pub(crate) use versions::{classic_queue_version_is_chosen, supports_broker_delay};

@@ -177,6 +177,19 @@ fn js_string(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
+/// When the broker's reply `text` refuses a declaration for its
+/// `x-queue-version`, the version the queue has: `Some(None)` for none given,
+/// `Some(Some(n))` for version `n`.
+pub(super) fn existing_queue_version(text: &str) -> Option<Option<i64>> {
+    if quoted_after(text, "inequivalent arg '").as_deref() != Some("x-queue-version") {
+        return None;
+    }
+    match Current::parse(text) {
+        Current::None => Some(None),
+        current => current.number().map(Some),
+    }
+}
+
 /// The error for a refused declaration of the exchange `name`.
 pub(super) fn exchange_error(name: &str, e: &lapin::Error) -> Error {
     match amqp_reply(e) {

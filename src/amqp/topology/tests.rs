@@ -215,7 +215,7 @@ fn broker_delay_sets_the_work_queue_and_no_retry_queue() {
         Some(AMQPValue::LongLongInt(60_000))
     );
     assert_eq!(get("x-delivery-limit"), Some(AMQPValue::LongLongInt(5)));
-    let names: Vec<String> = q.queues().into_iter().map(|s| s.name).collect();
+    let names: Vec<String> = q.queues(false).into_iter().map(|s| s.name).collect();
     assert_eq!(names, ["orders", "orders.parked"]);
 
     q.extra.work = table(&[("x-delayed-retry-min", AMQPValue::LongLongInt(1))]);
@@ -236,4 +236,48 @@ fn broker_delay_sets_the_work_queue_and_no_retry_queue() {
         .mismatch(Role::Work, "orders", none)
         .message
         .contains("declare the queue anew"));
+}
+
+#[test]
+fn retry_queues_choose_version_2_where_the_broker_lets_them() {
+    let classic = topology(QueueType::Classic);
+    assert!(classic.choose_retry_version(Some("3.10.8")));
+    assert!(classic.choose_retry_version(Some("3.13.7")));
+    assert!(!classic.choose_retry_version(Some("4.3.6")));
+    assert!(!classic.choose_retry_version(None));
+    assert!(!topology(QueueType::Quorum).choose_retry_version(Some("3.12.0")));
+    let mut chosen = topology(QueueType::Classic);
+    chosen.extra.retry = table(&[("x-queue-version", AMQPValue::LongLongInt(1))]);
+    assert!(!chosen.choose_retry_version(Some("3.10.8")));
+
+    let specs = classic.queues(true);
+    let version = |s: &QueueSpec| s.args.inner().get("x-queue-version").cloned();
+    assert_eq!(version(&specs[1]), Some(AMQPValue::LongLongInt(2)));
+    assert!(specs[1].chosen_version);
+    assert_eq!(version(&specs[0]), None, "the work queue is the user's");
+    assert_eq!(version(&specs[2]), None);
+    assert!(classic.queues(false).iter().all(|s| version(s).is_none()));
+}
+
+#[test]
+fn a_retry_queue_that_exists_keeps_its_version() {
+    let classic = topology(QueueType::Classic);
+    let specs = classic.queues(true);
+    let retry = &specs[1];
+    let none = "PRECONDITION_FAILED - inequivalent arg 'x-queue-version' for queue 'orders.retry.5s' in vhost '/': received the value '2' of type 'long' but current is none";
+    let args = args_as_it_is(retry, none).unwrap();
+    assert!(!args.contains_key("x-queue-version"));
+    assert!(args.contains_key("x-message-ttl"));
+    let one = "PRECONDITION_FAILED - inequivalent arg 'x-queue-version' for queue 'orders.retry.5s' in vhost '/': received '2' but current is '1'";
+    assert_eq!(
+        args_as_it_is(retry, one)
+            .unwrap()
+            .inner()
+            .get("x-queue-version"),
+        Some(&AMQPValue::LongLongInt(1))
+    );
+    // Any other difference is a mismatch, and so is a version the options chose.
+    let ttl = "PRECONDITION_FAILED - inequivalent arg 'x-message-ttl' for queue 'orders.retry.5s' in vhost '/': received the value '5000' of type 'long' but current is the value '999' of type 'signedint'";
+    assert!(args_as_it_is(retry, ttl).is_none());
+    assert!(args_as_it_is(&classic.queues(false)[1], none).is_none());
 }

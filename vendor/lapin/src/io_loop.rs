@@ -26,7 +26,24 @@ use std::{
     thread::Builder as ThreadBuilder,
     time::Duration,
 };
-use tracing::{Level, debug, error, trace};
+use tracing::{Instrument, Level, debug, error, trace};
+
+/// Returns pending once (waking itself at once), then ready: lets the
+/// runtime run its other tasks between two turns of the loop.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
 
 const FRAMES_STORAGE: usize = 32;
 /// The bytes of a frame besides its payload: type, channel, size and end marker.
@@ -200,7 +217,7 @@ impl<
         }
     }
 
-    pub(crate) fn start(mut self) -> Result<JoinHandle> {
+    pub(crate) fn start(self) -> Result<JoinHandle> {
         let runtime = self.runtime.clone();
         let waker = self.socket_state.handle();
         let connect_span = tracing::Span::current();
@@ -209,52 +226,62 @@ impl<
             .spawn(move || {
                 let loop_span = io_loop_span(connect_span);
                 let _enter = loop_span.enter();
-                let connection_killswitch = self.channels.connection_killswitch();
-                let readable_waker = self.socket_state.readable_waker();
-                let mut readable_context = Context::from_waker(&readable_waker);
-                let writable_waker = self.socket_state.writable_waker();
-                let mut writable_context = Context::from_waker(&writable_waker);
+                let mut io = self;
+                let connection_killswitch = io.channels.connection_killswitch();
                 let (mut stream, res) = loop {
-                    let connect = || (self.connect)(self.uri.clone(), self.runtime.clone());
-                    let runtime = self.runtime.clone();
-                    let connect = connect.retry(self.backoff).sleep(move |dur| runtime.sleep(dur));
-                    let mut stream = self.runtime.block_on(connect).inspect_err(|err| {
+                    let connect = || (io.connect)(io.uri.clone(), io.runtime.clone());
+                    let runtime = io.runtime.clone();
+                    let connect = connect.retry(io.backoff).sleep(move |dur| runtime.sleep(dur));
+                    let stream = io.runtime.block_on(connect).inspect_err(|err| {
                         trace!("Poison connection attempt");
-                        self.connection_status.poison(err.clone());
-                        self.frames.clear_connection_steps(err);
+                        io.connection_status.poison(err.clone());
+                        io.frames.clear_connection_steps(err);
                     })?;
-                    self.half_closed = false;
-                    let mut res = Ok(());
+                    io.half_closed = false;
 
-                    while self.should_continue(&connection_killswitch) {
-                        if let Err(err) = self.run(Pin::new(&mut stream), &mut readable_context, &mut writable_context, &connection_killswitch) {
-                            let io_err = err.is_io_error();
-                            res = self.critical_error(&connection_killswitch, err);
-                            if self.connecting() && io_err {
-                                break;
-                            }
+                    // The connected loop runs as a task of the runtime, so that
+                    // reading a frame, handing it to its consumer or promise and
+                    // writing what they send next are steps of one thread: the
+                    // runtime's, which also polls the socket. This thread waits
+                    // for the task to hand the loop and the stream back.
+                    let (back, handed) = flume::bounded(1);
+                    let killswitch = connection_killswitch.clone();
+                    let task_span = tracing::Span::current();
+                    let _task = io.runtime.clone().spawn(
+                        async move {
+                            let mut io = io;
+                            let mut stream = stream;
+                            let res = io.drive(&mut stream, &killswitch).await;
+                            let _ = back.send((io, stream, res));
                         }
-                    }
+                        .instrument(task_span),
+                    );
+                    let Ok((returned, returned_stream, mut res)) = handed.recv() else {
+                        // The runtime dropped the task: it is shutting down.
+                        return Err(Error::from(io::Error::from(io::ErrorKind::ConnectionAborted)));
+                    };
+                    io = returned;
+                    let stream = returned_stream;
 
-                    let connecting = self.connecting();
-                    let reconnect = self.reconnecting();
+                    let connecting = io.connecting();
+                    let reconnect = io.reconnecting();
 
-                    trace!(status=?self.status, connection_status=?self.connection_status.state(), "io_loop exiting for {}", if reconnect { "reconnection" } else if connecting { "connection" } else { "shutdown" });
-                    if self.first_connection && connecting && self.half_closed && res.is_ok() {
+                    trace!(status=?io.status, connection_status=?io.connection_status.state(), "io_loop exiting for {}", if reconnect { "reconnection" } else if connecting { "connection" } else { "shutdown" });
+                    if io.first_connection && connecting && io.half_closed && res.is_ok() {
                         let error = Error::from(io::Error::from(io::ErrorKind::ConnectionAborted));
-                        if self.frames.retry_connection_header() {
+                        if io.frames.retry_connection_header() {
                             // Before Connection.Start, retry the protocol header with
                             // the same promise, including if it was only partly sent.
                             res = Err(error);
                         } else {
                             // Later handshake stages may own asynchronous auth work;
                             // do not carry that exchange onto a fresh TCP connection.
-                            self.channels.set_connection_error(error.clone());
-                            self.clear_serialized_frames(error.clone());
+                            io.channels.set_connection_error(error.clone());
+                            io.clear_serialized_frames(error.clone());
                             break (stream, Err(error));
                         }
                     }
-                    self.clear_serialized_frames(self.frames.poison().or_else(|| res.clone().err()).unwrap_or(
+                    io.clear_serialized_frames(io.frames.poison().or_else(|| res.clone().err()).unwrap_or(
                         ErrorKind::InvalidConnectionState(ConnectionState::Closed).into(),
                     ));
 
@@ -262,30 +289,30 @@ impl<
                         break (stream, res);
                     }
 
-                    let throttle = match self.global_backoff.next() {
+                    let throttle = match io.global_backoff.next() {
                         Some(throttle) => throttle,
                         None => {
                             error!("Exponential backoff attempts exhausted, aborting recovery");
                             let error = res.err().unwrap_or_else(|| {
                                 io::Error::from(io::ErrorKind::ConnectionAborted).into()
                             });
-                            self.channels.set_connection_error(error.clone());
+                            io.channels.set_connection_error(error.clone());
                             break (stream, Err(error));
                         }
                     };
                     debug!("Throttling {:?} before reconnection to avoid flooding", throttle);
                     std::thread::sleep(throttle);
 
-                    self.reset();
-                    if !self.first_connection {
-                        self.internal_rpc.start_channels_recovery();
+                    io.reset();
+                    if !io.first_connection {
+                        io.internal_rpc.start_channels_recovery();
                     }
                 };
 
-                trace!(status=?self.status, connection_status=?self.connection_status.state(), "io_loop entering exit/cleanup phase");
-                self.internal_rpc.stop();
-                if self.heartbeat.killswitch().killed()
-                    && let Err(err) = self.runtime.block_on(std::future::poll_fn(move |cx| {
+                trace!(status=?io.status, connection_status=?io.connection_status.state(), "io_loop entering exit/cleanup phase");
+                io.internal_rpc.stop();
+                if io.heartbeat.killswitch().killed()
+                    && let Err(err) = io.runtime.block_on(std::future::poll_fn(move |cx| {
                         Pin::new(&mut stream)
                             .poll_close(cx)
                     })) {
@@ -295,6 +322,53 @@ impl<
             }).map_err(|err| Error::io(err, &runtime))?;
         waker.wake();
         Ok(handle)
+    }
+
+    /// Runs the connected loop until it should stop: what the thread of
+    /// [`start`](Self::start) did with the stream, as a task. Waiting for the
+    /// socket is an await, and a turn that did not wait lets the runtime's
+    /// other tasks run before the next.
+    async fn drive(
+        &mut self,
+        stream: &mut AsyncTcpStream<<RK as Reactor>::TcpStream>,
+        connection_killswitch: &KillSwitch,
+    ) -> Result<()> {
+        let readable_waker = self.socket_state.readable_waker();
+        let writable_waker = self.socket_state.writable_waker();
+        let mut res = Ok(());
+        while self.should_continue(connection_killswitch) {
+            let turn = match self.prepare() {
+                Ok(false) => Ok(()),
+                Ok(true) => {
+                    if !self.can_read()
+                        && !self.can_write()
+                        && self.should_continue(connection_killswitch)
+                    {
+                        trace!("io_loop cannot do anything for now, waiting for socket events.");
+                        self.socket_state.wait_async().await;
+                    } else {
+                        YieldOnce(false).await;
+                    }
+                    let mut readable_context = Context::from_waker(&readable_waker);
+                    let mut writable_context = Context::from_waker(&writable_waker);
+                    self.run(
+                        Pin::new(&mut *stream),
+                        &mut readable_context,
+                        &mut writable_context,
+                        connection_killswitch,
+                    )
+                }
+                Err(err) => Err(err),
+            };
+            if let Err(err) = turn {
+                let io_err = err.is_io_error();
+                res = self.critical_error(connection_killswitch, err);
+                if self.connecting() && io_err {
+                    break;
+                }
+            }
+        }
+        res
     }
 
     fn stop(&mut self) {
@@ -311,17 +385,12 @@ impl<
         }
     }
 
-    fn run<T: AsyncRead + AsyncWrite + ?Sized>(
-        &mut self,
-        mut stream: Pin<&mut T>,
-        readable_context: &mut Context<'_>,
-        writable_context: &mut Context<'_>,
-        connection_killswitch: &KillSwitch,
-    ) -> Result<()> {
+    /// The start of a turn: whether the loop is set up to read and write.
+    fn prepare(&mut self) -> Result<bool> {
         trace!("io_loop run");
         self.poll_socket_events();
         if !self.ensure_setup()? {
-            return Ok(());
+            return Ok(false);
         }
         self.check_connection_state();
         trace!(
@@ -330,10 +399,18 @@ impl<
             has_data=%self.has_data(),
             "io_loop do_run",
         );
-        if !self.can_read() && !self.can_write() && self.should_continue(connection_killswitch) {
-            trace!("io_loop cannot do anything for now, waiting for socket events.");
-            self.socket_state.wait();
-        }
+        Ok(true)
+    }
+
+    /// The rest of a turn, once the socket can be read or written: flush,
+    /// write, read and handle the frames read.
+    fn run<T: AsyncRead + AsyncWrite + ?Sized>(
+        &mut self,
+        mut stream: Pin<&mut T>,
+        readable_context: &mut Context<'_>,
+        writable_context: &mut Context<'_>,
+        connection_killswitch: &KillSwitch,
+    ) -> Result<()> {
         self.poll_socket_events();
         self.attempt_flush(stream.as_mut(), writable_context, connection_killswitch)?;
         self.write(stream.as_mut(), writable_context, connection_killswitch)?;

@@ -51,8 +51,10 @@ impl SocketState {
         self.writable
     }
 
-    pub(crate) fn wait(&mut self) {
-        match self.events.recv() {
+    /// Waits for the next socket event (the loop has nothing to do until then).
+    /// An await, not a block: the loop runs as a task of the runtime.
+    pub(crate) async fn wait_async(&mut self) {
+        match self.events.recv_async().await {
             Ok(event) => self.handle_event(event),
             Err(err) => error!(?err, "waiting for socket event failed"),
         }
