@@ -1,6 +1,6 @@
 /**
  * `npm run bench:broker-delay`: the failure path on a RabbitMQ 4.3 quorum
- * queue, four ways, in the same run on the same node:
+ * queue, five ways, in the same run on the same node:
  *
  *  - `brokerDelay`: rabbit-retry with `onFailure.brokerDelay` (a reject with
  *    requeue; the broker holds the message);
@@ -9,7 +9,10 @@
  *  - `seeds`: the seeds' amqplib pattern (confirmed publish to a quorum retry
  *    queue, then ack);
  *  - `ceiling`: a bare amqplib consumer rejecting with requeue into the same
- *    delayed-retry quorum queue: the broker's own ceiling.
+ *    delayed-retry quorum queue: the broker's own ceiling;
+ *  - `ceiling+handler`: the same, through a handler that throws
+ *    `new Error('carrier down')` as rabbit-retry's does: what the handler
+ *    itself costs, which the bare ceiling never pays.
  *
  * Each round publishes BENCH_N persistent 1 KiB messages into a fresh queue,
  * then lets the client fail every one once; the delays are long (10 min), so a
@@ -42,8 +45,8 @@ interface Idle {
   bytesPerS: number;
 }
 
-type Client = 'brokerDelay' | 'retry-queue' | 'seeds' | 'ceiling';
-const CLIENTS: readonly Client[] = ['brokerDelay', 'retry-queue', 'seeds', 'ceiling'];
+type Client = 'brokerDelay' | 'retry-queue' | 'seeds' | 'ceiling' | 'ceiling+handler';
+const CLIENTS: readonly Client[] = ['brokerDelay', 'retry-queue', 'seeds', 'ceiling', 'ceiling+handler'];
 
 interface Measured {
   rate: number;
@@ -117,6 +120,7 @@ function workArgs(client: Client, queue: string): Record<string, unknown> {
     case 'seeds':
       return base;
     case 'ceiling':
+    case 'ceiling+handler':
       return { ...base, ...delayed };
   }
 }
@@ -163,6 +167,16 @@ async function consume(client: Client, queue: string, started: () => void, done:
       arrived();
       ch.reject(m, true);
       count();
+    });
+  } else if (client === 'ceiling+handler') {
+    const handler = (): Promise<void> => Promise.reject(new Error('carrier down'));
+    await ch.consume(queue, (m) => {
+      if (!m) return;
+      arrived();
+      handler().catch(() => {
+        ch.reject(m, true);
+        count();
+      });
     });
   } else {
     const pub = await conn.createConfirmChannel();
