@@ -11,7 +11,7 @@ import type { Handler } from './events';
 import type { FailureReporter } from './failure';
 import type { InFlight } from './in-flight';
 import { type HandlerRun, inHandler } from './scope';
-import { type Settlements, UNREADABLE_FAILURE } from './settlement';
+import { type Settlements, unreadableFailure } from './settlement';
 import type { Tally } from './tally';
 
 /** What running a handler needs of its consumer. */
@@ -87,13 +87,19 @@ export class Handling {
         return 'success';
       }
       const failure = host.route.failureOf(error, msg, d);
-      host.settlements.fail(d.id, span ? { ...failure, ...span.moving(d.id) } : failure);
+      if (span) {
+        // The moved copy carries the trace of its move.
+        const trace = span.moving(d.id);
+        failure.traceparent = trace.traceparent;
+        failure.tracestate = trace.tracestate;
+      }
+      host.settlements.fail(d.id, failure);
       host.tally.failed(r.startedAt);
       return failure.kind === 'retryable' ? 'failure' : 'other';
     } catch (internal) {
       // Nothing above should throw; if it did, the delivery still gets settled.
       if (!host.dropped()) {
-        host.settlements.fail(d.id, { ...UNREADABLE_FAILURE, message: `the message could not be handled: ${reasonOf(internal)}` });
+        host.settlements.fail(d.id, unreadableFailure(`the message could not be handled: ${reasonOf(internal)}`));
       }
       return 'other';
     } finally {

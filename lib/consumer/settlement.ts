@@ -19,6 +19,11 @@ export const UNREADABLE_FAILURE: FailureInfo = {
   kind: 'non-retryable',
 };
 
+/** The failure passed to the native side when nothing better can be, saying `message`. */
+export function unreadableFailure(message: string): FailureInfo {
+  return { name: UNREADABLE_FAILURE.name, message, stack: UNREADABLE_FAILURE.stack, kind: UNREADABLE_FAILURE.kind };
+}
+
 /** A failure every field of which the native side takes. */
 function sanitized(f: NativeFailureInfo): NativeFailureInfo {
   try {
@@ -32,8 +37,20 @@ function sanitized(f: NativeFailureInfo): NativeFailureInfo {
       kind: typeof f.kind === 'string' ? f.kind : UNREADABLE_FAILURE.kind,
     };
   } catch {
-    return { id: f.id, ...UNREADABLE_FAILURE };
+    return withId(f.id, UNREADABLE_FAILURE);
   }
+}
+
+/**
+ * `failure` with the delivery's `id`, built field by field: V8 copies a
+ * spread object on a slow path, which costs about a microsecond a failure.
+ */
+function withId(id: number, f: FailureInfo): NativeFailureInfo {
+  const out: NativeFailureInfo = { id, name: f.name, message: f.message, stack: f.stack, kind: f.kind };
+  if (f.table !== undefined) out.table = f.table;
+  if (f.traceparent !== undefined) out.traceparent = f.traceparent;
+  if (f.tracestate !== undefined) out.tracestate = f.tracestate;
+  return out;
 }
 
 /** `failed` as the native `settle` takes it: a JSON array, or `''` for none. */
@@ -75,7 +92,7 @@ export class Settlements {
 
   /** Delivery `id`'s handler threw `failure`. */
   fail(id: number, failure: FailureInfo): void {
-    this.failed.push({ ...failure, id });
+    this.failed.push(withId(id, failure));
     this.queueFlush();
   }
 
@@ -128,7 +145,7 @@ export class Settlements {
         host.inner.settle([], failuresText([sanitized(f)]));
       } catch {
         try {
-          host.inner.settle([], failuresText([{ id: f.id, ...UNREADABLE_FAILURE }]));
+          host.inner.settle([], failuresText([withId(f.id, UNREADABLE_FAILURE)]));
         } catch (err) {
           this.refused(fromNativeCall(err));
         }

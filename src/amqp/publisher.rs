@@ -143,7 +143,8 @@ pub(crate) async fn publish_confirmed(
 ) -> Result<Confirmation> {
     let exchange_name = short_name("exchange", exchange)?;
     let key = short_name("routing key", routing_key)?;
-    let target = describe(exchange, routing_key);
+    // Named only for an error: a publish that succeeds formats nothing.
+    let target = || describe(exchange, routing_key);
     let sending = ch.basic_publish(
         exchange_name,
         key,
@@ -157,19 +158,20 @@ pub(crate) async fn publish_confirmed(
     let confirm = turn
         .send(sending)
         .await
-        .map_err(|e| publish_error(&target, &e))?;
+        .map_err(|e| publish_error(&target(), &e))?;
     tokio::time::timeout(timeout, confirm)
         .await
         .map_err(|_| {
             Error::new(
                 ErrorKind::PublishFailed,
                 format!(
-                    "no confirm for the publish to {target} within {} ms; it may or may not have been stored",
+                    "no confirm for the publish to {} within {} ms; it may or may not have been stored",
+                    target(),
                     timeout.as_millis()
                 ),
             )
         })?
-        .map_err(|e| publish_error(&target, &e))
+        .map_err(|e| publish_error(&target(), &e))
 }
 
 /// What the broker's confirm of a mandatory publish to `exchange` with
@@ -179,25 +181,31 @@ pub(crate) fn confirmed(
     routing_key: &str,
     confirmation: Confirmation,
 ) -> Result<()> {
-    let target = describe(exchange, routing_key);
+    let target = || describe(exchange, routing_key);
     match confirmation {
         Confirmation::Ack(None) => Ok(()),
         Confirmation::Ack(Some(returned)) => Err(Error::new(
             ErrorKind::Unroutable,
             format!(
-                "the broker returned the publish to {target} ({} {}): no queue is bound to it; declare the queue or check the names",
-                returned.reply_code, returned.reply_text
+                "the broker returned the publish to {} ({} {}): no queue is bound to it; declare the queue or check the names",
+                target(),
+                returned.reply_code,
+                returned.reply_text
             ),
         )),
         Confirmation::Nack(_) => Err(Error::new(
             ErrorKind::PublishNacked,
             format!(
-                "the broker refused the publish to {target} (basic.nack): the queue may be full with reject-publish overflow, or the broker had an internal error"
+                "the broker refused the publish to {} (basic.nack): the queue may be full with reject-publish overflow, or the broker had an internal error",
+                target()
             ),
         )),
         Confirmation::NotRequested => Err(Error::new(
             ErrorKind::PublishFailed,
-            format!("the publish to {target} was not confirmed: the channel is not in confirm mode"),
+            format!(
+                "the publish to {} was not confirmed: the channel is not in confirm mode",
+                target()
+            ),
         )),
     }
 }
