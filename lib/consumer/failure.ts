@@ -87,7 +87,7 @@ export class FailureReporter {
       const withStack = kind !== 'retryable' || bound.table === true || bound.parks === true || this.o.stackOnRetry === true;
       const { name, message, stack } = errorInfo(err, withStack);
       // Built field by field: V8 copies a spread object on a slow path (about a microsecond a failure).
-      return table === undefined ? { name, message, stack, kind } : { name, message, stack, kind, table };
+      return { name, message, stack, kind, table };
     } catch (internal) {
       const { name, message, stack } = errorInfo(err);
       const failure: FailureInfo = { name, message, stack, kind: 'non-retryable' };
