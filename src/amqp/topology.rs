@@ -13,19 +13,20 @@ use lapin::ExchangeKind;
 
 use super::connection::Broker;
 use super::declare::exchange_kind;
-use crate::error::{amqp_reply, Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::retry::{
-    classic_queue_version_is_chosen, parked_queue_name, retry_queue_name, supports_broker_delay,
-    BrokerDelay, Delay,
+    parked_queue_name, retry_queue_name, supports_broker_delay, BrokerDelay, Delay,
 };
 
 mod mismatch;
 mod probe;
+mod storage;
 #[cfg(test)]
 mod tests;
 
-use mismatch::{broker_error, exchange_error, existing_queue_version};
+use mismatch::{broker_error, exchange_error};
 use probe::{Missing, Probe};
+use storage::as_it_is;
 
 /// The kind of queue declared for work, retry and parked queues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,16 +117,11 @@ struct QueueSpec {
     name: String,
     role: Role,
     args: FieldTable,
-    /// The library chose `x-queue-version` for it (not the options): a queue
-    /// that exists with another version is used as it is.
-    chosen_version: bool,
+    /// The arguments that are the library's to choose for it, not the
+    /// options' (the storage arguments of a classic retry queue): a queue
+    /// that exists with another value of one, or none, is used as it is.
+    adopts: Vec<&'static str>,
 }
-
-/// The classic queue version of retry queues, where the broker lets a queue
-/// choose (RabbitMQ 3.10 to 3.13, which default to version 1): version 2
-/// writes a message and its index entry in one place, which costs the broker
-/// less CPU for every failure that a retry queue takes and gives back.
-const RETRY_QUEUE_VERSION: i64 = 2;
 
 /// Arguments that empty a retry or parked queue behind the consumer's back,
 /// and why.
@@ -275,44 +271,33 @@ impl Topology {
         args
     }
 
-    /// Whether new retry queues get `x-queue-version` 2 on a broker that
-    /// reports `version`: classic ones, where the broker lets a queue choose,
-    /// unless `retryQueueArguments` chose already.
-    fn choose_retry_version(&self, version: Option<&str>) -> bool {
-        self.queue_type == QueueType::Classic
-            && version.is_some_and(classic_queue_version_is_chosen)
-            && !self.extra.retry.contains_key("x-queue-version")
-    }
-
-    /// The consumer's queues: the work queue, its retry queues (of version 2
-    /// when `retry_v2`), its parked queue.
-    fn queues(&self, retry_v2: bool) -> Vec<QueueSpec> {
+    /// The consumer's queues: the work queue, its retry queues (with the
+    /// `storage` arguments the library chose for them), its parked queue.
+    fn queues(&self, storage: &[(&'static str, AMQPValue)]) -> Vec<QueueSpec> {
         let mut specs = vec![QueueSpec {
             name: self.queue.clone(),
             role: Role::Work,
             args: self.work_args(),
-            chosen_version: false,
+            adopts: Vec::new(),
         }];
+        let adopts = self.retry_adopts();
         specs.extend(self.delays.iter().map(|d| {
             let mut args = self.retry_args(*d);
-            if retry_v2 {
-                args.insert(
-                    "x-queue-version".into(),
-                    AMQPValue::LongLongInt(RETRY_QUEUE_VERSION),
-                );
+            for (key, value) in storage {
+                args.insert((*key).into(), value.clone());
             }
             QueueSpec {
                 name: retry_queue_name(&self.queue, *d),
                 role: Role::Retry,
                 args,
-                chosen_version: retry_v2,
+                adopts: adopts.clone(),
             }
         }));
         specs.push(QueueSpec {
             name: parked_queue_name(&self.queue),
             role: Role::Parked,
             args: self.parked_args(),
-            chosen_version: false,
+            adopts: Vec::new(),
         });
         specs
     }
@@ -328,9 +313,9 @@ impl Topology {
         if self.broker_delay.is_some() {
             check_broker_delay(version.as_deref())?;
         }
-        let retry_v2 = self.choose_retry_version(version.as_deref());
+        let storage = self.retry_storage(version.as_deref());
         let mut probe = Probe { broker, ch: None };
-        let declared = match self.check_existing(&mut probe, retry_v2).await {
+        let declared = match self.check_existing(&mut probe, &storage).await {
             Ok(missing) => self.create_missing(&mut probe, missing).await,
             Err(e) => Err(e),
         };
@@ -340,9 +325,13 @@ impl Topology {
 
     /// Compares every queue and the exchange that exist with what the options
     /// ask for, creating nothing; returns what does not exist yet.
-    async fn check_existing(&self, probe: &mut Probe<'_>, retry_v2: bool) -> Result<Missing> {
+    async fn check_existing(
+        &self,
+        probe: &mut Probe<'_>,
+        storage: &[(&'static str, AMQPValue)],
+    ) -> Result<Missing> {
         let mut missing = Missing::default();
-        for spec in self.queues(retry_v2) {
+        for spec in self.queues(storage) {
             let exists = probe.queue_exists(&spec.name).await?;
             if spec.role == Role::Work && !self.assert_queue {
                 if !exists {
@@ -356,13 +345,17 @@ impl Topology {
                 }
             } else if exists {
                 // Declaring a queue that exists creates nothing: the broker
-                // compares the arguments and refuses a difference.
-                if let Err(e) = probe.declare_queue(&spec.name, spec.args.clone()).await? {
-                    let Some(args) = as_it_is(&spec, &e) else {
-                        return Err(self.queue_error(spec.role, &spec.name, &e));
-                    };
-                    if let Err(e) = probe.declare_queue(&spec.name, args).await? {
-                        return Err(self.queue_error(spec.role, &spec.name, &e));
+                // compares the arguments and refuses a difference, one
+                // argument at a time.
+                let mut args = spec.args.clone();
+                let mut adoptions = spec.adopts.len();
+                while let Err(e) = probe.declare_queue(&spec.name, args.clone()).await? {
+                    match as_it_is(&spec, &args, &e).filter(|_| adoptions > 0) {
+                        Some(existing) => {
+                            args = existing;
+                            adoptions -= 1;
+                        }
+                        None => return Err(self.queue_error(spec.role, &spec.name, &e)),
                     }
                 }
             } else {
@@ -420,31 +413,6 @@ impl Topology {
         }
         result
     }
-}
-
-/// The arguments that declare `spec` as it exists, when the broker refused it
-/// only for the `x-queue-version` the library chose: a retry queue created
-/// with another version (by an earlier release, or by hand) keeps it.
-fn as_it_is(spec: &QueueSpec, refusal: &lapin::Error) -> Option<FieldTable> {
-    match amqp_reply(refusal)? {
-        (406, text) => args_as_it_is(spec, &text),
-        _ => None,
-    }
-}
-
-/// [`as_it_is`] for the broker's reply `text`.
-fn args_as_it_is(spec: &QueueSpec, text: &str) -> Option<FieldTable> {
-    if !spec.chosen_version {
-        return None;
-    }
-    let current = existing_queue_version(text)?;
-    let mut inner = spec.args.inner().clone();
-    let key = ShortString::from("x-queue-version");
-    inner.remove(&key);
-    if let Some(v) = current {
-        inner.insert(key, AMQPValue::LongLongInt(v));
-    }
-    Some(FieldTable::from(inner))
 }
 
 /// Refuses `onFailure.brokerDelay` on a broker that reports `version`

@@ -28,4 +28,6 @@ pub(crate) use names::{
 pub(crate) use republish::{copy_headers, ProducerHeader};
 pub(crate) use route::{ParkReason, Route};
 pub(crate) use verdict::{verdict, Facts, Policy, Thrown, Verdict};
-pub(crate) use versions::{classic_queue_version_is_chosen, supports_broker_delay};
+pub(crate) use versions::{
+    classic_queue_mode_is_chosen, classic_queue_version_is_chosen, supports_broker_delay,
+};

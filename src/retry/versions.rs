@@ -9,6 +9,10 @@ pub(crate) const BROKER_DELAY_SINCE: (u32, u32) = (4, 3);
 /// The first RabbitMQ that stores every classic queue in version 2.
 const CLASSIC_V2_ONLY_SINCE: (u32, u32) = (4, 0);
 
+/// The first RabbitMQ that ignores a classic queue's mode (`x-queue-mode`):
+/// its classic queues move messages to disk early, as lazy ones did.
+const QUEUE_MODE_IGNORED_SINCE: (u32, u32) = (3, 12);
+
 /// The `major.minor` of `version`, when it reads as one.
 pub(crate) fn major_minor(version: &str) -> Option<(u32, u32)> {
     let mut parts = version
@@ -32,6 +36,14 @@ pub(crate) fn supports_broker_delay(version: &str) -> bool {
 /// `x-queue-version: 1`); 3.9 and older know only version 1.
 pub(crate) fn classic_queue_version_is_chosen(version: &str) -> bool {
     major_minor(version).is_some_and(|v| (3, 10) <= v && v < CLASSIC_V2_ONLY_SINCE)
+}
+
+/// Whether a broker that reports `version` still keeps a classic queue's
+/// messages in memory unless the queue asks for the lazy mode
+/// (`x-queue-mode: lazy`): RabbitMQ 3.10 and 3.11. 3.12 and later ignore the
+/// mode, and behave as lazy queues did.
+pub(crate) fn classic_queue_mode_is_chosen(version: &str) -> bool {
+    major_minor(version).is_some_and(|v| (3, 10) <= v && v < QUEUE_MODE_IGNORED_SINCE)
 }
 
 #[cfg(test)]
@@ -79,5 +91,20 @@ mod tests {
         assert_eq!(major_minor("4.3.0-rc.1"), Some((4, 3)));
         assert_eq!(major_minor("4+build"), None);
         assert_eq!(major_minor("x.y"), None);
+    }
+
+    #[test]
+    fn the_classic_queue_mode_is_chosen_on_3_10_and_3_11() {
+        for (v, chosen) in [
+            ("3.10.8", true),
+            ("3.11.28", true),
+            ("3.12.0", false),
+            ("3.13.7", false),
+            ("4.3.6", false),
+            ("3.9.29", false),
+            ("", false),
+        ] {
+            assert_eq!(classic_queue_mode_is_chosen(v), chosen, "{v}");
+        }
     }
 }

@@ -1,6 +1,8 @@
 //! Refused declarations, turned into errors that say which argument differs,
 //! what the queue has, and the option that would match.
 
+use lapin::types::{AMQPValue, LongString};
+
 use super::{Role, Topology};
 use crate::error::{amqp_reply, Error, ErrorKind};
 
@@ -141,6 +143,14 @@ impl Current {
         Current::Plain(quoted_after(rest, "'").unwrap_or_else(|| rest.trim().to_owned()))
     }
 
+    /// The value as the broker wrote it.
+    fn text(&self) -> &str {
+        match self {
+            Current::Value { value, .. } | Current::Plain(value) => value,
+            Current::None => "",
+        }
+    }
+
     fn number(&self) -> Option<i64> {
         match self {
             // 4.3 writes a number without its type: "current is '200'".
@@ -177,17 +187,19 @@ fn js_string(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
-/// When the broker's reply `text` refuses a declaration for its
-/// `x-queue-version`, the version the queue has: `Some(None)` for none given,
-/// `Some(Some(n))` for version `n`.
-pub(super) fn existing_queue_version(text: &str) -> Option<Option<i64>> {
-    if quoted_after(text, "inequivalent arg '").as_deref() != Some("x-queue-version") {
-        return None;
-    }
-    match Current::parse(text) {
-        Current::None => Some(None),
-        current => current.number().map(Some),
-    }
+/// When the broker's reply `text` refuses a declaration for an argument's
+/// value (`inequivalent arg`), that argument and the value the queue has:
+/// `None` for none, a number as an integer, anything else as text.
+pub(super) fn existing_value(text: &str) -> Option<(String, Option<AMQPValue>)> {
+    let arg = quoted_after(text, "inequivalent arg '")?;
+    let value = match Current::parse(text) {
+        Current::None => None,
+        current => Some(match current.number() {
+            Some(n) => AMQPValue::LongLongInt(n),
+            None => AMQPValue::LongString(LongString::from(current.text().as_bytes())),
+        }),
+    };
+    Some((arg, value))
 }
 
 /// The error for a refused declaration of the exchange `name`.

@@ -1,6 +1,7 @@
 //! The topology's rules and the errors of refused declarations.
 
 use super::mismatch::{needs, quoted_after, Current};
+use super::storage::args_as_it_is;
 use super::*;
 
 fn topology(queue_type: QueueType) -> Topology {
@@ -215,7 +216,7 @@ fn broker_delay_sets_the_work_queue_and_no_retry_queue() {
         Some(AMQPValue::LongLongInt(60_000))
     );
     assert_eq!(get("x-delivery-limit"), Some(AMQPValue::LongLongInt(5)));
-    let names: Vec<String> = q.queues(false).into_iter().map(|s| s.name).collect();
+    let names: Vec<String> = q.queues(&[]).into_iter().map(|s| s.name).collect();
     assert_eq!(names, ["orders", "orders.parked"]);
 
     q.extra.work = table(&[("x-delayed-retry-min", AMQPValue::LongLongInt(1))]);
@@ -239,45 +240,106 @@ fn broker_delay_sets_the_work_queue_and_no_retry_queue() {
 }
 
 #[test]
-fn retry_queues_choose_version_2_where_the_broker_lets_them() {
+fn retry_queues_choose_their_storage_where_the_broker_lets_them() {
     let classic = topology(QueueType::Classic);
-    assert!(classic.choose_retry_version(Some("3.10.8")));
-    assert!(classic.choose_retry_version(Some("3.13.7")));
-    assert!(!classic.choose_retry_version(Some("4.3.6")));
-    assert!(!classic.choose_retry_version(None));
-    assert!(!topology(QueueType::Quorum).choose_retry_version(Some("3.12.0")));
+    let keys = |v: Option<&str>| -> Vec<&str> {
+        classic
+            .retry_storage(v)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
+    };
+    assert_eq!(keys(Some("3.10.8")), ["x-queue-version", "x-queue-mode"]);
+    assert_eq!(keys(Some("3.11.28")), ["x-queue-version", "x-queue-mode"]);
+    assert_eq!(keys(Some("3.13.7")), ["x-queue-version"]);
+    assert!(keys(Some("4.3.6")).is_empty());
+    assert!(keys(None).is_empty());
+    assert!(topology(QueueType::Quorum)
+        .retry_storage(Some("3.10.8"))
+        .is_empty());
     let mut chosen = topology(QueueType::Classic);
     chosen.extra.retry = table(&[("x-queue-version", AMQPValue::LongLongInt(1))]);
-    assert!(!chosen.choose_retry_version(Some("3.10.8")));
+    let by_options: Vec<&str> = chosen
+        .retry_storage(Some("3.10.8"))
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(by_options, ["x-queue-mode"]);
 
-    let specs = classic.queues(true);
-    let version = |s: &QueueSpec| s.args.inner().get("x-queue-version").cloned();
-    assert_eq!(version(&specs[1]), Some(AMQPValue::LongLongInt(2)));
-    assert!(specs[1].chosen_version);
-    assert_eq!(version(&specs[0]), None, "the work queue is the user's");
-    assert_eq!(version(&specs[2]), None);
-    assert!(classic.queues(false).iter().all(|s| version(s).is_none()));
+    let specs = classic.queues(&classic.retry_storage(Some("3.10.8")));
+    let arg = |s: &QueueSpec, k: &str| s.args.inner().get(k).cloned();
+    assert_eq!(
+        arg(&specs[1], "x-queue-version"),
+        Some(AMQPValue::LongLongInt(2))
+    );
+    assert_eq!(
+        arg(&specs[1], "x-queue-mode"),
+        Some(AMQPValue::LongString(LongString::from("lazy")))
+    );
+    assert_eq!(specs[1].adopts, ["x-queue-version", "x-queue-mode"]);
+    for (s, role) in [
+        (&specs[0], "the work queue is the user's"),
+        (&specs[2], "parked"),
+    ] {
+        assert_eq!(arg(s, "x-queue-version"), None, "{role}");
+        assert_eq!(arg(s, "x-queue-mode"), None, "{role}");
+        assert!(s.adopts.is_empty(), "{role}");
+    }
+    // Where nothing is chosen, a retry queue still keeps what it has.
+    let plain = classic.queues(&[]);
+    assert!(plain.iter().all(|s| arg(s, "x-queue-version").is_none()));
+    assert_eq!(plain[1].adopts, ["x-queue-version", "x-queue-mode"]);
+    assert_eq!(chosen.queues(&[])[1].adopts, ["x-queue-mode"]);
+    assert!(topology(QueueType::Quorum).queues(&[])[1].adopts.is_empty());
 }
 
 #[test]
-fn a_retry_queue_that_exists_keeps_its_version() {
+fn a_retry_queue_that_exists_keeps_its_version_and_mode() {
     let classic = topology(QueueType::Classic);
-    let specs = classic.queues(true);
+    let specs = classic.queues(&classic.retry_storage(Some("3.10.8")));
     let retry = &specs[1];
     let none = "PRECONDITION_FAILED - inequivalent arg 'x-queue-version' for queue 'orders.retry.5s' in vhost '/': received the value '2' of type 'long' but current is none";
-    let args = args_as_it_is(retry, none).unwrap();
+    let args = args_as_it_is(retry, &retry.args, none).unwrap();
     assert!(!args.contains_key("x-queue-version"));
     assert!(args.contains_key("x-message-ttl"));
+    assert!(
+        args.contains_key("x-queue-mode"),
+        "only the refused one changes"
+    );
+    // What the queue is declared with once `text` refused `spec`'s arguments.
+    let kept = |spec: &QueueSpec, text: &str, key: &str| {
+        let args = args_as_it_is(spec, &spec.args, text).expect("kept as it is");
+        args.inner().get(key).cloned()
+    };
+    let text = |s: &str| Some(AMQPValue::LongString(LongString::from(s)));
     let one = "PRECONDITION_FAILED - inequivalent arg 'x-queue-version' for queue 'orders.retry.5s' in vhost '/': received '2' but current is '1'";
     assert_eq!(
-        args_as_it_is(retry, one)
-            .unwrap()
-            .inner()
-            .get("x-queue-version"),
-        Some(&AMQPValue::LongLongInt(1))
+        kept(retry, one, "x-queue-version"),
+        Some(AMQPValue::LongLongInt(1))
+    );
+    // One after the other, as the broker refuses them.
+    let mode = "PRECONDITION_FAILED - inequivalent arg 'x-queue-mode' for queue 'orders.retry.5s' in vhost '/': received 'lazy' but current is 'default'";
+    let both = args_as_it_is(retry, &args, mode).unwrap();
+    assert!(!both.contains_key("x-queue-version"));
+    assert_eq!(both.inner().get("x-queue-mode").cloned(), text("default"));
+    // Left by RabbitMQ 3.11 and met on 4.3, where nothing is chosen: kept.
+    let plain = &classic.queues(&[])[1];
+    let lazy = "PRECONDITION_FAILED - inequivalent arg 'x-queue-mode' for queue 'orders.retry.5s' in vhost '/': received none but current is the value 'lazy' of type 'longstr'";
+    assert_eq!(kept(plain, lazy, "x-queue-mode"), text("lazy"));
+    let v2 = "PRECONDITION_FAILED - inequivalent arg 'x-queue-version' for queue 'orders.retry.5s' in vhost '/': received none but current is the value '2' of type 'byte'";
+    assert_eq!(
+        kept(plain, v2, "x-queue-version"),
+        Some(AMQPValue::LongLongInt(2))
     );
     // Any other difference is a mismatch, and so is a version the options chose.
     let ttl = "PRECONDITION_FAILED - inequivalent arg 'x-message-ttl' for queue 'orders.retry.5s' in vhost '/': received the value '5000' of type 'long' but current is the value '999' of type 'signedint'";
-    assert!(args_as_it_is(retry, ttl).is_none());
-    assert!(args_as_it_is(&classic.queues(false)[1], none).is_none());
+    assert!(args_as_it_is(retry, &retry.args, ttl).is_none());
+    let mut chosen = topology(QueueType::Classic);
+    chosen.extra.retry = table(&[("x-queue-version", AMQPValue::LongLongInt(1))]);
+    let by_options = &chosen.queues(&[])[1];
+    assert!(args_as_it_is(by_options, &by_options.args, none).is_none());
+    assert!(
+        args_as_it_is(&specs[0], &specs[0].args, lazy).is_none(),
+        "the work queue"
+    );
 }
