@@ -1,6 +1,7 @@
 //! The connection to the broker (to one node of several, moving to the next
 //! when it is lost), and the confirmed publisher every republish goes through.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -240,16 +241,17 @@ impl Broker {
     /// its channel, and with it every confirm in flight. Republishes are
     /// independent of each other (each failed message goes on its own), so
     /// they take no turn: none waits for another to be sent.
-    pub(crate) async fn republish(
-        &self,
-        exchange: &str,
-        routing_key: &str,
-        body: &[u8],
+    pub(crate) fn republish<'a>(
+        &'a self,
+        exchange: &'a str,
+        routing_key: &'a str,
+        body: &'a [u8],
         properties: lapin::BasicProperties,
-    ) -> Result<()> {
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        // The publish's own future, not one around it: the failure path
+        // would hold the properties once more.
         self.republisher
             .publish(Turn::alone(), self, exchange, routing_key, body, properties)
-            .await
     }
 
     /// The current node's URL with its password replaced, safe for logs,

@@ -9,7 +9,7 @@
 //! awaited after the turn has passed on, so publishes stay pipelined.
 
 use std::future::{poll_fn, Future};
-use std::pin::pin;
+use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
 use std::task::Poll;
 
@@ -71,9 +71,8 @@ impl Turn {
     /// go and finishes `send`. For a `send` that queues its frames on its
     /// first poll (lapin's `basic_publish`), the frames go in turn order and
     /// the rest of the send does not hold the next one back.
-    pub(crate) async fn send<T>(mut self, send: impl Future<Output = T>) -> T {
+    pub(crate) async fn send<F: Future>(mut self, mut send: Pin<&mut F>) -> F::Output {
         self.wait().await;
-        let mut send = pin!(send);
         let first = poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
         drop(self);
         match first {
@@ -94,6 +93,7 @@ impl Drop for Turn {
 
 #[cfg(test)]
 mod tests {
+    use std::pin::pin;
     use std::sync::Arc;
 
     use futures_util::FutureExt;
@@ -109,9 +109,12 @@ mod tests {
         let turns: Vec<Turn> = (0..50).map(|_| order.turn()).collect();
         for (i, turn) in turns.into_iter().enumerate().rev() {
             let seen = seen.clone();
-            tasks.push(tokio::spawn(turn.send(async move {
-                seen.lock().unwrap().push(i);
-            })));
+            tasks.push(tokio::spawn(async move {
+                turn.send(pin!(async move {
+                    seen.lock().unwrap().push(i);
+                }))
+                .await
+            }));
         }
         for t in tasks {
             t.await.unwrap();
@@ -138,10 +141,14 @@ mod tests {
     async fn the_next_turn_does_not_wait_for_the_end_of_a_send() {
         let order = SendOrder::default();
         let (finish, finished) = oneshot::channel::<()>();
-        let first = tokio::spawn(order.turn().send(async move {
-            let _ = finished.await;
-        }));
-        order.turn().send(async {}).await;
+        let turn = order.turn();
+        let first = tokio::spawn(async move {
+            turn.send(pin!(async move {
+                let _ = finished.await;
+            }))
+            .await
+        });
+        order.turn().send(pin!(async {})).await;
         let _ = finish.send(());
         first.await.unwrap();
     }

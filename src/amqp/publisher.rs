@@ -3,6 +3,7 @@
 //! return counts as success. Publishes reach the channel in the order their
 //! turns were taken (see [`super::order`]); confirms are awaited concurrently.
 
+use std::pin::pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -64,21 +65,9 @@ impl Publisher {
                 return Ok(ch.clone());
             }
         }
-        let ch = conn.open_channel().await.map_err(|e| {
-            Error::new(
-                ErrorKind::Connection,
-                format!("could not open the confirm channel: {}", e.message),
-            )
-        })?;
-        ch.confirm_select(ConfirmSelectOptions::default())
-            .await
-            .map_err(|e| {
-                Error::with_source(
-                    ErrorKind::Connection,
-                    format!("the broker refused publisher confirms: {e}"),
-                    e,
-                )
-            })?;
+        // Boxed: opening is rare, and the future of every publish would
+        // otherwise be as large as opening's.
+        let ch = Box::pin(open_confirm_channel(conn)).await?;
         *slot = Some(ch.clone());
         Ok(ch)
     }
@@ -114,7 +103,7 @@ impl Publisher {
         if matches!(confirmation, Confirmation::Nack(_)) {
             let refused = self.refused_in_a_row.fetch_add(1, Ordering::SeqCst) + 1;
             if refused >= REFUSALS_BEFORE_NEW_CHANNEL {
-                self.replace(&ch).await;
+                Box::pin(self.replace(&ch)).await;
             }
         } else {
             self.refused_in_a_row.store(0, Ordering::SeqCst);
@@ -126,6 +115,26 @@ impl Publisher {
     pub(crate) fn confirm_timeout(&self) -> Duration {
         self.confirm_timeout
     }
+}
+
+/// A new channel of `conn` in confirm mode.
+async fn open_confirm_channel(conn: &impl OpenChannel) -> Result<Channel> {
+    let ch = conn.open_channel().await.map_err(|e| {
+        Error::new(
+            ErrorKind::Connection,
+            format!("could not open the confirm channel: {}", e.message),
+        )
+    })?;
+    ch.confirm_select(ConfirmSelectOptions::default())
+        .await
+        .map_err(|e| {
+            Error::with_source(
+                ErrorKind::Connection,
+                format!("the broker refused publisher confirms: {e}"),
+                e,
+            )
+        })?;
+    Ok(ch)
 }
 
 /// Publishes `body` to `exchange` with `routing_key` on `ch` (a channel in
@@ -145,7 +154,9 @@ pub(crate) async fn publish_confirmed(
     let key = short_name("routing key", routing_key)?;
     // Named only for an error: a publish that succeeds formats nothing.
     let target = || describe(exchange, routing_key);
-    let sending = ch.basic_publish(
+    // Pinned here and lent to the turn, so that the publish's future is
+    // stored once in this one.
+    let sending = pin!(ch.basic_publish(
         exchange_name,
         key,
         BasicPublishOptions {
@@ -154,7 +165,7 @@ pub(crate) async fn publish_confirmed(
         },
         body,
         properties,
-    );
+    ));
     let confirm = turn
         .send(sending)
         .await

@@ -1,6 +1,7 @@
 //! A failed delivery's way out: the confirmed republish to its retry or
 //! parked queue, or a row in the retry table, with the headers that say why.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lapin::types::{short_string_wire_bytes, AMQPValue, FieldTable, LongString, ShortString};
@@ -37,9 +38,13 @@ use crate::table::store::{NewRow, Stored};
 /// the delivery is held: never acked. A message the retry table refuses for
 /// what it holds parks instead (`table-refused`): held, it would come back
 /// and be refused again.
+///
+/// Takes what it works with by value, so that a task can box it as it is:
+/// a wrapping future would hold the delivery, the failure and every
+/// argument a second time, and be copied into its box on every failure.
 pub(super) async fn handle_failure(
-    broker: &Broker,
-    config: &ConsumerConfig,
+    broker: Arc<Broker>,
+    config: Arc<ConsumerConfig>,
     id: u64,
     p: Pending,
     f: Failure,
@@ -63,7 +68,7 @@ pub(super) async fn handle_failure(
     let (route, properties) = republished(
         broker.user(),
         broker.frame_max().await,
-        config,
+        &config,
         &p,
         &f,
         route,
@@ -110,7 +115,9 @@ pub(super) async fn handle_failure(
                             .map(|ms| UNIX_EPOCH + Duration::from_millis(ms))
                             .unwrap_or_else(SystemTime::now),
                     };
-                    match table.store.insert(row).await {
+                    // Boxed, as the declaration below: a rare step would
+                    // otherwise size the future of every failure.
+                    match Box::pin(table.store.insert(row)).await {
                         Ok(Stored::Row(id)) => {
                             row_id = Some(id);
                             Ok(())
@@ -136,7 +143,7 @@ pub(super) async fn handle_failure(
                 // The retry or parked queue is gone (deleted by hand): declare the
                 // topology again so the next failures route. This message stays
                 // unacked, as every failed republish does.
-                let _ = declare(broker, topo, config.recovery.step_timeout).await;
+                let _ = Box::pin(declare(&broker, topo, config.recovery.step_timeout)).await;
             }
             published
         }
@@ -147,7 +154,7 @@ pub(super) async fn handle_failure(
             "the retry table cannot store this message: {why}; the handler's error: {}",
             f.message
         );
-        let Some(park) = learning(config, &p, &f, |facts| facts.table_refused = true) else {
+        let Some(park) = learning(&config, &p, &f, |facts| facts.table_refused = true) else {
             // Held rather than acked: nothing stored it.
             return Event::PublishFailed {
                 id,

@@ -131,8 +131,14 @@ impl Link for BrokerLink {
         failure: Failure,
         route: Route,
     ) -> BoxFuture<'static, Event> {
-        let broker = self.0.clone();
-        Box::pin(async move { handle_failure(&broker, &config, id, pending, failure, route).await })
+        Box::pin(handle_failure(
+            self.0.clone(),
+            config,
+            id,
+            pending,
+            failure,
+            route,
+        ))
     }
 }
 

@@ -158,59 +158,63 @@ pub(crate) const RETRY_COPY_HEADERS: [&str; 5] = [
 pub(crate) fn failure_headers(
     input: &FailureInput,
 ) -> Result<Vec<(&'static str, HeaderValue)>, NoRoom> {
-    let failed_at = iso8601_utc(input.now_ms);
+    // A retried copy with `retryHeaders: 'minimal'` gets only what counting
+    // and parking need: the others are not even made.
+    let minimal = input.minimal && matches!(input.route, Route::Retry { .. });
+    let wanted = |name: &str| !minimal || RETRY_COPY_HEADERS.contains(&name);
+    let failed_at = || iso8601_utc(input.now_ms);
+    let str_value = |s: &str| HeaderValue::Str(s.to_string());
+    let mut headers = Vec::with_capacity(OWN_HEADERS.len());
+    headers.push((
+        RETRY_ATTEMPT,
+        HeaderValue::Int(i64::from(input.route.attempt_header())),
+    ));
+    if wanted(RETRY_REASON) {
+        headers.push((RETRY_REASON, str_value(input.route.reason())));
+    }
+    headers.push((
+        RETRY_LAST_ERROR,
+        HeaderValue::Str(cut_utf8(input.error_message, MAX_ERROR_MESSAGE_BYTES)),
+    ));
+    if wanted(RETRY_ERROR_NAME) {
+        let error_name = if input.error_name.trim().is_empty() {
+            "Error".to_string()
+        } else {
+            cut_utf8(input.error_name, MAX_ERROR_NAME_BYTES)
+        };
+        headers.push((RETRY_ERROR_NAME, HeaderValue::Str(error_name)));
+    }
+    let stack = cut_utf8(input.error_stack, FRAME_MAX - HEADER_HEADROOM);
+    // On a retried copy only when there is one (`stackOnRetry`).
+    if wanted(RETRY_ERROR_STACK) || !stack.is_empty() {
+        headers.push((RETRY_ERROR_STACK, HeaderValue::Str(stack)));
+    }
+    if wanted(RETRY_FAILED_AT) {
+        headers.push((RETRY_FAILED_AT, HeaderValue::Str(failed_at())));
+    }
     let first_failed_at = match input.previous_first_failed_at {
         Some(prev) if !prev.is_empty() => prev.to_string(),
-        _ => failed_at.clone(),
+        _ => failed_at(),
     };
-    let error_name = if input.error_name.trim().is_empty() {
-        "Error".to_string()
-    } else {
-        cut_utf8(input.error_name, MAX_ERROR_NAME_BYTES)
-    };
-    let str_value = |s: &str| HeaderValue::Str(s.to_string());
-
-    let mut headers = vec![
-        (
-            RETRY_ATTEMPT,
-            HeaderValue::Int(i64::from(input.route.attempt_header())),
+    headers.push((RETRY_FIRST_FAILED_AT, HeaderValue::Str(first_failed_at)));
+    headers.push((
+        RETRY_ORIGINAL_EXCHANGE,
+        str_value(
+            input
+                .previous_original_exchange
+                .unwrap_or(input.delivery_exchange),
         ),
-        (RETRY_REASON, str_value(input.route.reason())),
-        (
-            RETRY_LAST_ERROR,
-            HeaderValue::Str(cut_utf8(input.error_message, MAX_ERROR_MESSAGE_BYTES)),
+    ));
+    headers.push((
+        RETRY_ORIGINAL_ROUTING_KEY,
+        str_value(
+            input
+                .previous_original_routing_key
+                .unwrap_or(input.delivery_routing_key),
         ),
-        (RETRY_ERROR_NAME, HeaderValue::Str(error_name)),
-        (
-            RETRY_ERROR_STACK,
-            HeaderValue::Str(cut_utf8(input.error_stack, FRAME_MAX - HEADER_HEADROOM)),
-        ),
-        (RETRY_FAILED_AT, HeaderValue::Str(failed_at)),
-        (RETRY_FIRST_FAILED_AT, HeaderValue::Str(first_failed_at)),
-        (
-            RETRY_ORIGINAL_EXCHANGE,
-            str_value(
-                input
-                    .previous_original_exchange
-                    .unwrap_or(input.delivery_exchange),
-            ),
-        ),
-        (
-            RETRY_ORIGINAL_ROUTING_KEY,
-            str_value(
-                input
-                    .previous_original_routing_key
-                    .unwrap_or(input.delivery_routing_key),
-            ),
-        ),
-        (RETRY_QUEUE, str_value(input.queue)),
-    ];
-    if input.minimal && matches!(input.route, Route::Retry { .. }) {
-        headers.retain(|(name, value)| {
-            RETRY_COPY_HEADERS.contains(name)
-                || (*name == RETRY_ERROR_STACK
-                    && !matches!(value, HeaderValue::Str(s) if s.is_empty()))
-        });
+    ));
+    if wanted(RETRY_QUEUE) {
+        headers.push((RETRY_QUEUE, str_value(input.queue)));
     }
     // Both keep their first kilobyte while the other can give room; then
     // the stack goes before the message.
