@@ -10,59 +10,89 @@ use super::{long, QueueSpec, QueueType, Topology};
 use crate::error::amqp_reply;
 use crate::retry::{classic_queue_mode_is_chosen, classic_queue_version_is_chosen};
 
-/// How a classic retry queue stores its messages: the library chooses these
-/// where the broker lets a queue choose, unless `retryQueueArguments` does,
-/// and a retry queue that exists keeps its own (one created on another
-/// release of RabbitMQ, or of rabbit-retry, or by hand).
-const STORAGE_ARGUMENTS: [&str; 2] = ["x-queue-version", "x-queue-mode"];
+/// How a classic retry queue stores its messages, one argument each: the
+/// versions of RabbitMQ that let a queue choose it, and the library's choice
+/// there. The library chooses these unless `retryQueueArguments` does, and a
+/// retry queue that exists keeps its own (one created on another release of
+/// RabbitMQ, or of rabbit-retry, or by hand).
+const STORAGE_ARGUMENTS: [StorageArgument; 2] = [
+    // Version 2 (RabbitMQ 3.10 to 3.13 default to version 1) writes a message
+    // and its index entry in one place, which costs the broker less CPU for
+    // every failure that a retry queue takes and gives back.
+    StorageArgument {
+        key: "x-queue-version",
+        chosen_on: classic_queue_version_is_chosen,
+        choice: Choice::Int(2),
+    },
+    // Lazy (RabbitMQ 3.10 and 3.11 keep a default queue's messages in memory
+    // as well) writes a message to disk and leaves it there until it is due,
+    // which costs the broker less CPU for every failure than keeping a copy
+    // in memory and paging it out later.
+    StorageArgument {
+        key: "x-queue-mode",
+        chosen_on: classic_queue_mode_is_chosen,
+        choice: Choice::Text("lazy"),
+    },
+];
 
-/// The classic queue version of retry queues, where the broker lets a queue
-/// choose (RabbitMQ 3.10 to 3.13, which default to version 1): version 2
-/// writes a message and its index entry in one place, which costs the broker
-/// less CPU for every failure that a retry queue takes and gives back.
-const RETRY_QUEUE_VERSION: i64 = 2;
+/// A storage argument of classic retry queues.
+#[derive(Clone, Copy)]
+struct StorageArgument {
+    /// The queue argument.
+    key: &'static str,
+    /// Whether a broker that reports this version lets a queue choose it.
+    chosen_on: fn(&str) -> bool,
+    /// What the library chooses there.
+    choice: Choice,
+}
 
-/// The mode of classic retry queues, where the broker still honours one
-/// (RabbitMQ 3.10 and 3.11, which keep a default queue's messages in memory
-/// as well): a lazy queue writes a message to disk and leaves it there until
-/// it is due, which costs the broker less CPU for every failure than keeping
-/// a copy in memory and paging it out later.
-const RETRY_QUEUE_MODE: &str = "lazy";
+/// The value the library chooses for a storage argument.
+#[derive(Clone, Copy)]
+enum Choice {
+    Int(i64),
+    Text(&'static str),
+}
+
+impl Choice {
+    fn value(self) -> AMQPValue {
+        match self {
+            Choice::Int(n) => AMQPValue::LongLongInt(n),
+            Choice::Text(s) => long(s),
+        }
+    }
+}
 
 impl Topology {
     /// The storage arguments new retry queues get on a broker that reports
-    /// `version`: `x-queue-version` 2 on RabbitMQ 3.10 to 3.13 and
-    /// `x-queue-mode: lazy` on 3.10 and 3.11, for classic ones, unless
-    /// `retryQueueArguments` chose already.
+    /// `version`: of the ones that are the library's to choose (see
+    /// [`Topology::retry_adopts`]), those the broker lets a queue choose:
+    /// `x-queue-version` 2 on RabbitMQ 3.10 to 3.13 and `x-queue-mode: lazy`
+    /// on 3.10 and 3.11.
     pub(super) fn retry_storage(&self, version: Option<&str>) -> Vec<(&'static str, AMQPValue)> {
-        let mut chosen = Vec::new();
-        let Some(version) = version.filter(|_| self.queue_type == QueueType::Classic) else {
-            return chosen;
+        let Some(version) = version else {
+            return Vec::new();
         };
-        let free = |key: &str| !self.extra.retry.contains_key(key);
-        if classic_queue_version_is_chosen(version) && free("x-queue-version") {
-            chosen.push((
-                "x-queue-version",
-                AMQPValue::LongLongInt(RETRY_QUEUE_VERSION),
-            ));
-        }
-        if classic_queue_mode_is_chosen(version) && free("x-queue-mode") {
-            chosen.push(("x-queue-mode", long(RETRY_QUEUE_MODE)));
-        }
-        chosen
+        STORAGE_ARGUMENTS
+            .into_iter()
+            .filter(|a| self.adopts(a.key) && (a.chosen_on)(version))
+            .map(|a| (a.key, a.choice.value()))
+            .collect()
     }
 
     /// The storage arguments of a retry queue that are the library's to
-    /// choose (none the options set): a classic retry queue that exists with
-    /// other values of these, or none, keeps them.
+    /// choose: those of a classic one that the options do not set. A retry
+    /// queue that exists with other values of these, or none, keeps them.
     pub(super) fn retry_adopts(&self) -> Vec<&'static str> {
-        match self.queue_type {
-            QueueType::Classic => STORAGE_ARGUMENTS
-                .into_iter()
-                .filter(|key| !self.extra.retry.contains_key(key))
-                .collect(),
-            QueueType::Quorum => Vec::new(),
-        }
+        STORAGE_ARGUMENTS
+            .into_iter()
+            .map(|a| a.key)
+            .filter(|key| self.adopts(key))
+            .collect()
+    }
+
+    /// Whether the storage argument `key` of retry queues is the library's to choose.
+    fn adopts(&self, key: &str) -> bool {
+        self.queue_type == QueueType::Classic && !self.extra.retry.contains_key(key)
     }
 }
 
