@@ -8,7 +8,9 @@
  * runs hand over on average), each with the metadata the native side writes
  * (`DeliveryMeta`) and a 1 KiB body; the stand-in's `settle` counts what comes
  * back. The handler is the reference harness's: it awaits once, then throws
- * `new Error('carrier 503')` (failure path) or returns (success path).
+ * `new Error('carrier 503')` (failure path) or returns (success path). A third
+ * path throws before its first await, as a handler that refuses a message at
+ * once does: its error's stack is taken on the stack the consumer calls it on.
  *
  * Beside it, in the same rounds, the handler alone: the same batches parsed
  * and the same handler awaited and caught, nothing else. The difference is
@@ -28,11 +30,19 @@ const ROUNDS = envInt('BENCH_ROUNDS', 7);
 const PER = envInt('BENCH_BATCH', 13);
 const SIZE = 1024;
 
-type Mode = 'fail' | 'ok';
+/** `fail` throws after an await, `throw` before any (its error's stack is taken on the consumer's stack), `ok` returns. */
+type Mode = 'fail' | 'throw' | 'ok';
 
 const handlerOf = (mode: Mode) => async (): Promise<void> => {
+  if (mode === 'throw') throw new Error('carrier 503');
   await Promise.resolve();
   if (mode === 'fail') throw new Error('carrier 503');
+};
+
+const PATHS: Record<Mode, string> = {
+  fail: 'failure path',
+  throw: 'failure path, thrown before an await',
+  ok: 'success path',
 };
 
 const bodies = Buffer.alloc(PER * SIZE, 120);
@@ -143,7 +153,7 @@ async function handlerAlone(mode: Mode, input: NativeBatch[]): Promise<void> {
 async function main(): Promise<void> {
   console.log(`JavaScript's thread per delivery, no broker: ${ROUNDS} rounds of ${BATCHES} batches of ${PER}`);
   const rows: string[][] = [];
-  for (const mode of ['fail', 'ok'] as const) {
+  for (const mode of ['fail', 'throw', 'ok'] as const) {
     const lib: number[] = [];
     const bare: number[] = [];
     // One round first, not counted: V8 compiles both paths.
@@ -157,7 +167,7 @@ async function main(): Promise<void> {
     }
     const l = median(lib);
     const h = median(bare);
-    rows.push([mode === 'fail' ? 'failure path' : 'success path', fmt(l), fmt(h), fmt(l - h)]);
+    rows.push([PATHS[mode], fmt(l), fmt(h), fmt(l - h)]);
   }
   console.log(table(['path', 'rabbit-retry µs/delivery', 'the handler alone µs/delivery', "rabbit-retry's own µs/delivery"], rows));
 }

@@ -346,9 +346,9 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     if (!this.shutdown.finishing) {
       const membership = this.membership;
       if (!membership) {
-        for (const d of deliveriesOf(batch)) void this.handling.handle(d, batch);
+        this.handling.handleAll(deliveriesOf(batch), batch);
       } else if (membership.admits) {
-        for (const d of deliveriesOf(batch)) void this.handling.handle(d, batch).then((r) => membership.outcome(r));
+        this.handling.handleAll(deliveriesOf(batch), batch, (r) => membership.outcome(r));
       } else {
         this.release(deliveriesOf(batch).map((d) => d.id));
       }

@@ -5,12 +5,13 @@
 import type { ProbeResult } from '../circuit';
 import { reasonOf } from '../error-text';
 import type { NativeBatch } from '../native';
-import type { ConsumerTracing } from '../tracing';
+import type { ConsumerTracing, ProcessSpan } from '../tracing';
+import type { Message } from '../message';
 import { type DeliveryMeta, messageOf } from '../wire';
 import type { Handler } from './events';
 import type { FailureReporter } from './failure';
 import type { InFlight } from './in-flight';
-import { type HandlerRun, inHandler } from './scope';
+import { type HandlerRun, runHandler } from './scope';
 import { type Settlements, unreadableFailure } from './settlement';
 import type { Tally } from './tally';
 
@@ -32,6 +33,25 @@ export interface HandlingHost {
   dropped(): boolean;
 }
 
+/** One delivery made ready for its handler: its message, its span and its run. */
+interface Ready {
+  readonly d: DeliveryMeta;
+  readonly msg: Message;
+  readonly span: ProcessSpan | undefined;
+  readonly run: HandlerRun;
+  /** What the handler returned, once it was called. */
+  value: unknown;
+  /** Whether the call threw (synchronously), and what. */
+  threw: boolean;
+  error: unknown;
+}
+
+/** A batch's deliveries made ready, and who hears each one's outcome. */
+interface ReadyBatch {
+  readonly ready: readonly Ready[];
+  readonly outcome?: (r: ProbeResult) => void;
+}
+
 /** Runs a consumer's handler on its deliveries. */
 export class Handling {
   // An ES private field: printing or serialising the consumer never goes round from here back to it.
@@ -42,12 +62,56 @@ export class Handling {
   }
 
   /**
+   * Handles a batch's deliveries: each is made ready now (it counts as
+   * running from here), and their handlers are called in one microtask, on a
+   * stack of their own. An error a handler makes before its first `await`
+   * captures its stack there over a few small frames rather than over the
+   * consumer's: V8 takes apart every optimised frame it captures, a few
+   * microseconds for each large one. `outcome` gets each delivery's result.
+   */
+  handleAll(ds: readonly DeliveryMeta[], batch: NativeBatch, outcome?: (r: ProbeResult) => void): void {
+    const ready: Ready[] = [];
+    for (const d of ds) {
+      const r = this.prepare(d, batch);
+      if (r) ready.push(r);
+      else outcome?.('other');
+    }
+    if (ready.length > 0) void Promise.resolve({ ready, outcome }).then(this.#callAll);
+  }
+
+  /**
    * Runs the handler for one delivery and settles it; resolves to how it
    * went (`failure` for a retryable one). Never rejects.
    */
-  async handle(d: DeliveryMeta, batch: NativeBatch): Promise<ProbeResult> {
+  handle(d: DeliveryMeta, batch: NativeBatch): Promise<ProbeResult> {
+    const r = this.prepare(d, batch);
+    if (!r) return Promise.resolve('other');
+    return new Promise((outcome) => this.#callAll({ ready: [r], outcome }));
+  }
+
+  /**
+   * Calls each handler, inside its span and its handler scope, then waits for
+   * it and settles its delivery. Under a handler's frame, ours are only this
+   * one and `runHandler`'s.
+   */
+  readonly #callAll = ({ ready, outcome }: ReadyBatch): void => {
     const host = this.#host;
-    let run: HandlerRun | undefined;
+    for (const r of ready) {
+      try {
+        // The handler runs with the consumer, which holds it, as `this`: its frame reads `Consumer.<name> [as handler]`.
+        r.value = r.span ? r.span.run(() => runHandler(r.run, host.handler, host.owner, r.msg)) : runHandler(r.run, host.handler, host.owner, r.msg);
+      } catch (err) {
+        r.threw = true;
+        r.error = err;
+      }
+      const done = this.finish(r);
+      if (outcome) void done.then(outcome);
+    }
+  };
+
+  /** `d` with its message, span and run, counted as running; undefined when it could not be (then it is settled). */
+  private prepare(d: DeliveryMeta, batch: NativeBatch): Ready | undefined {
+    const host = this.#host;
     try {
       const { msg, messageId } = messageOf(d, batch, host.consumerTag);
       const span = host.tracing.process(msg.headers, () => ({
@@ -57,7 +121,7 @@ export class Handling {
         bodySize: msg.body.length,
         attempt: d.attempt,
       }));
-      const r: HandlerRun = {
+      const run: HandlerRun = {
         owner: host.owner,
         startedAt: performance.now(),
         messageId,
@@ -65,25 +129,37 @@ export class Handling {
         reported: false,
         done: false,
       };
-      run = r;
-      host.running.add(d.id, r);
-      let threw = false;
-      let error: unknown;
-      // The handler runs with the consumer, which holds it, as `this`: its frame reads `Consumer.<name> [as handler]`.
-      const call = () => inHandler(r, () => Reflect.apply(host.handler, host.owner, [msg]));
-      try {
-        await (span ? span.run(call) : call());
-      } catch (err) {
-        threw = true;
-        error = err;
+      host.running.add(d.id, run);
+      // Every field from the start: one shape for every delivery.
+      return { d, msg, span, run, value: undefined, threw: false, error: undefined };
+    } catch (internal) {
+      host.running.delete(d.id);
+      this.unhandled(d, internal);
+      return undefined;
+    }
+  }
+
+  /** Waits for the handler of `r` and settles its delivery with how it went. Never rejects. */
+  private async finish(r: Ready): Promise<ProbeResult> {
+    const host = this.#host;
+    const { d, msg, span, run } = r;
+    try {
+      let { threw, error } = r;
+      if (!threw) {
+        try {
+          await r.value;
+        } catch (err) {
+          threw = true;
+          error = err;
+        }
       }
-      r.done = true;
+      run.done = true;
       span?.end(error, threw);
       // The close gave up on this handler and the channel took its message back.
       if (host.dropped()) return 'other';
       if (!threw) {
         host.settlements.ack(d.id);
-        host.tally.acked(r.startedAt);
+        host.tally.acked(run.startedAt);
         return 'success';
       }
       const failure = host.route.failureOf(error, msg, d);
@@ -94,17 +170,22 @@ export class Handling {
         failure.tracestate = trace.tracestate;
       }
       host.settlements.fail(d.id, failure);
-      host.tally.failed(r.startedAt);
+      host.tally.failed(run.startedAt);
       return failure.kind === 'retryable' ? 'failure' : 'other';
     } catch (internal) {
-      // Nothing above should throw; if it did, the delivery still gets settled.
-      if (!host.dropped()) {
-        host.settlements.fail(d.id, unreadableFailure(`the message could not be handled: ${reasonOf(internal)}`));
-      }
+      this.unhandled(d, internal);
       return 'other';
     } finally {
-      if (run) run.done = true;
+      run.done = true;
       host.running.delete(d.id);
+    }
+  }
+
+  /** Nothing here should throw; if something did, the delivery is still settled. */
+  private unhandled(d: DeliveryMeta, internal: unknown): void {
+    const host = this.#host;
+    if (!host.dropped()) {
+      host.settlements.fail(d.id, unreadableFailure(`the message could not be handled: ${reasonOf(internal)}`));
     }
   }
 }

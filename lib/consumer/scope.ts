@@ -4,6 +4,7 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 
+import type { Message } from '../message';
 import type { Tracked } from './in-flight';
 
 /** A handler running now: whose it is, and what the stuck check reads. */
@@ -32,7 +33,11 @@ export function outsideHandlers<T>(f: () => T): T {
   return handlerScope.exit(f);
 }
 
-/** Runs `f` as handler run `r`: what it starts belongs to `r`'s consumer. */
-export function inHandler<T>(r: HandlerRun, f: () => T): T {
-  return handlerScope.run(r, f);
+/**
+ * Calls `handler` on `msg` with `owner` as `this`, as handler run `r`: what
+ * it starts belongs to `r`'s consumer. The call is the scope's own callback,
+ * so no frame of ours sits between the scope and the handler.
+ */
+export function runHandler(r: HandlerRun, handler: (msg: Message) => unknown, owner: object, msg: Message): unknown {
+  return handlerScope.run(r, Reflect.apply, handler, owner, [msg]);
 }
