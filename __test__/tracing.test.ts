@@ -346,6 +346,27 @@ describe('without a tracer provider or without @opentelemetry/api', () => {
     }
   });
 
+  it('traces the next message once a provider is registered, and stops once it is gone', () => {
+    const message = () => ({ exchange: '', routingKey: 'q.late', bodySize: 1, attempt: 0 });
+    const t = consumerTracing('q.late');
+    trace.disable();
+    try {
+      expect(t.process({}, message)).toBeUndefined();
+    } finally {
+      trace.setGlobalTracerProvider(provider);
+    }
+    const span = t.process({}, message);
+    expect(span).toBeDefined();
+    span?.end(undefined, false);
+    expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(['process q.late']);
+    trace.disable();
+    try {
+      expect(t.process({}, message)).toBeUndefined();
+    } finally {
+      trace.setGlobalTracerProvider(provider);
+    }
+  });
+
   it('traces nothing and fails nothing when @opentelemetry/api cannot be loaded', async () => {
     let isolated: typeof Tracing | undefined;
     jest.isolateModules(() => {

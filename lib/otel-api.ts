@@ -23,6 +23,8 @@ export interface OtelApi {
   /** The global meter provider. */
   metrics: { getMeter(name: string, version?: string): unknown };
   ROOT_CONTEXT: Context;
+  /** The provider the API hands out; its delegate is the API's no-op provider until one is registered. */
+  ProxyTracerProvider: new () => { getDelegate(): unknown };
   /** The span kinds. */
   SpanKind: typeof SpanKind;
   /** A span status's codes. */

@@ -82,6 +82,22 @@ export interface ConsumerTracing {
 
 let tracer: { provider: unknown; tracer: Tracer } | undefined;
 
+/** The API's no-op provider, the delegate of a proxy provider while none is registered. */
+let noopProvider: unknown;
+
+/**
+ * Whether a tracer provider may record: false only while the API's global
+ * provider is its proxy with no provider behind it. Every span is then a
+ * no-op, and the parent context extracted for one would be thrown away.
+ */
+function mayRecord(a: OtelApi): boolean {
+  const ProxyProvider = a.ProxyTracerProvider;
+  const provider = a.trace.getTracerProvider();
+  if (typeof ProxyProvider !== 'function' || !(provider instanceof ProxyProvider)) return true;
+  noopProvider ??= new ProxyProvider().getDelegate();
+  return provider.getDelegate() !== noopProvider;
+}
+
 /**
  * The library's tracer, made once per global provider (the API's proxy
  * tracer follows a provider registered later): one per message would cost
@@ -118,7 +134,7 @@ export type PublishedMessage = Omit<TracedMessage, 'attempt' | 'headers'> & {
  */
 export async function tracedPublish<T>(m: PublishedMessage, send: (trace: TraceHeaders | undefined) => Promise<T>): Promise<T> {
   const a = loadApi();
-  if (!a) return send(undefined);
+  if (!a || !mayRecord(a)) return send(undefined);
   const destination = m.exchange || m.routingKey;
   const parked = m.replayOf ? a.trace.getSpan(a.propagation.extract(a.ROOT_CONTEXT, m.replayOf, headerGetter))?.spanContext() : undefined;
   const options: SpanOptions = {
@@ -158,7 +174,7 @@ export function consumerTracing(queue: string): ConsumerTracing {
   return {
     process(headers, describe) {
       const a = loadApi();
-      if (!a) return undefined;
+      if (!a || !mayRecord(a)) return undefined;
       const parent = a.propagation.extract(a.ROOT_CONTEXT, headers, headerGetter);
       const span = tracerOf(a).startSpan(`process ${queue}`, { kind: a.SpanKind.CONSUMER }, parent);
       // Without a provider the span is a no-op: nothing more to do, nothing to end.
