@@ -5,6 +5,7 @@
 
 use std::pin::pin;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
@@ -33,7 +34,8 @@ const REFUSALS_BEFORE_NEW_CHANNEL: u32 = 3;
 /// closed it (publishing to a missing exchange closes the channel), and
 /// replacing it after refusals in a row.
 pub(crate) struct Publisher {
-    channel: Mutex<Option<Channel>>,
+    /// Shared with each publish: a clone of the channel itself takes every one of its handles.
+    channel: Mutex<Option<Arc<Channel>>>,
     confirm_timeout: Duration,
     refused_in_a_row: AtomicU32,
     order: SendOrder,
@@ -58,7 +60,7 @@ impl Publisher {
 
     /// The confirm channel, opened (again) when it is missing or closed, on a
     /// new connection when the old one is gone.
-    pub(crate) async fn channel(&self, conn: &impl OpenChannel) -> Result<Channel> {
+    pub(crate) async fn channel(&self, conn: &impl OpenChannel) -> Result<Arc<Channel>> {
         let mut slot = self.channel.lock().await;
         if let Some(ch) = slot.as_ref() {
             if ch.status().connected() {
@@ -67,8 +69,8 @@ impl Publisher {
         }
         // Boxed: opening is rare, and the future of every publish would
         // otherwise be as large as opening's.
-        let ch = Box::pin(open_confirm_channel(conn)).await?;
-        *slot = Some(ch.clone());
+        let ch = Arc::new(Box::pin(open_confirm_channel(conn)).await?);
+        *slot = Some(Arc::clone(&ch));
         Ok(ch)
     }
 

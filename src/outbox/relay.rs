@@ -49,7 +49,7 @@ pub(super) struct Relay {
     /// Its confirm channel (opened again when the broker closed it), and the
     /// last one it published on.
     publisher: Publisher,
-    channel: Option<Channel>,
+    channel: Option<Arc<Channel>>,
 }
 
 impl Relay {

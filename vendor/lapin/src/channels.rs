@@ -86,9 +86,11 @@ impl Channels {
         self.configuration.recovery_config().can_recover(error)
     }
 
-    pub(crate) fn get(&self, id: ChannelId) -> Option<Channel> {
+    /// The channel `id`, shared: a frame's lookup clones one `Arc`, not the
+    /// channel's every handle.
+    pub(crate) fn get(&self, id: ChannelId) -> Option<Arc<Channel>> {
         if id == 0 {
-            Some(self.channel0())
+            Some(Arc::new(self.channel0()))
         } else {
             self.read().channels.get(&id).cloned()
         }
@@ -319,7 +321,7 @@ impl fmt::Debug for Channels {
 }
 
 struct Inner {
-    channels: HashMap<ChannelId, Channel>,
+    channels: HashMap<ChannelId, Arc<Channel>>,
     channel_id: IdSequence<ChannelId>,
     configuration: NegotiatedConfig,
     recovery_config: RecoveryConfig,
@@ -396,7 +398,7 @@ impl Inner {
                     events_sender,
                     Some(connection_closer),
                 );
-                self.channels.insert(id, channel.clone_internal());
+                self.channels.insert(id, Arc::new(channel.clone_internal()));
                 return Ok(channel);
             }
             id = self.channel_id.next();
