@@ -9,7 +9,11 @@ pub(crate) const MAX_NAME_BYTES: usize = 255;
 
 /// The retry queue for `delay`: `"{queue}.retry.{label}"`.
 pub(crate) fn retry_queue_name(queue: &str, delay: Delay) -> String {
-    format!("{queue}.retry.{}", delay.label())
+    let mut name = String::with_capacity(queue.len() + 7 + 12);
+    name.push_str(queue);
+    name.push_str(".retry.");
+    delay.push_label(&mut name);
+    name
 }
 
 /// The queue where messages go when they will not be retried: `"{queue}.parked"`.

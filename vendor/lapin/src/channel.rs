@@ -528,16 +528,19 @@ impl Channel {
         );
 
         trace!(channel=%self.id, "send_frames");
-        let (promise, resolver) = Promise::new(ctx);
-        self.frames.push_frames(self.id, frames, resolver);
-        self.wake();
         // rabbit-retry: with publisher confirms, the confirm is the publish's outcome, and frames
         // that cannot be written err the channel or the connection, which rejects the pending
         // confirms: the confirm is returned once the frames are queued, without waiting for
-        // their write (which cost the publisher a wake-up of its own per publish).
+        // their write (which cost the publisher a wake-up of its own per publish), and no
+        // promise of the write is made.
         if let Some(confirm) = publisher_confirms_result {
+            self.frames.push_frames(self.id, frames, None);
+            self.wake();
             return Ok(confirm);
         }
+        let (promise, resolver) = Promise::new(ctx);
+        self.frames.push_frames(self.id, frames, Some(resolver));
+        self.wake();
         promise.await?;
         Ok(PublisherConfirm::not_requested(
             self.returned_messages.clone(),

@@ -45,11 +45,13 @@ impl Frames {
             .push(channel_id, frame, canceler, expected_reply, resolver);
     }
 
+    /// Queues `frames`; `resolver`, when given, learns whether the last one
+    /// was written.
     pub(crate) fn push_frames(
         &self,
         channel_id: ChannelId,
         frames: Vec<AMQPFrame>,
-        resolver: PromiseResolver<()>,
+        resolver: Option<PromiseResolver<()>>,
     ) {
         self.lock_inner().push_frames(channel_id, frames, resolver);
     }
@@ -332,13 +334,15 @@ impl Inner {
         &mut self,
         channel_id: ChannelId,
         mut frames: Vec<AMQPFrame>,
-        resolver: PromiseResolver<()>,
+        resolver: Option<PromiseResolver<()>>,
     ) {
         let last_frame = frames.pop();
 
         if let Some(error) = self.check_poison(channel_id) {
             trace!(channel=%channel_id, frames=?frames, "Discarding frames because of poisoning");
-            resolver.reject(error);
+            if let Some(resolver) = resolver {
+                resolver.reject(error);
+            }
             return;
         }
 
@@ -347,9 +351,8 @@ impl Inner {
         }
 
         if let Some(last_frame) = last_frame {
-            self.low_prio_frames
-                .push_back((last_frame, Some(resolver)).into());
-        } else {
+            self.low_prio_frames.push_back((last_frame, resolver).into());
+        } else if let Some(resolver) = resolver {
             resolver.resolve(());
         }
     }
