@@ -153,6 +153,107 @@ describe('close from inside a handler', () => {
     expect(consumer.stats()).toMatchObject({ failed: 1, retried: 1 });
   });
 
+  it('a close awaited after awaits, through a function of its own or a then() chain, does not wait for its handler', async () => {
+    const queue = testQueue(['1m']);
+    const logger = recordingLogger();
+    const rr = await connectClient({ logger });
+    const results: CloseResult[] = [];
+    // Deep in the handler's awaits: its own async function, after a timer.
+    const stop = async (): Promise<CloseResult> => {
+      await sleep(20);
+      await Promise.resolve();
+      return within(consumer.close(), 8000, 'close() in a function the handler awaits');
+    };
+    const consumer: Consumer = track(
+      await rr.consume({ queue, prefetch: 2, onFailure: { delays: ['1m'] } }, async (msg: Message) => {
+        if (msg.properties.messageId === 'nested') {
+          await sleep(20);
+          results.push(await stop());
+          return;
+        }
+        // Not an async function: a then() chain the handler returns.
+        return sleep(20)
+          .then(() => within(consumer.close(), 8000, 'close() in a then() callback'))
+          .then((r) => void results.push(r));
+      }),
+    );
+    await rr.publish('', queue, 'a', { messageId: 'nested' });
+    await rr.publish('', queue, 'b', { messageId: 'then-chain' });
+    await waitFor(() => results.length === 2, 10_000, 'both closes inside the handlers');
+    expect(results).toEqual([{ unfinished: 0 }, { unfinished: 0 }]);
+    expect(await within(consumer.close(), 8000, 'close() outside')).toEqual({ unfinished: 0 });
+    expect(await queueDepth(queue)).toBe(0);
+    expect(await queueUnacked(queue)).toBe(0);
+    expect(consumer.stats().acked).toBe(2);
+    expect(logger.errors).toEqual([]);
+    expect(unhandled).toEqual([]);
+  });
+
+  it("is told apart with Error.stackTraceLimit at 0 and an application's Error.prepareStackTrace, both left as they were", async () => {
+    const queue = testQueue(['1m']);
+    const rr = await connectClient({ logger: recordingLogger() });
+    const limit = Error.stackTraceLimit;
+    const prepare = Object.getOwnPropertyDescriptor(Error, 'prepareStackTrace');
+    const appPrepare = (err: Error): string => `app: ${err.message}`;
+    let closed: CloseResult | undefined;
+    let seen: { limit: number; prepare: unknown } | undefined;
+    const consumer: Consumer = track(
+      await rr.consume({ queue, prefetch: 1, onFailure: { delays: ['1m'] } }, async () => {
+        await sleep(10);
+        closed = await within(consumer.close(), 8000, 'close() inside the handler');
+        seen = { limit: Error.stackTraceLimit, prepare: Object.getOwnPropertyDescriptor(Error, 'prepareStackTrace')?.value as unknown };
+      }),
+    );
+    try {
+      Error.stackTraceLimit = 0;
+      Error.prepareStackTrace = appPrepare;
+      await rr.publish('', queue, 'x', { messageId: 'no-stacks' });
+      await waitFor(() => seen !== undefined, 10_000, 'the close inside the handler');
+    } finally {
+      Error.stackTraceLimit = limit;
+      if (prepare) Object.defineProperty(Error, 'prepareStackTrace', prepare);
+      else delete (Error as { prepareStackTrace?: unknown }).prepareStackTrace;
+    }
+    expect(closed).toEqual({ unfinished: 0 });
+    expect(seen).toEqual({ limit: 0, prepare: appPrepare });
+    await waitFor(async () => (await queueUnacked(queue)) === 0, 5000, 'the message acked');
+    expect(await queueDepth(queue)).toBe(0);
+  });
+
+  it("one consumer's handler closing another waits for that other consumer's handlers, as from outside", async () => {
+    const [qa, qb] = [testQueue(['1m']), testQueue(['1m'])];
+    const rr = await connectClient({ logger: recordingLogger() });
+    const hang = gate();
+    let bStarted = false;
+    let closedB: CloseResult | undefined;
+    const b: Consumer = track(
+      await rr.consume({ queue: qb, prefetch: 1, onFailure: { delays: ['1m'] } }, async () => {
+        bStarted = true;
+        await hang.wait;
+      }),
+    );
+    track(
+      await rr.consume({ queue: qa, prefetch: 1, onFailure: { delays: ['1m'] } }, async () => {
+        await sleep(10);
+        closedB = await within(b.close(), 15_000, "close() of the other consumer in a's handler");
+      }),
+    );
+    await rr.publish('', qb, 'b', { messageId: 'held' });
+    await waitFor(() => bStarted, 10_000, "b's handler to start");
+    await rr.publish('', qa, 'a', { messageId: 'closes-b' });
+    await waitFor(() => b.state === 'closing', 10_000, 'b closing');
+    await sleep(500);
+    // b's close waits for b's handler, which has not returned.
+    expect(closedB).toBeUndefined();
+    hang.release();
+    await waitFor(() => closedB !== undefined, 10_000, "b's close");
+    expect(closedB).toEqual({ unfinished: 0 });
+    expect(b.state).toBe('closed');
+    expect(b.stats().acked).toBe(1);
+    await waitFor(async () => (await queueDepth(qa)) === 0 && (await queueUnacked(qa)) === 0, 10_000, "a's message acked");
+    expect(await queueDepth(qb)).toBe(0);
+  });
+
   it('rr.close() resolves, the message is acked, and the client is closed', async () => {
     const queue = testQueue(['1m']);
     const logger = recordingLogger();
@@ -314,6 +415,32 @@ describe('handlers unaffected by the context of a close', () => {
     expect(consumer.state).toBe('closed');
     expect(await queueDepth(queue)).toBe(0);
     expect(consumer.stats().acked).toBe(2);
+  });
+
+  it('a close from a timer the handler does not await waits for that handler until timeoutMs; its message goes back to the queue', async () => {
+    const queue = testQueue(['1m']);
+    const rr = await connectClient({ logger: recordingLogger() });
+    let result: CloseResult | undefined;
+    const consumer: Consumer = track(
+      await rr.consume({ queue, prefetch: 1, onFailure: { delays: ['1m'] } }, async () => {
+        // The close runs in the timer's callback, outside the handler, and the handler waits for it.
+        await new Promise<void>((resolve) =>
+          setTimeout(() => {
+            void consumer.close({ timeoutMs: 300 }).then((r) => {
+              result = r;
+              resolve();
+            });
+          }, 10),
+        );
+      }),
+    );
+    await rr.publish('', queue, 'x', { messageId: 'closes-from-a-timer' });
+    await waitFor(() => result !== undefined, 10_000, 'the close from the timer');
+    expect(result).toEqual({ unfinished: 1 });
+    expect(consumer.state).toBe('closed');
+    await waitFor(async () => (await queueDepth(queue)) === 1, 5000, 'the message back in the queue');
+    expect(consumer.stats().acked).toBe(0);
+    expect(await queueDepth(`${queue}.retry.1m`)).toBe(0);
   });
 });
 

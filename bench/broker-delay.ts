@@ -23,15 +23,19 @@
  * of its /proc/<pid>/io, less its idle rate: its Raft log and segments), from
  * the first delivery. Clients run in this process one after the other.
  *
+ * Pinned as `npm run bench` is (see `pinCores`): the broker on core 0, this
+ * process on core 1, so that no client's CPU takes the broker's; BENCH_PIN=0
+ * lets them share the cores.
+ *
  * Env: AMQP_URL (a 4.3 node on this machine), BENCH_N (5000), BENCH_ROUNDS (3),
- * BENCH_PREFETCH (100).
+ * BENCH_PREFETCH (100), BENCH_PIN (auto).
  */
 import { readFileSync, readdirSync } from 'node:fs';
 
 import amqp from 'amqplib';
 
 import { type Delay, type OnFailureOptions, RabbitRetry, parkedQueueName, retryQueueName } from '../lib';
-import { AMQP_URL, Publisher, brokerVersion, envInt, fmt, median, remember, runBenchmark, sleep, table, uniqueName } from './common';
+import { AMQP_URL, Publisher, brokerVersion, envInt, fmt, median, pinCores, remember, runBenchmark, sleep, table, uniqueName } from './common';
 
 const N = envInt('BENCH_N', 5_000);
 const ROUNDS = envInt('BENCH_ROUNDS', 3);
@@ -249,6 +253,7 @@ async function round(client: Client, pid: number | null, idle: Idle, publisher: 
 async function main(): Promise<void> {
   const version = await brokerVersion();
   if (!/ 4\.(3|[4-9])|[5-9]\.\d/.test(version)) throw new Error(`brokerDelay needs RabbitMQ 4.3 or later; AMQP_URL is ${version}`);
+  const pinning = pinCores();
   const pid = brokerPid();
   const i0 = brokerCpu(pid);
   const iw0 = brokerWritten(pid);
@@ -257,7 +262,9 @@ async function main(): Promise<void> {
   const iw1 = brokerWritten(pid);
   const idlePerS = i0 === null || i1 === null ? 0 : (i1 - i0) / 2;
   const idle: Idle = { cpuPerS: idlePerS, bytesPerS: iw0 === null || iw1 === null ? 0 : (iw1 - iw0) / 2 };
-  console.log(`${version}, N=${N}, ${ROUNDS} round(s), prefetch ${PREFETCH}; broker pid ${pid ?? '?'} idles at ${fmt(idlePerS * 100, 1)}% of a core`);
+  console.log(
+    `${version}, N=${N}, ${ROUNDS} round(s), prefetch ${PREFETCH}; ${pinning}; broker pid ${pid ?? '?'} idles at ${fmt(idlePerS * 100, 1)}% of a core`,
+  );
   const publisher = await Publisher.open();
   const results = new Map<Client, Measured[]>(CLIENTS.map((c) => [c, []]));
   for (let r = 0; r < ROUNDS; r++) {

@@ -1,4 +1,4 @@
-import { Consumer, outsideHandlers, runningConsumer } from './consumer';
+import { Consumer, runningConsumers } from './consumer';
 import type { CloseResult, Handler, SchedulerStopResult } from './consumer/events';
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
 import { Parked } from './parked';
@@ -440,15 +440,14 @@ export class RabbitRetry {
       // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on what the check threw (a getter of the options may throw anything)
       return Promise.reject(err);
     }
-    const caller = runningConsumer();
-    const fromOwnHandler = caller !== undefined && this.made.has(caller);
+    const fromOwnHandler = runningConsumers().some((c) => this.made.has(c));
     if (this.closing) {
       // A later call may only shorten the wait.
       for (const c of this.consumers) c.close({ timeoutMs }).catch(() => undefined);
     } else {
       this.closed = true;
       const consumers = [...this.consumers];
-      this.closing = outsideHandlers(() => this.shutdown(consumers, timeoutMs));
+      this.closing = this.shutdown(consumers, timeoutMs);
     }
     if (!fromOwnHandler) return this.closing;
     this.closing.catch((err: unknown) => this.log('error', `rabbit-retry: closing the client in the background failed: ${reasonOf(err)}`));

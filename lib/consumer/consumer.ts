@@ -22,10 +22,10 @@ import type { CircuitIo } from './circuit-io';
 import type { CloseResult, ConsumerEvents, ConsumerHealth, ConsumerState, ConsumerStats, Handler } from './events';
 import { FailureReporter } from './failure';
 import { Handling } from './handling';
-import { InFlight, stuckCheckEveryMs } from './in-flight';
+import { InFlight, type Tracked, stuckCheckEveryMs } from './in-flight';
 import { Membership } from './membership';
 import { type CircuitNotice, Reporter } from './reporter';
-import { type HandlerRun, runningOwner } from './scope';
+import { runningOwners } from './scope';
 import { Settlements } from './settlement';
 import { Shutdown } from './shutdown';
 import { Tally } from './tally';
@@ -75,7 +75,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private readonly handler: Handler;
   private readonly log: Log;
   /** Handlers running now, by delivery id, in the order they started. */
-  private readonly running: InFlight<HandlerRun>;
+  private readonly running: InFlight<Tracked>;
   /** Counts and metrics. */
   private readonly tally: Tally;
   /** Events, and the log lines that stand in for them. */
@@ -109,7 +109,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.log = log;
     this.node = ctx.url;
     this.tracing = consumerTracing(queue);
-    this.running = new InFlight<HandlerRun>(ctx.stuckAfterMs);
+    this.running = new InFlight<Tracked>(ctx.stuckAfterMs);
     this.tally = new Tally(queue, ctx.metrics, log);
     this.reporter = new Reporter(
       {
@@ -297,7 +297,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
    * and the channel closes in the background, within the same bound.
    */
   close(options?: CloseOptions): Promise<CloseResult> {
-    return this.shutdown.close(options, runningConsumer() === this);
+    return this.shutdown.close(options, runningConsumers().includes(this));
   }
 
   /**
@@ -372,11 +372,10 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
 }
 
 /**
- * The consumer whose handler is running in the current async context, if a
- * handler is running there (and has not returned yet).
+ * The consumers one of whose handlers runs the code running now: the
+ * handler calls it, or awaits (however deep) what does, and has not returned.
  * @internal
  */
-export function runningConsumer(): Consumer | undefined {
-  const owner = runningOwner();
-  return owner instanceof Consumer ? owner : undefined;
+export function runningConsumers(): Consumer[] {
+  return runningOwners().filter((owner): owner is Consumer => owner instanceof Consumer);
 }

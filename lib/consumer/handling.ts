@@ -1,6 +1,6 @@
 /**
- * Running a consumer's handler on one delivery, inside its span and its
- * handler scope, then settling the delivery with how it went.
+ * Running a consumer's handler on one delivery, inside its span and under
+ * the consumer's handler mark, then settling the delivery with how it went.
  */
 import type { ProbeResult } from '../circuit';
 import { reasonOf } from '../error-text';
@@ -10,20 +10,20 @@ import type { Message } from '../message';
 import { type DeliveryMeta, messageOf } from '../wire';
 import type { Handler } from './events';
 import type { FailureReporter } from './failure';
-import type { InFlight } from './in-flight';
-import { type HandlerRun, runHandler } from './scope';
+import type { InFlight, Tracked } from './in-flight';
+import { handlerMark, named } from './scope';
 import { type Settlements, unreadableFailure } from './settlement';
 import type { Tally } from './tally';
 
 /** What running a handler needs of its consumer. */
 export interface HandlingHost {
-  /** The consumer: `this` of its handler, and whose handler the scope says runs. */
+  /** The consumer: `this` of its handler, and whose handler its mark names. */
   readonly owner: object;
   /** The handler, as the consumer holds it. */
   readonly handler: Handler;
   readonly tracing: Pick<ConsumerTracing, 'process'>;
   /** The handlers running now. */
-  readonly running: Pick<InFlight<HandlerRun>, 'add' | 'delete'>;
+  readonly running: Pick<InFlight<Tracked>, 'add' | 'delete'>;
   readonly settlements: Pick<Settlements, 'ack' | 'fail'>;
   readonly route: Pick<FailureReporter, 'failureOf'>;
   readonly tally: Pick<Tally, 'acked' | 'failed'>;
@@ -38,7 +38,7 @@ interface Ready {
   readonly d: DeliveryMeta;
   readonly msg: Message;
   readonly span: ProcessSpan | undefined;
-  readonly run: HandlerRun;
+  readonly run: Tracked;
   /** What the handler returned, once it was called. */
   value: unknown;
   /** Whether the call threw (synchronously), and what. */
@@ -56,9 +56,34 @@ interface ReadyBatch {
 export class Handling {
   // An ES private field: printing or serialising the consumer never goes round from here back to it.
   readonly #host: HandlingHost;
+  /**
+   * Calls the handler on a message, with the consumer as `this`: the one
+   * frame of ours under the handler's, named with the consumer's mark.
+   */
+  readonly #call: (msg: Message) => unknown;
+  /**
+   * Waits for the handler of `r` and settles its delivery with how it went;
+   * never rejects. Its frame, named with the consumer's mark, awaits the
+   * handler: what the handler awaits runs under it.
+   */
+  readonly #finish: (r: Ready) => Promise<ProbeResult>;
 
   constructor(host: HandlingHost) {
     this.#host = host;
+    const mark = handlerMark(host.owner);
+    const { handler, owner } = host;
+    this.#call = named(mark, (msg: Message) => Reflect.apply(handler, owner, [msg]));
+    this.#finish = named(mark, async (r: Ready): Promise<ProbeResult> => {
+      if (!r.threw) {
+        try {
+          await r.value;
+        } catch (err) {
+          r.threw = true;
+          r.error = err;
+        }
+      }
+      return this.settle(r);
+    });
   }
 
   /**
@@ -90,21 +115,21 @@ export class Handling {
   }
 
   /**
-   * Calls each handler, inside its span and its handler scope, then waits for
-   * it and settles its delivery. Under a handler's frame, ours are only this
-   * one and `runHandler`'s.
+   * Calls each handler, inside its span and under the consumer's mark, then
+   * waits for it and settles its delivery. Under a handler's frame, ours are
+   * only this one and the mark's.
    */
   readonly #callAll = ({ ready, outcome }: ReadyBatch): void => {
-    const host = this.#host;
+    const call = this.#call;
     for (const r of ready) {
       try {
         // The handler runs with the consumer, which holds it, as `this`: its frame reads `Consumer.<name> [as handler]`.
-        r.value = r.span ? r.span.run(() => runHandler(r.run, host.handler, host.owner, r.msg)) : runHandler(r.run, host.handler, host.owner, r.msg);
+        r.value = r.span ? r.span.run(() => call(r.msg)) : call(r.msg);
       } catch (err) {
         r.threw = true;
         r.error = err;
       }
-      const done = this.finish(r);
+      const done = this.#finish(r);
       if (outcome) void done.then(outcome);
     }
   };
@@ -121,13 +146,11 @@ export class Handling {
         bodySize: msg.body.length,
         attempt: d.attempt,
       }));
-      const run: HandlerRun = {
-        owner: host.owner,
+      const run: Tracked = {
         startedAt: performance.now(),
         messageId,
         attempt: d.attempt,
         reported: false,
-        done: false,
       };
       host.running.add(d.id, run);
       // Every field from the start: one shape for every delivery.
@@ -139,21 +162,12 @@ export class Handling {
     }
   }
 
-  /** Waits for the handler of `r` and settles its delivery with how it went. Never rejects. */
-  private async finish(r: Ready): Promise<ProbeResult> {
+  /** Settles the delivery of `r`, whose handler is over, with how it went. Never throws. */
+  private settle(r: Ready): ProbeResult {
     const host = this.#host;
     const { d, msg, span, run } = r;
     try {
-      let { threw, error } = r;
-      if (!threw) {
-        try {
-          await r.value;
-        } catch (err) {
-          threw = true;
-          error = err;
-        }
-      }
-      run.done = true;
+      const { threw, error } = r;
       span?.end(error, threw);
       // The close gave up on this handler and the channel took its message back.
       if (host.dropped()) return 'other';
@@ -176,7 +190,6 @@ export class Handling {
       this.unhandled(d, internal);
       return 'other';
     } finally {
-      run.done = true;
       host.running.delete(d.id);
     }
   }

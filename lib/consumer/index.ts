@@ -2,5 +2,4 @@
  * A running consumer of one work queue ({@link Consumer}), and which
  * consumer's handler the code running now belongs to.
  */
-export { Consumer, type ConsumerContext, runningConsumer } from './consumer';
-export { outsideHandlers } from './scope';
+export { Consumer, type ConsumerContext, runningConsumers } from './consumer';

@@ -11,7 +11,6 @@ import type { CloseOptions } from '../options';
 import { CloseBound } from './close-bound';
 import type { CloseResult } from './events';
 import type { InFlight, Tracked } from './in-flight';
-import { outsideHandlers } from './scope';
 
 /** What a close does to its consumer, step by step. */
 export interface ShutdownHost {
@@ -80,7 +79,7 @@ export class Shutdown {
     }
     if (!this.#closed) this.#bound.by(timeoutMs);
     if (!this.#closing) {
-      this.#closing = outsideHandlers(() => this.run());
+      this.#closing = this.run();
       // Closed from a handler, nobody awaits the shutdown: a failure is logged, never unhandled.
       this.#closing.catch((err: unknown) => {
         if (fromOwnHandler) this.host.log('error', `rabbit-retry: closing the consumer of '${this.host.queue}' failed: ${reasonOf(err)}`);

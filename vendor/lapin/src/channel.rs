@@ -515,12 +515,12 @@ impl Channel {
             properties,
         };
         let frame_max = self.configuration.frame_max();
-        let mut frames = vec![
-            AMQPFrame::Method(self.id, method),
-            AMQPFrame::Header(self.id, header),
-        ];
-
         let chunk_size = (frame_max as usize).saturating_sub(8 /* An empty body frame weighs 8 bytes of overhead that we cannot use for payload */).max(1);
+        // rabbit-retry: the frames' vector is made at its size, where it grew (and moved its
+        // frames) once the body's frames were added.
+        let mut frames = Vec::with_capacity(2 + payload.len().div_ceil(chunk_size));
+        frames.push(AMQPFrame::Method(self.id, method));
+        frames.push(AMQPFrame::Header(self.id, header));
         frames.extend(
             payload
                 .chunks(chunk_size)

@@ -93,7 +93,13 @@ impl Delivery {
     }
 
     pub(crate) fn receive_content(&mut self, data: Vec<u8>) {
-        self.data.extend(data);
+        // rabbit-retry: the first body frame's payload becomes the body as it is (a body within
+        // frame_max has only that one), where it was copied into a new allocation.
+        if self.data.is_empty() {
+            self.data = data;
+        } else {
+            self.data.extend(data);
+        }
     }
 }
 
