@@ -41,7 +41,7 @@ interface Ready {
   readonly run: Tracked;
   /** What the handler returned, once it was called. */
   value: unknown;
-  /** Whether the call threw (synchronously), and what. */
+  /** Whether the handler failed (its call threw, or what it returned rejected), and with what. */
   threw: boolean;
   error: unknown;
 }

@@ -79,6 +79,13 @@ function frameNames(): string[] {
       // Nothing was changed.
     }
   }
-  const text = new Error().stack ?? '';
+  // An application's `prepareStackTrace` may throw or return anything: then no mark is read.
+  let text: unknown;
+  try {
+    text = new Error().stack;
+  } catch {
+    return [];
+  }
+  if (typeof text !== 'string') return [];
   return [...text.matchAll(new RegExp(`${MARK}\\d+`, 'g'))].map((m) => m[0]);
 }
