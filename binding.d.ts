@@ -165,6 +165,17 @@ export declare class NativeConsumer {
 
 /** The outbox of a client's database, and the counts of this process's relay. */
 export declare class NativeOutbox {
+  /**
+   * Checks a row before it is written, so that a row the database or the
+   * broker would refuse fails the write, not the relay, and leaves the
+   * caller's transaction usable: `INVALID_OPTIONS` for what PostgreSQL
+   * cannot store (a NUL, an ordering key over 1,000 bytes) or AMQP cannot
+   * carry (a name over 255 bytes), `PRECONDITION_FAILED` for what the
+   * broker refuses (another user's `userId`, an `expiration` it does not
+   * take, a routing header that is not an array, a body over its
+   * `max_message_size`).
+   */
+  check(exchange: string, routingKey: string, bodyLength: number, orderingKey?: string | undefined | null, properties?: MessageProperties | undefined | null): void
   /** Counts of the outbox and of this process's relay. */
   stats(): Promise<NativeOutboxStats>
   /** Parked rows, oldest first. */
@@ -381,12 +392,13 @@ export interface FailureInfo {
   stack: string
   /**
    * What the handler threw: a `NoHandlerError` (`no-handler`), a
-   * `ReplyRefusedError` (`reply-refused`), or an error the `retryable`
+   * `ReplyRefusedError` (`reply-refused`), an `InboxRefusedError`
+   * (`inbox-refused`), or an error the `retryable`
    * predicate (or a `NonRetryableError`) says another attempt cannot
    * (`non-retryable`) or could (`retryable`) get past. Where the message
    * goes is the verdict's to decide (`retry::verdict`).
    */
-  kind: 'no-handler' | 'reply-refused' | 'non-retryable' | 'retryable'
+  kind: 'no-handler' | 'reply-refused' | 'inbox-refused' | 'non-retryable' | 'retryable'
   /** For the retry table: what the row waits on, whose it is, and when it is due. */
   table?: TableInfo
   /** The W3C `traceparent` the moved copy carries (the span of its move). */
@@ -628,7 +640,10 @@ export interface NativeParkedOutboxRow {
   createdAtMs: number
   /** When it was parked, ms since the epoch. */
   parkedAtMs: number
-  /** Why: `unroutable`, `exchange-not-found`, `invalid-properties` or `nacked`. */
+  /**
+   * Why: `unroutable`, `exchange-not-found`, `invalid-properties`,
+   * `too-large`, `refused` or `nacked`.
+   */
   parkReason: string
   /** The error that parked it. */
   lastError?: string

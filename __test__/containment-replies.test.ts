@@ -13,7 +13,7 @@ import { Test } from '@nestjs/testing';
 import amqp, { type ConsumeMessage } from 'amqplib';
 
 import { RabbitRetryServer, type RabbitRetryContext } from '../lib/microservices';
-import { cleanup, closeAmqp, getOne, queueDepth, queueUnacked, sleep, testQueue, waitFor } from './helpers';
+import { cleanup, closeAmqp, getOne, it43, queueDepth, queueUnacked, sleep, testQueue, waitFor } from './helpers';
 import { AMQP_URL, amqpConnection } from './broker';
 
 /** Collects what Nest logs. */
@@ -173,5 +173,47 @@ describe('RabbitRetryServer: a reply the broker refuses costs only its request',
     expect(disconnected).toEqual([]);
     expect(server.consumer?.state).toBe('connected');
     expect(await queueDepth(`${queue}.retry.100ms`)).toBe(0);
+  });
+
+  it43('a reply the broker refuses for its size answers the caller at once with REPLY_REFUSED, and parks the request', async () => {
+    const queue = testQueue(['100ms']);
+
+    @Controller()
+    class BigController {
+      @MessagePattern({ cmd: 'big' })
+      big(): string {
+        return 'x'.repeat(17 * 1024 * 1024);
+      }
+    }
+
+    const moduleRef = await Test.createTestingModule({ controllers: [BigController] })
+      .setLogger(new CaptureLogger())
+      .compile();
+    const app = moduleRef.createNestMicroservice({ strategy: new RabbitRetryServer({ queue, onFailure: { delays: ['100ms'] } }) });
+    apps.push(app);
+    await app.listen();
+
+    const conn = await amqpConnection();
+    const ch = await conn.createConfirmChannel();
+    let reply: Record<string, unknown> | undefined;
+    await ch.consume(
+      'amq.rabbitmq.reply-to',
+      (m: ConsumeMessage | null) => {
+        if (m) reply = JSON.parse(m.content.toString()) as Record<string, unknown>;
+      },
+      { noAck: true },
+    );
+    const sent = Date.now();
+    ch.sendToQueue(queue, Buffer.from(JSON.stringify({ pattern: { cmd: 'big' }, data: {}, id: 'big-1' })), {
+      replyTo: 'amq.rabbitmq.reply-to',
+      correlationId: 'big-1',
+    });
+    await waitFor(() => reply !== undefined, 10_000, 'the answer');
+    expect(Date.now() - sent).toBeLessThan(10_000);
+    expect(reply).toMatchObject({ id: 'big-1', isDisposed: true });
+    expect(String(reply?.err)).toMatch(/^REPLY_REFUSED: .*max_message_size/);
+    const [parked] = await takeParked(queue, 1);
+    expect(parked.headers).toMatchObject({ 'retry-reason': 'reply-refused', 'retry-error-name': 'ReplyRefusedError' });
+    await ch.close();
   });
 });

@@ -7,7 +7,7 @@ import { type ErrorCode, RabbitRetryError, fromNative } from '../lib/errors';
 import { binding } from '../lib/native';
 
 /** Codes that only the TypeScript layer raises (a handler throws them, or a start-up check). */
-const JS_ONLY: readonly ErrorCode[] = ['NON_RETRYABLE', 'NO_HANDLER', 'UNSUPPORTED_OPTION', 'INBOX', 'REQUEST_TIMEOUT', 'REMOTE_ERROR'];
+const JS_ONLY: readonly ErrorCode[] = ['NON_RETRYABLE', 'NO_HANDLER', 'UNSUPPORTED_OPTION', 'INBOX', 'INBOX_REFUSED', 'REQUEST_TIMEOUT', 'REMOTE_ERROR'];
 
 /** Every member of ErrorCode; the `satisfies` keeps it complete at compile time. */
 const TS_CODES = Object.keys({
@@ -25,6 +25,10 @@ const TS_CODES = Object.keys({
   REPLY_REFUSED: true,
   BROKER_UNSUPPORTED: true,
   INBOX: true,
+  INBOX_REFUSED: true,
+  ACCESS_REFUSED: true,
+  NOT_FOUND: true,
+  PRECONDITION_FAILED: true,
   REQUEST_TIMEOUT: true,
   REMOTE_ERROR: true,
 } satisfies Record<ErrorCode, true>) as ErrorCode[];

@@ -156,6 +156,15 @@ export function extraQueue(): string {
   return name;
 }
 
+/** A durable queue outside a retry topology, declared now and deleted by cleanup(). */
+export async function durableQueue(): Promise<string> {
+  const q = extraQueue();
+  await withChannel(async (ch) => {
+    await ch.assertQueue(q, { durable: true });
+  });
+  return q;
+}
+
 /** A unique exchange name, deleted by cleanup(). */
 export function testExchange(): string {
   const name = uniqueName('rr-test-ex');

@@ -410,6 +410,12 @@ describe('inbox options', () => {
     ['a bad retention', { pool: { connect: () => undefined }, retention: '7 days' }, /inbox\.retention/],
     ['an unknown key', { pool: { connect: () => undefined }, retension: '1h' }, /^`retension` is not an option of inbox; did you mean `retention`\?$/],
     ['a consumer that is empty', { pool: { connect: () => undefined }, consumer: '' }, /^inbox\.consumer must be a non-empty string/],
+    [
+      'a consumer name longer than the inbox takes',
+      { pool: { connect: () => undefined }, consumer: 'c'.repeat(1001) },
+      /^inbox\.consumer is 1001 bytes long in UTF-8, more than the 1000 the inbox takes$/,
+    ],
+    ['a consumer name with a NUL', { pool: { connect: () => undefined }, consumer: 'orders\u0000' }, /^inbox\.consumer holds a NUL character/],
   ];
 
   it.each(bad)('refuses %s before declaring anything', async (_, inbox, message) => {

@@ -180,7 +180,7 @@ describe('@RabbitSubscribe with the module topology', () => {
     }
 
     const start = boot({ imports: [RabbitRetryModule.forRoot({ url: AMQP_URL, defaultOnFailure: { delays: ['100ms'] } })], providers: [Handlers] });
-    await expect(start).rejects.toThrow(new RegExp(`^Handlers\\.handle could not consume '${queue}' \\(CONNECTION\\): .*'${missing}'`));
+    await expect(start).rejects.toThrow(new RegExp(`^Handlers\\.handle could not consume '${queue}' \\(NOT_FOUND\\): .*'${missing}'`));
   });
 
   test("consumer tags: the module's queues tag their handlers, a decorator's consumerOptions.consumerTag overrides it; each Message carries its tag", async () => {

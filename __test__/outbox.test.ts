@@ -19,8 +19,8 @@ import {
   connectClient,
   createTestDatabase,
   drainAll,
+  durableQueue,
   dropTestDatabase,
-  extraQueue,
   pgUrl,
   psql,
   queueDepth,
@@ -51,15 +51,6 @@ afterAll(async () => {
 /** A client with an outbox in the test database (its relay on unless told). */
 function connectOutbox(outbox: Partial<OutboxOptions> = {}, connectionName?: string): Promise<RabbitRetry> {
   return connectClient({ outbox: { url: pgUrl(db), ...outbox }, connectionName });
-}
-
-/** A durable queue of this test, deleted by cleanup(). */
-async function durableQueue(): Promise<string> {
-  const q = extraQueue();
-  await withChannel(async (ch) => {
-    await ch.assertQueue(q, { durable: true });
-  });
-  return q;
 }
 
 /** Writes `n` rows for `queue` (bodies `m1`…`mN`, message ids alike; ordering keys `k0`…`k<keys-1>` when `keys` is given). */

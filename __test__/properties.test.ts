@@ -714,6 +714,8 @@ const fault: fc.Arbitrary<{ key: string; value: unknown; ends: Ending }> = fc.on
   }),
   fc.record({ key: fc.constant('expiration'), value: fc.constantFrom<unknown>(-1, 1.5, true), ends: fc.constant<Ending>('client') }),
   fc.record({ key: fc.constant('expiration'), value: fc.constantFrom<unknown>('abc', '-5', 2 ** 40), ends: fc.constant<Ending>('broker') }),
+  // The headers the broker routes by must be arrays.
+  fc.record({ key: fc.constant('headers'), value: fc.constantFrom<unknown>({ CC: 5 }, { BCC: 'q' }), ends: fc.constant<Ending>('broker') }),
   fc.record({ key: fc.constant('persistent'), value: fc.constantFrom<unknown>('yes', 1, null), ends: fc.constant<Ending>('client') }),
   fc.record({
     key: fc.constant('headers'),
@@ -792,6 +794,9 @@ const ERROR_CODES = [
   'CLOSED',
   'RETRY_TABLE',
   'REPLY_REFUSED',
+  'ACCESS_REFUSED',
+  'NOT_FOUND',
+  'PRECONDITION_FAILED',
 ];
 
 // ---------------------------------------------------------------------------
@@ -1012,7 +1017,8 @@ describe('properties of the failure path', () => {
           const code = result.sent ? undefined : (result.error as { code?: unknown } | undefined)?.code;
           expect(ERROR_CODES).toContain(code);
           if (expected === 'client') expect(code).toBe('INVALID_OPTIONS');
-          else expect(['PUBLISH_FAILED', 'PUBLISH_NACKED']).toContain(code);
+          // What the broker refuses by closing the channel is refused before it is sent, with its reason.
+          else expect(code).toBe('PRECONDITION_FAILED');
           expect(arrived.length).toBe(0);
         } else {
           if (!result.sent) throw new Error(`refused: ${inWords(result.error)}`);

@@ -19,6 +19,10 @@ export type ErrorCode =
   | 'REPLY_REFUSED'
   | 'BROKER_UNSUPPORTED'
   | 'INBOX'
+  | 'INBOX_REFUSED'
+  | 'ACCESS_REFUSED'
+  | 'NOT_FOUND'
+  | 'PRECONDITION_FAILED'
   | 'REQUEST_TIMEOUT'
   | 'REMOTE_ERROR';
 
@@ -121,6 +125,51 @@ export class InboxError extends RabbitRetryError {
   }
 }
 
+/**
+ * The database of a consumer's inbox refused the message's key for what it
+ * holds (a NUL byte, a lone surrogate, more bytes than its index takes): every
+ * other attempt would be refused alike, so the message parks at once with
+ * `retry-reason: inbox-refused`, the refusal in `retry-last-error`.
+ */
+export class InboxRefusedError extends RabbitRetryError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('INBOX_REFUSED', message, options);
+  }
+}
+
+/**
+ * The broker refused access (403 ACCESS_REFUSED): a queue or exchange name
+ * with the reserved `amq.` prefix, a publish to an internal exchange, or a
+ * permission the connection's user lacks. The message names what was refused.
+ */
+export class AccessRefusedError extends RabbitRetryError {
+  constructor(message: string) {
+    super('ACCESS_REFUSED', message);
+  }
+}
+
+/**
+ * Something a command named does not exist (404 NOT_FOUND): the exchange or
+ * queue of a binding, say. A publish to a missing exchange rejects with
+ * {@link UnroutableError} instead.
+ */
+export class NotFoundError extends RabbitRetryError {
+  constructor(message: string) {
+    super('NOT_FOUND', message);
+  }
+}
+
+/**
+ * The broker refused a command for what it holds (406 PRECONDITION_FAILED):
+ * a property value it does not take, a message over its `max_message_size`.
+ * The message gives the broker's own reason.
+ */
+export class PreconditionFailedError extends RabbitRetryError {
+  constructor(message: string) {
+    super('PRECONDITION_FAILED', message);
+  }
+}
+
 /** An option or argument is not valid; the message names it. */
 export class InvalidOptionsError extends RabbitRetryError {
   constructor(message: string) {
@@ -217,6 +266,9 @@ const byCode: Record<string, new (message: string) => RabbitRetryError> = {
   RETRY_TABLE: RetryTableError,
   REPLY_REFUSED: ReplyRefusedError,
   BROKER_UNSUPPORTED: BrokerUnsupportedError,
+  ACCESS_REFUSED: AccessRefusedError,
+  NOT_FOUND: NotFoundError,
+  PRECONDITION_FAILED: PreconditionFailedError,
 };
 
 /**

@@ -12,7 +12,8 @@ export interface InboxCommonOptions {
   /**
    * The name the handled ids are kept under (`rabbit_retry_inbox.consumer`).
    * Two consumers that do different work with the same messages need two
-   * names; the processes of one consumer share one.
+   * names; the processes of one consumer share one. At most 1,000 UTF-8
+   * bytes, without a NUL or a lone surrogate: it is in every key's index row.
    * @default the queue name
    */
   consumer?: string;
@@ -21,6 +22,8 @@ export interface InboxCommonOptions {
    * a field of the body, say. It must give the same string for every copy of
    * one message (redeliveries, retries, a publisher's second send). Without
    * it, a message with no `messageId` is parked at once as `non-retryable`.
+   * A key (or `messageId`) with a NUL or a lone surrogate, or longer than
+   * 1,000 UTF-8 bytes, parks its message at once as `inbox-refused`.
    * @default the message's `messageId`
    */
   key?: (msg: Message) => string;
@@ -81,7 +84,12 @@ export interface InboxContext<Tx> {
   tx: Tx;
 }
 
-/** A handler of a consumer with an inbox: resolve to commit and ack, throw to roll back and retry or park. */
+/**
+ * A handler of a consumer with an inbox: resolve to commit and ack, throw to
+ * roll back and retry or park. A handler that resolves after a statement of
+ * `tx` failed, or after ending the transaction itself, is not acked: its
+ * message is retried with an `InboxError`.
+ */
 export type InboxHandler<Tx> = (msg: Message, ctx: InboxContext<Tx>) => unknown;
 
 /** How long handled ids are kept by default: 7 days. */

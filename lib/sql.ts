@@ -4,6 +4,7 @@
  * transaction whatever library opened it, and the migrations of
  * `tableSchema()` run through an adapter as the retry table's store runs them.
  */
+import { reasonOf } from './error-text';
 import { binding } from './native';
 import type { PgClientLike, PgClientOf, PgPoolLike, PgQueryResultLike, SqlResult, TransactionAdapter } from './transaction';
 
@@ -13,6 +14,14 @@ export type { PgClientLike, PgClientOf, PgPoolLike, PgPoolWithCallback, PgQueryR
  * A {@link TransactionAdapter} over a node-postgres `Pool`: each transaction
  * takes a client, runs `BEGIN`, the work and `COMMIT` (or `ROLLBACK`), and
  * gives the client back; a client whose `ROLLBACK` failed is closed, not reused.
+ * A `COMMIT` that PostgreSQL answers with `ROLLBACK` (the transaction was
+ * aborted by a failed statement) rejects: nothing was committed.
+ *
+ * It also listens for the pool's `error` event, once per pool: node-postgres
+ * emits it when an idle client's connection fails (a terminated backend, a
+ * restarted server), and a pool that nobody listens to would end the process
+ * with it. The pool has closed that client already; a consumer whose inbox
+ * uses the pool reports the error, when nothing else listens.
  *
  * ```ts
  * import { Pool } from 'pg';
@@ -20,7 +29,8 @@ export type { PgClientLike, PgClientOf, PgPoolLike, PgPoolWithCallback, PgQueryR
  * ```
  */
 export function pgAdapter<P extends PgPoolLike>(pool: P): TransactionAdapter<PgClientOf<P>> {
-  return {
+  hearIdleErrors(pool);
+  const adapter: TransactionAdapter<PgClientOf<P>> = {
     async transaction<T>(work: (tx: PgClientOf<P>) => Promise<T>): Promise<T> {
       const client = await pool.connect();
       let broken: Error | undefined;
@@ -33,7 +43,11 @@ export function pgAdapter<P extends PgPoolLike>(pool: P): TransactionAdapter<PgC
       try {
         await client.query('BEGIN');
         const result = await work(client as PgClientOf<P>);
-        await client.query('COMMIT');
+        const committed = await client.query('COMMIT');
+        // PostgreSQL ends an aborted transaction's COMMIT as a ROLLBACK, without an error.
+        if (committed?.command === 'ROLLBACK') {
+          throw new Error('COMMIT was answered with ROLLBACK: a statement of the transaction had failed, and nothing was committed');
+        }
         return result;
       } catch (err) {
         // After a failed COMMIT the server has rolled back already: the ROLLBACK only warns.
@@ -48,6 +62,55 @@ export function pgAdapter<P extends PgPoolLike>(pool: P): TransactionAdapter<PgC
     },
     query: (tx, sql, params) => pgQuery(tx, sql, params),
   };
+  adapterPools.set(adapter, pool);
+  return adapter;
+}
+
+/** Who hears each pool's idle errors: the consumers whose inbox uses it, the first one told. */
+const idleReporters = new WeakMap<object, Set<(err: Error) => void>>();
+/** The pool of each adapter `pgAdapter` made. */
+const adapterPools = new WeakMap<object, object>();
+
+/** A pool as an event emitter, when it is one (node-postgres's is). */
+interface PoolEmitter {
+  on(event: 'error', listener: (err: unknown) => void): unknown;
+  listenerCount?(event: 'error'): number;
+}
+
+/** Listens for `pool`'s `error` event, once per pool, so that an idle client's failure never ends the process. */
+function hearIdleErrors(pool: object): void {
+  if (idleReporters.has(pool)) return;
+  const emitter = pool as PoolEmitter;
+  const reporters = new Set<(err: Error) => void>();
+  const listener = (err: unknown) => {
+    try {
+      // An application that listens too says what it wants said.
+      if (typeof emitter.listenerCount === 'function' && emitter.listenerCount('error') > 1) return;
+    } catch {
+      // A pool whose listenerCount throws: reported below, as if nobody else listened.
+    }
+    const [first] = reporters;
+    first?.(err instanceof Error ? err : new Error(reasonOf(err)));
+  };
+  try {
+    if (typeof emitter.on !== 'function') return;
+    emitter.on('error', listener);
+    idleReporters.set(pool, reporters);
+  } catch {
+    // A pool-like object of the user's whose `on` throws: it has no idle errors of node-postgres's to hear.
+  }
+}
+
+/**
+ * Tells `report` of the idle errors of `source`'s pool (a node-postgres pool,
+ * or an adapter `pgAdapter` made) until the function it returns is called;
+ * nothing for any other source. @internal
+ */
+export function reportIdleErrors(source: object, report: (err: Error) => void): () => void {
+  const reporters = idleReporters.get(adapterPools.get(source) ?? source);
+  if (!reporters) return () => undefined;
+  reporters.add(report);
+  return () => reporters.delete(report);
 }
 
 async function pgQuery(client: PgClientLike, sql: string, params: readonly unknown[]): Promise<SqlResult> {

@@ -42,6 +42,8 @@ export interface PgQueryResultLike {
   rows: unknown[];
   /** The rows touched; `null` for a statement that touches none. */
   rowCount: number | null;
+  /** The statement's command tag: `COMMIT`, or `ROLLBACK` for the `COMMIT` of an aborted transaction. */
+  command?: string;
 }
 
 /** A node-postgres client taken from a pool (a `PoolClient`), as rabbit-retry uses it. */

@@ -29,7 +29,9 @@ export type WireEvent =
   /** `error` is `[CODE] message`. */
   | { kind: 'error'; error: string }
   /** The retries (by delay label) and parks (by reason) the consumer does not hear of one by one, since the last batch. */
-  | { kind: 'tally'; retried: Record<string, number>; parked: Record<string, number> };
+  | { kind: 'tally'; retried: Record<string, number>; parked: Record<string, number> }
+  /** A delivery settled after the broker had taken it back (its channel lost, a consumer timeout): nothing was acked; `acked` says whether its handler succeeded. */
+  | { kind: 'taken-back'; id: number; acked: boolean };
 
 /** Events as the native side writes them: a JSON array of {@link WireEvent}s. */
 export function parseEvents(json: string): WireEvent[] {

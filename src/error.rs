@@ -29,11 +29,20 @@ pub(crate) enum ErrorKind {
     ReplyRefused,
     /// The broker cannot do what an option asks (an older RabbitMQ).
     BrokerUnsupported,
+    /// The broker refused access (403 ACCESS_REFUSED): a reserved `amq.*`
+    /// name, an internal exchange, a permission the user lacks.
+    AccessRefused,
+    /// Something named does not exist (404 NOT_FOUND): an exchange or queue
+    /// of a binding, a declare with `passive`.
+    NotFound,
+    /// The broker refused a command for what it holds (406
+    /// PRECONDITION_FAILED): a property value, a size, an argument.
+    PreconditionFailed,
 }
 
 impl ErrorKind {
     /// Every kind, in the order the codes are listed to JavaScript.
-    pub(crate) const ALL: [ErrorKind; 10] = [
+    pub(crate) const ALL: [ErrorKind; 13] = [
         ErrorKind::TopologyMismatch,
         ErrorKind::Unroutable,
         ErrorKind::PublishNacked,
@@ -44,6 +53,9 @@ impl ErrorKind {
         ErrorKind::RetryTable,
         ErrorKind::ReplyRefused,
         ErrorKind::BrokerUnsupported,
+        ErrorKind::AccessRefused,
+        ErrorKind::NotFound,
+        ErrorKind::PreconditionFailed,
     ];
 
     /// The stable code carried across to JavaScript.
@@ -59,6 +71,9 @@ impl ErrorKind {
             ErrorKind::RetryTable => "RETRY_TABLE",
             ErrorKind::ReplyRefused => "REPLY_REFUSED",
             ErrorKind::BrokerUnsupported => "BROKER_UNSUPPORTED",
+            ErrorKind::AccessRefused => "ACCESS_REFUSED",
+            ErrorKind::NotFound => "NOT_FOUND",
+            ErrorKind::PreconditionFailed => "PRECONDITION_FAILED",
         }
     }
 }
@@ -132,6 +147,27 @@ impl Eq for Error {}
 
 /// Result of the crate's operations.
 pub(crate) type Result<T> = std::result::Result<T, Error>;
+
+/// The kind of a refusal the broker closed a channel or connection with:
+/// 403, 404 and 406 have kinds of their own; `None` for any other code.
+pub(crate) fn refusal_kind(code: u16) -> Option<ErrorKind> {
+    match code {
+        403 => Some(ErrorKind::AccessRefused),
+        404 => Some(ErrorKind::NotFound),
+        406 => Some(ErrorKind::PreconditionFailed),
+        _ => None,
+    }
+}
+
+/// The error of a command the broker answered with `e`: refused (403, 404,
+/// 406 keep a kind of their own), or the connection lost (`CONNECTION`).
+/// `message` says what was asked and why it failed; `e` is kept as the source.
+pub(crate) fn broker_error(message: String, e: &lapin::Error) -> Error {
+    let kind = amqp_reply(e)
+        .and_then(|(code, _)| refusal_kind(code))
+        .unwrap_or(ErrorKind::Connection);
+    Error::with_source(kind, message, e.clone())
+}
 
 /// The broker's reply text and code when `err` is a protocol error (a channel or
 /// connection closed by the broker), so callers can tell 404 from 406.

@@ -7,14 +7,16 @@
  * confirmed move to a retry queue goes to RETRIES_FILE. With FAULT_INBOX (a
  * PostgreSQL URL) the handler runs with an inbox, and its effect is one row
  * of `fault_effects` per success, written in the inbox's transaction: the
- * suite counts those rows to tell effects that happened twice.
+ * suite counts those rows to tell effects that happened twice. Every 7th
+ * message's first attempt also swallows a failed statement (plan.ts), which
+ * the inbox must not ack.
  */
 import { appendFileSync } from 'node:fs';
 
 import { Pool } from 'pg';
 
 import { type ConsumeOptions, type Consumer, type Delay, type Message, NonRetryableError, RabbitRetry } from '../../lib';
-import { expectedOutcome } from './plan';
+import { expectedOutcome, swallowsFirstAttempt } from './plan';
 
 const queue = process.env.FAULT_QUEUE ?? '';
 const callsFile = process.env.CALLS_FILE ?? '';
@@ -55,10 +57,14 @@ async function main(): Promise<void> {
   const options = { queue, prefetch, ...failureOptions, recovery: { initialDelayMs: 200, maxDelayMs: 2000 } };
   let consumer: Consumer;
   if (inboxUrl) {
+    // No `error` listener of its own, as the guide makes its pool: the inbox hears the idle clients' errors
+    // when the suite terminates their backends.
     const pool = new Pool({ connectionString: inboxUrl, application_name: 'rr-fault-inbox', max: prefetch + 2 });
-    pool.on('error', () => undefined); // a backend the suite terminates: the inbox's own error path reports it
     consumer = await rr.consume({ ...options, inbox: { pool } }, (msg, { tx }) =>
-      work(msg, (id) => tx.query('INSERT INTO fault_effects (queue, id) VALUES ($1, $2)', [queue, id])),
+      work(msg, async (id) => {
+        await tx.query('INSERT INTO fault_effects (queue, id) VALUES ($1, $2)', [queue, id]);
+        if (msg.attempt === 0 && swallowsFirstAttempt(id)) await tx.query('SELECT 1 / 0').catch(() => undefined);
+      }),
     );
     consumer.on('duplicate', (e) => console.log(JSON.stringify({ event: 'duplicate', id: e.messageId })));
   } else {
@@ -70,7 +76,10 @@ async function main(): Promise<void> {
   consumer.on('disconnected', (e) => console.log(JSON.stringify({ event: 'disconnected', error: e.error.message, url: e.url, at: at() })));
   consumer.on('recovered', (e) => console.log(JSON.stringify({ event: 'recovered', attempts: e.attempts, afterMs: e.afterMs, url: e.url, at: at() })));
   consumer.on('publishFailed', (e) => console.log(JSON.stringify({ event: 'publishFailed', id: e.messageId, code: e.error.code })));
-  consumer.on('error', (e) => console.log(JSON.stringify({ event: 'error', error: e.message })));
+  // The inbox reports each swallowed failure it caught: counted by the suite, apart from the other errors.
+  consumer.on('error', (e) =>
+    console.log(JSON.stringify(e.message.includes('the handler went on') ? { event: 'swallowed' } : { event: 'error', error: e.message })),
+  );
   console.log(JSON.stringify({ event: 'ready', url: rr.url }));
   const stop = async () => {
     // What it still held when told to stop: the suite reads it when a message is missing.

@@ -5,6 +5,10 @@
  * row is published (zero lost), no more than one batch twice (the batch the
  * kill rolled back), and each copy published twice is caught by the inbox:
  * every message's effect exactly once. The counts are printed.
+ *
+ * And refused rows among 2,000 good ones, with no crash: each refused row is
+ * parked with its reason, every good row published exactly once, and the
+ * relay goes on draining what comes after.
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
@@ -12,7 +16,7 @@ import { join } from 'node:path';
 import { Pool } from 'pg';
 
 import { DEFAULT_DELAYS, RabbitRetry, parkedQueueName, retryQueueName } from '../../lib';
-import { closeAmqp, queueDepth, queueUnacked, withChannel } from '../helpers';
+import { brokerVersion, closeAmqp, queueDepth, queueUnacked, withChannel } from '../helpers';
 import { createTestDatabase, dropTestDatabase, pgUrl, psql, uniqueName, waitFor } from '../helpers';
 
 const N = Number(process.env.FAULT_N ?? 5000);
@@ -95,6 +99,82 @@ it('(outbox) SIGKILL of the relay mid-batch, then a new one: lost 0, at most one
     await withChannel(async (ch) => {
       for (const q of [queue, ...DEFAULT_DELAYS.map((d) => retryQueueName(queue, d)), parkedQueueName(queue)])
         await ch.deleteQueue(q).catch(() => undefined);
+    }).catch(() => undefined);
+    await closeAmqp();
+    dropTestDatabase(db);
+  }
+});
+
+it('(outbox) refused rows among 2,000, no crash: lost 0, sent twice 0, the relay still draining', async () => {
+  const db = createTestDatabase('outbox_refused');
+  const queue = uniqueName('rr-fault-outbox-refused');
+  const GOOD = 2000;
+  try {
+    await withChannel(async (ch) => {
+      await ch.assertQueue(queue, { durable: true });
+    });
+    const rr = await RabbitRetry.connect({ outbox: { url: pgUrl(db), batchSize: BATCH } });
+    const [major] = await brokerVersion();
+    const missing = uniqueName('rr-fault-missing');
+    // What another writer may put in the table, every 40th row: properties the broker
+    // refuses by closing the channel, a missing exchange, and (4.x) a body over 16 MiB.
+    const refused: [string, string, string][] = [
+      ['', queue, '{"userId": "rr-somebody-else"}'],
+      ['', queue, '{"expiration": "-1"}'],
+      ['', queue, '{"headers": {"CC": "audit"}}'],
+      [missing, 'k', '{}'],
+      ...(major < 4 ? [['', queue, '{"deliveryMode": 7}'] as [string, string, string]] : []),
+    ];
+    const array = (i: number) => `ARRAY[${refused.map((r) => `'${r[i]}'`).join(',')}]`;
+    // In id order: m0, a refused row, m1 … m40, a refused row, …
+    psql(
+      `INSERT INTO rabbit_retry_outbox (exchange, routing_key, body, properties)
+       SELECT exchange, routing_key, body, properties FROM (
+         SELECT i * 2 AS o, '' AS exchange, '${queue}' AS routing_key, convert_to('m' || i, 'UTF8') AS body,
+                jsonb_build_object('messageId', 'm' || i) AS properties
+         FROM generate_series(0, ${GOOD - 1}) i
+         UNION ALL
+         SELECT i * 2 + 1, (${array(0)})[1 + (i / 40) % ${refused.length}], (${array(1)})[1 + (i / 40) % ${refused.length}],
+                convert_to('bad', 'UTF8'), ((${array(2)})[1 + (i / 40) % ${refused.length}])::jsonb
+         FROM generate_series(0, ${GOOD - 1}, 40) i
+       ) t ORDER BY o`,
+      db,
+    );
+    if (major >= 4) {
+      psql(
+        `INSERT INTO rabbit_retry_outbox (exchange, routing_key, body, properties) VALUES ('', '${queue}', decode(repeat('00', ${17 * 1024 * 1024}), 'hex'), '{}')`,
+        db,
+      );
+    }
+    const badRows = Number(psql(`SELECT count(*) FROM rabbit_retry_outbox WHERE properties->>'messageId' IS NULL`, db));
+
+    const seen = new Map<string, number>();
+    const receiver = await RabbitRetry.connect({});
+    await receiver.consume({ queue, prefetch: 100 }, (msg) => {
+      const id = msg.properties.messageId ?? '(none)';
+      seen.set(id, (seen.get(id) ?? 0) + 1);
+    });
+    await waitFor(async () => pending(db) === 0 && (await rr.outbox.stats()).parked === badRows, 120_000, 'the outbox drained', 100);
+    await waitFor(async () => (await queueDepth(queue)) === 0 && (await queueUnacked(queue)) === 0, 60_000, 'every message received', 100);
+    // The relay goes on: rows written after are published too.
+    psql(`INSERT INTO rabbit_retry_outbox (exchange, routing_key, body, properties) VALUES ('', '${queue}', 'after', '{"messageId": "after"}')`, db);
+    await waitFor(() => seen.has('after'), 30_000, 'the row after');
+    const parkedReasons = psql("SELECT string_agg(DISTINCT park_reason, ',') FROM rabbit_retry_outbox WHERE parked_at IS NOT NULL", db);
+    const lost = Array.from({ length: GOOD }, (_, i) => `m${i}`).filter((id) => !seen.has(id)).length;
+    const twice = [...seen.values()].filter((n) => n > 1).length;
+    const strays = [...seen.keys()].filter((id) => !/^m\d+$/.test(id) && id !== 'after').length;
+    console.log(
+      `fault outbox-refused: ${GOOD} good rows, ${badRows} refused (${parkedReasons}), lost ${lost}, sent twice ${twice}, refused rows delivered ${strays}`,
+    );
+    expect(lost).toBe(0);
+    expect(twice).toBe(0);
+    expect(strays).toBe(0);
+    await receiver.close();
+    await rr.close();
+  } finally {
+    await withChannel(async (ch) => {
+      await ch.deleteQueue(queue).catch(() => undefined);
+      for (const q of [...DEFAULT_DELAYS.map((d) => retryQueueName(queue, d)), parkedQueueName(queue)]) await ch.deleteQueue(q).catch(() => undefined);
     }).catch(() => undefined);
     await closeAmqp();
     dropTestDatabase(db);

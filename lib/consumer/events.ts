@@ -93,7 +93,7 @@ export interface ConsumerStats {
   url: string;
   /** Handlers running now. */
   inFlight: number;
-  /** Messages handled successfully and acked. */
+  /** Messages handled successfully and acked (an ack that could not take, `takenBack`, is not counted). */
   acked: number;
   /** Handler failures. */
   failed: number;
@@ -111,11 +111,16 @@ export interface ConsumerStats {
   publishFailed: number;
   /** Copies of already handled messages that the inbox acked without calling the handler (counted in `acked` too). */
   duplicates: number;
-  /** Handler durations in milliseconds. */
   /** Deliveries given back to the work queue, never started, because the circuit had opened. */
   released: number;
   /** Messages sent back from the retry queues early, when the circuit closed. */
   returnedEarly: number;
+  /**
+   * Handlers that ended after the broker had taken their message back (a
+   * consumer timeout, a lost channel): nothing was acked or moved, and the
+   * message is delivered again.
+   */
+  takenBack: number;
   /** How long the handler calls that ended took, in milliseconds. */
   handlerMs: {
     /** Handler calls that ended. */

@@ -1,12 +1,12 @@
 /**
  * The report of a handler's failure for the native side: what was thrown
- * (a {@link NoHandlerError}, a {@link ReplyRefusedError}, a
- * {@link NonRetryableError}, or what the `retryable` predicate answers) and,
+ * (a {@link NoHandlerError}, a {@link ReplyRefusedError}, an
+ * {@link InboxRefusedError}, a {@link NonRetryableError}, or what the `retryable` predicate answers) and,
  * when the native side says the failure goes to the retry table, what the
  * `onFailure.table` callbacks say of the row. Where the message goes is the
  * native verdict's to decide (`src/retry/verdict.rs`), not this module's.
  */
-import { InboxError, NoHandlerError, NonRetryableError, ReplyRefusedError } from '../errors';
+import { InboxError, InboxRefusedError, NoHandlerError, NonRetryableError, ReplyRefusedError } from '../errors';
 import type { Message } from '../message';
 import type { NativeFailureInfo } from '../native';
 import type { TableRouteOptions } from '../options';
@@ -39,6 +39,14 @@ function isReplyRefused(err: unknown): boolean {
 function isInboxFailure(err: unknown): boolean {
   try {
     return err instanceof InboxError;
+  } catch {
+    return false;
+  }
+}
+
+function isInboxRefused(err: unknown): boolean {
+  try {
+    return err instanceof InboxRefusedError;
   } catch {
     return false;
   }
@@ -100,6 +108,7 @@ export class FailureReporter {
   private kindOf(err: unknown, msg: Message): FailureKind {
     if (isNoHandler(err)) return 'no-handler';
     if (isReplyRefused(err)) return 'reply-refused';
+    if (isInboxRefused(err)) return 'inbox-refused';
     if (isNonRetryable(err)) return 'non-retryable';
     // The inbox's database failed, not the handler: another attempt may well succeed.
     if (isInboxFailure(err)) return 'retryable';

@@ -34,7 +34,7 @@ export interface ReportHost {
 export class Reporter {
   constructor(
     private readonly host: ReportHost,
-    private readonly tally: Pick<Tally, 'retried' | 'parked' | 'stored' | 'publishFailed' | 'duplicate' | 'circuitOpened' | 'safely'>,
+    private readonly tally: Pick<Tally, 'retried' | 'parked' | 'stored' | 'publishFailed' | 'duplicate' | 'circuitOpened' | 'takenBack' | 'safely'>,
     private readonly tracing: Pick<ConsumerTracing, 'settled'>,
   ) {}
 
@@ -152,6 +152,9 @@ export class Reporter {
       case 'tally':
         for (const [delay, n] of Object.entries(e.retried)) tally.retried(delay, n);
         for (const [reason, n] of Object.entries(e.parked)) tally.parked(reason, n);
+        return;
+      case 'taken-back':
+        tally.takenBack(e.acked);
         return;
       case 'recovered':
         host.movedTo(e.url);

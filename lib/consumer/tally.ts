@@ -24,6 +24,7 @@ export class Tally {
     duplicates: 0,
     released: 0,
     returnedEarly: 0,
+    takenBack: 0,
     handlerMs: { count: 0, total: 0, max: 0 },
   };
 
@@ -94,6 +95,16 @@ export class Tally {
   /** `n` deliveries went back to the queue unstarted (the circuit opened). */
   released(n: number): void {
     this.c.released += n;
+  }
+
+  /**
+   * A delivery was settled after the broker had taken it back (a consumer
+   * timeout, a lost channel): nothing was acked, and an ack counted for it
+   * (`acked`: its handler succeeded) is taken back from `acked`.
+   */
+  takenBack(acked: boolean): void {
+    this.c.takenBack++;
+    if (acked && this.c.acked > 0) this.c.acked--;
   }
 
   /** The circuit sent `n` messages of the retry queues back early. */

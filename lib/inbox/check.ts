@@ -6,6 +6,7 @@ import { checkBoolean, checkFunction, checkKeys, checkObject, checkString, kindO
 import type { Delay } from '../delay';
 import { InvalidOptionsError } from '../errors';
 import { DEFAULT_INBOX_CLEANUP_EVERY, DEFAULT_INBOX_RETENTION, INBOX_OPTION_KEYS, type InboxOptions } from '../inbox-options';
+import { unfitText } from './key';
 
 /** The inbox's options once checked, with their defaults applied. */
 export interface CheckedInbox {
@@ -61,6 +62,9 @@ export function checkInbox(inbox: unknown, queue: string): CheckedInbox {
     source = { adapter };
   }
   checkString('inbox.consumer', o.consumer, { nonEmpty: true });
+  // The name is in every key's index row: one the database cannot keep would cost every message.
+  const unfit = typeof o.consumer === 'string' ? unfitText(o.consumer) : undefined;
+  if (unfit) throw new InvalidOptionsError(`inbox.consumer ${unfit}`);
   checkFunction('inbox.key', o.key, 'a function (msg) => string');
   checkBoolean('inbox.migrate', o.migrate);
   return {

@@ -5,18 +5,21 @@
  * makes the delivery a duplicate: counted, acked, never handled. A copy
  * whose first is still in flight waits on the first's row lock, then sees
  * its commit or its rollback: so a message's effects are committed once.
+ * The delivery is acked only once the transaction is known to have committed
+ * the key with the handler's work (see ./outcome).
  */
 import { reasonOf } from '../error-text';
 import { type Expectation, fenceSync } from '../fence';
-import { InboxError, NonRetryableError } from '../errors';
+import { InboxError, InboxRefusedError, NonRetryableError } from '../errors';
 import type { InboxHandler } from '../inbox-options';
 import type { Message } from '../message';
-import { type PgPoolLike, type TransactionAdapter, migrateTables, pgAdapter } from '../sql';
+import { type PgPoolLike, type TransactionAdapter, migrateTables, pgAdapter, reportIdleErrors } from '../sql';
 import { type CheckedInbox, checkInbox } from './check';
+import { refusedKey } from './key';
+import { RECORD, outcomeOf, refusalOf } from './outcome';
 
 export { checkInbox } from './check';
 
-const RECORD = 'INSERT INTO rabbit_retry_inbox (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING 1 AS recorded';
 const COUNT_DUPLICATE = `INSERT INTO rabbit_retry_inbox_duplicates AS d (consumer, n, last_at) VALUES ($1, 1, now())
   ON CONFLICT (consumer) DO UPDATE SET n = d.n + 1, last_at = now()`;
 /** How many handled ids one cleanup statement deletes. */
@@ -42,7 +45,11 @@ function adapterOf(source: CheckedInbox['source']): TransactionAdapter<unknown> 
 export interface InboxHost {
   /** A delivery of `messageId` was a duplicate: acked without calling the handler. */
   duplicate(messageId: string): void;
-  /** The cleanup failed (it is tried again at the next interval). */
+  /**
+   * Something the consumer's owner must hear of, beside the failure path: a
+   * failed cleanup (tried again at the next interval), a handler that broke
+   * its transaction, an idle connection of the pool that failed.
+   */
   fail(err: Error): void;
 }
 
@@ -54,6 +61,8 @@ export class Inbox {
   #timer?: NodeJS.Timeout;
   /** The cleanup running now. */
   #cleaning?: Promise<number>;
+  /** Stops telling the consumer of its pool's idle connections' errors. */
+  #unhear?: () => void;
   private stopped = false;
   /** The consumer, once it started. */
   private host?: InboxHost;
@@ -79,19 +88,33 @@ export class Inbox {
     }
   }
 
-  /** The consumer's handler: `handler` in a transaction that records the message's key. */
+  /**
+   * The consumer's handler: `handler` in a transaction that records the
+   * message's key. It resolves (and the message is acked) only when that
+   * transaction committed the key with the handler's work, or found the key
+   * recorded; anything else rejects and takes the failure path.
+   */
   wrap(handler: InboxHandler<unknown>): (this: unknown, msg: Message) => Promise<void> {
     const { adapter } = this;
     const { consumer } = this.o;
     const keyOf = (msg: Message) => this.keyOf(msg);
     const duplicate = (key: string) => this.host?.duplicate(key);
+    const report = (err: InboxError) => this.host?.fail(err);
     return async function inboxed(this: unknown, msg: Message): Promise<void> {
       const key = keyOf(msg);
       let seen = false;
       let failed: { err: unknown } | undefined;
+      // What the inbox found wrong with the transaction, whatever error the adapter rejects with after it.
+      let verdict: InboxError | InboxRefusedError | undefined;
       try {
         await adapter.transaction(async (tx) => {
-          const recorded = await adapter.query(tx, RECORD, [consumer, key]);
+          let recorded;
+          try {
+            recorded = await adapter.query(tx, RECORD, [consumer, key]);
+          } catch (err) {
+            verdict = refusalOf(err, consumer);
+            throw err;
+          }
           if (recorded.rows.length === 0) {
             seen = true;
             await adapter.query(tx, COUNT_DUPLICATE, [consumer]);
@@ -104,10 +127,17 @@ export class Inbox {
             failed = { err };
             throw err;
           }
+          verdict = await outcomeOf(adapter, tx, recorded.rows[0]?.txid, consumer);
+          if (verdict) {
+            // A handler that swallowed a failed statement or ended the transaction has a bug its author must hear of.
+            report(verdict);
+            throw verdict;
+          }
         });
       } catch (err) {
         // The handler's own error takes the failure path as it would without an inbox.
         if (failed) throw failed.err;
+        if (verdict) throw verdict;
         throw new InboxError(
           `inbox '${consumer}': the inbox's database failed (${reasonOf(err)}); nothing was committed, and the message will be tried again`,
           { cause: err },
@@ -117,7 +147,11 @@ export class Inbox {
     };
   }
 
-  /** The message's key: `inbox.key`'s answer, or its `messageId`; a message without one cannot be kept from a second handling. */
+  /**
+   * The message's key: `inbox.key`'s answer, or its `messageId`. A message
+   * without one cannot be kept from a second handling; one whose key the
+   * database cannot keep as it is parks at once.
+   */
   private keyOf(msg: Message): string {
     const keyFn = this.o.key;
     if (!keyFn) {
@@ -125,22 +159,35 @@ export class Inbox {
       if (id === undefined || id === '') {
         throw new NonRetryableError('inbox: the message has no message id; give inbox.key to key it on a field of yours');
       }
+      const refused = refusedKey(id, this.o.consumer, 'messageId');
+      if (refused) throw refused;
       return id;
     }
     // A key that throws, answers a Promise (rejecting later or not) or anything but a string would fail every attempt the same way.
     const r = fenceSync('inbox.key', () => keyFn(msg), { expect: KEY });
     if (!r.ok) throw new NonRetryableError(`inbox: ${r.problem}`, r.failure === 'threw' ? { cause: r.error } : undefined);
+    const refused = refusedKey(r.value, this.o.consumer, 'inbox.key');
+    if (refused) throw refused;
     return r.value;
   }
 
   /**
-   * The consumer started: it hears of duplicates and of failed cleanups from
-   * now on, and the ids older than the retention are deleted every
-   * `cleanupEvery` until {@link stop}.
+   * The consumer started: it hears of duplicates, of failed cleanups and of
+   * its pool's idle connections that failed from now on, and the ids older
+   * than the retention are deleted every `cleanupEvery` until {@link stop}.
    */
   start(host: InboxHost): void {
     this.host = host;
     if (this.#timer || this.stopped) return;
+    const { source, consumer } = this.o;
+    this.#unhear = reportIdleErrors('pool' in source ? source.pool : source.adapter, (err) =>
+      host.fail(
+        new InboxError(
+          `inbox '${consumer}': an idle connection of the inbox's pool failed (${reasonOf(err)}); the pool closed it, and the next transaction takes another`,
+          { cause: err },
+        ),
+      ),
+    );
     this.#timer = setInterval(() => void this.cleanup(), this.o.cleanupEveryMs);
     this.#timer.unref();
   }
@@ -177,6 +224,7 @@ export class Inbox {
   /** Stops the cleanup; resolves when a cleanup already running has ended (it deletes no batch after this one). */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.#unhear?.();
     clearInterval(this.#timer);
     this.#timer = undefined;
     await this.#cleaning;

@@ -422,8 +422,17 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
         persistent: false,
       });
     } catch (err) {
-      if (err instanceof ReplyRefusedError) throw err;
-      this.logger.warn(`the reply to ${replyTo} could not be sent (${err instanceof RabbitRetryError ? err.code : 'error'}): ${reasonOf(err)}`);
+      if (!(err instanceof ReplyRefusedError)) {
+        this.logger.warn(`the reply to ${replyTo} could not be sent (${err instanceof RabbitRetryError ? err.code : 'error'}): ${reasonOf(err)}`);
+        return;
+      }
+      // The caller hears of it at once, in a packet of the bare minimum, rather than waiting out its timeout.
+      if (packet.err === undefined) {
+        const refused = JSON.stringify({ id: packet.id, err: `${err.code}: ${err.message}`, status: 'error', isDisposed: true });
+        const answer = { contentType: 'application/json', persistent: false, ...(correlationId !== undefined ? { correlationId } : {}) };
+        await rr.reply(replyTo, Buffer.from(refused, 'utf8'), answer).catch(() => undefined);
+      }
+      throw err;
     }
   }
 

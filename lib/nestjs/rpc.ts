@@ -110,9 +110,29 @@ async function send(a: Answerer, replyTo: string, body: Buffer, options: Publish
   try {
     await a.rr.reply(replyTo, body, options);
   } catch (err) {
-    if (err instanceof ReplyRefusedError) throw err;
-    a.warn(`${a.name}: the reply to '${replyTo}' was not confirmed: ${reasonOf(err)}`);
+    if (!(err instanceof ReplyRefusedError)) {
+      a.warn(`${a.name}: the reply to '${replyTo}' was not confirmed: ${reasonOf(err)}`);
+      return;
+    }
+    if (options.headers?.[REPLY_ERROR_HEADER] === undefined) await tellRefused(a, replyTo, options, err);
+    throw err;
   }
+}
+
+/**
+ * The caller of a request whose reply the broker refused (its size, a
+ * property) is answered at once with that error, in a reply of the bare
+ * minimum (its correlation id), rather than left to its timeout. A reply-to
+ * the broker refuses is refused for this answer too: then the caller hears
+ * nothing, as it would of any reply.
+ */
+async function tellRefused(a: Answerer, replyTo: string, refused: PublishOptions, err: ReplyRefusedError): Promise<void> {
+  const body = Buffer.from(JSON.stringify({ status: 'error', message: reasonOf(err), code: err.code }));
+  const options: PublishOptions = { persistent: false, headers: { [REPLY_ERROR_HEADER]: err.name } };
+  if (refused.correlationId !== undefined) options.correlationId = refused.correlationId;
+  const requestId = refused.headers?.['X-Request-ID'];
+  if (typeof requestId === 'string' && options.headers) options.headers['X-Request-ID'] = requestId;
+  await a.rr.reply(replyTo, body, options).catch(() => undefined);
 }
 
 /** The reply's bytes for `value`, as golevelup sends them. */

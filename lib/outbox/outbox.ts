@@ -1,4 +1,4 @@
-import { InvalidOptionsError, native } from '../errors';
+import { InvalidOptionsError, native, nativeSync } from '../errors';
 import type { NativeOutbox } from '../native';
 import type { MeterProviderLike } from '../otel';
 import { outboxMetrics } from '../metrics';
@@ -22,8 +22,14 @@ export interface OutboxStats {
   parkedByRelay: number;
 }
 
-/** Why the relay parked a row. */
-export type OutboxParkReason = 'unroutable' | 'exchange-not-found' | 'invalid-properties' | 'nacked';
+/**
+ * Why the relay parked a row: no queue took it (`unroutable`), its exchange
+ * does not exist (`exchange-not-found`), a property the broker refuses or AMQP
+ * cannot carry (`invalid-properties`), a body over the broker's
+ * `max_message_size` (`too-large`), a refusal of the broker's that closed the
+ * channel over it, in `lastError` (`refused`), or `basic.nack` five times (`nacked`).
+ */
+export type OutboxParkReason = 'unroutable' | 'exchange-not-found' | 'invalid-properties' | 'too-large' | 'refused' | 'nacked';
 
 /** A parked row of the outbox (its body stays in the database). */
 export interface ParkedOutboxRow {
@@ -99,7 +105,9 @@ export class Outbox {
    * transaction: it is published once `tx` commits, and never when it rolls back.
    */
   publish(tx: OutboxTransaction, exchange: string, routingKey: string, body: Body, options: OutboxPublishOptions = {}): Promise<void> {
-    return writeOutbox(tx, exchange, routingKey, body, options);
+    return writeOutbox(tx, exchange, routingKey, body, options, (row) =>
+      nativeSync(() => this.inner.check(row.exchange, row.routingKey, row.bodyLength, row.orderingKey, row.properties)),
+    );
   }
 
   /** Pending and parked rows, the oldest pending row's age, and what this process's relay did. */

@@ -10,10 +10,15 @@ use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
 use lapin::{Connection, ConnectionProperties};
 use tokio::sync::{Mutex, RwLock};
 
+use super::exchanges::KnownExchanges;
 use super::hosts::{self, Host};
 use super::order::Turn;
 use super::publisher::{OpenChannel, Publisher};
+use super::refusal::Limits;
+
+mod open_error;
 use crate::error::{Error, ErrorKind, Result};
+use open_error::open_error;
 
 /// How to reach the broker.
 #[derive(Debug, Clone)]
@@ -76,6 +81,10 @@ pub(crate) struct Broker {
     closed: AtomicBool,
     publisher: Arc<Publisher>,
     republisher: Arc<Publisher>,
+    /// What the broker takes of a publish (its user, sizes, version's rules).
+    limits: Arc<Limits>,
+    /// The exchanges seen to exist.
+    exchanges: KnownExchanges,
 }
 
 impl Broker {
@@ -87,6 +96,11 @@ impl Broker {
             props = props.with_connection_name(name.as_str().into());
         }
         let (node, conn) = open_any(&hosts, 0, &props, &opts.tls, opts.connect_timeout).await?;
+        let limits = Arc::new(Limits::new(
+            &hosts[node].uri.authority.userinfo.username,
+            server_version(&conn).as_deref(),
+            frame_max(&conn),
+        ));
         let broker = Arc::new(Broker {
             hosts,
             node: AtomicUsize::new(node),
@@ -98,6 +112,8 @@ impl Broker {
             closed: AtomicBool::new(false),
             publisher: Arc::new(Publisher::new(opts.confirm_timeout)),
             republisher: Arc::new(Publisher::new(opts.confirm_timeout)),
+            limits,
+            exchanges: KnownExchanges::default(),
         });
         // Open the confirm channels now, so a broker that refuses confirms fails connect().
         broker.publisher.channel(broker.as_ref()).await?;
@@ -145,6 +161,7 @@ impl Broker {
             self.connect_timeout,
         )
         .await?;
+        self.limits.set_frame_max(frame_max(&conn));
         let conn = Arc::new(conn);
         let mut cur = self.current.write().await;
         self.node.store(node, Ordering::SeqCst);
@@ -167,26 +184,26 @@ impl Broker {
     /// The largest frame the current connection allows, in bytes.
     pub(crate) async fn frame_max(&self) -> usize {
         let (_, conn) = self.connection().await;
-        match conn.configuration().frame_max() {
-            0 => crate::retry::FRAME_MAX,
-            n => n as usize,
-        }
+        frame_max(&conn)
     }
 
     /// The broker's `version`, as the current node reported it on
     /// connecting (`4.3.6`); `None` when it sent none.
     pub(crate) async fn server_version(&self) -> Option<String> {
         let (_, conn) = self.connection().await;
-        let props = conn.configuration().server_properties();
-        match props
-            .inner()
-            .get(&lapin::types::ShortString::from("version"))
-        {
-            Some(lapin::types::AMQPValue::LongString(s)) => {
-                Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
-            }
-            _ => None,
-        }
+        server_version(&conn)
+    }
+
+    /// Succeeds when `exchange` exists (asking the broker on a channel of its
+    /// own the first time); fails with `UNROUTABLE` when it does not.
+    pub(crate) async fn check_exchange(&self, exchange: &str) -> Result<()> {
+        self.exchanges.check(|| self.channel(), exchange).await
+    }
+
+    /// A connection of its own to the current node, for a question whose
+    /// refusal would close the connection it is asked on (its caller closes it).
+    pub(crate) async fn scratch_connection(&self) -> Result<Connection> {
+        open(self.host(), &self.props, &self.tls, self.connect_timeout).await
     }
 
     /// Whether `close` was called.
@@ -293,6 +310,28 @@ impl Broker {
     }
 }
 
+/// The largest frame `conn` allows, in bytes.
+fn frame_max(conn: &Connection) -> usize {
+    match conn.configuration().frame_max() {
+        0 => crate::retry::FRAME_MAX,
+        n => n as usize,
+    }
+}
+
+/// The `version` the broker of `conn` reported on connecting.
+fn server_version(conn: &Connection) -> Option<String> {
+    let props = conn.configuration().server_properties();
+    match props
+        .inner()
+        .get(&lapin::types::ShortString::from("version"))
+    {
+        Some(lapin::types::AMQPValue::LongString(s)) => {
+            Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
+        }
+        _ => None,
+    }
+}
+
 /// Connects to the first of `hosts` that answers, trying each once from
 /// `start`; the error names every node tried.
 async fn open_any(
@@ -341,107 +380,6 @@ async fn open(
         .map_err(|e| open_error(host, &e))
 }
 
-/// Why a connection could not be opened, and what to do about it.
-fn open_error(node: &Host, e: &lapin::Error) -> Error {
-    let uri = &node.uri;
-    let safe_url = &node.safe_url;
-    // lapin ends the user info at the first `@`: with an `@` the user did not
-    // encode, the rest of the password reads as the host or the vhost.
-    let host_name = node.redact(&uri.authority.host);
-    let vhost = node.redact(&uri.vhost);
-    let host = format!("{host_name}:{}", uri.authority.port);
-    let text = e.to_string();
-    let io_kind = match e.kind() {
-        lapin::ErrorKind::IOError(io) => Some(io.kind()),
-        _ => None,
-    };
-    let hint = if let Some(tls) = tls_failure(e) {
-        format!(
-            "the TLS handshake with {host} failed: {}",
-            tls_advice(tls, uri.authority.port)
-        )
-    } else {
-        match e.kind() {
-            lapin::ErrorKind::ParsingError(_) | lapin::ErrorKind::InvalidProtocolVersion(_) => format!(
-                "the server at {host} did not answer as an AMQP 0-9-1 broker: is this an HTTP or management port? RabbitMQ takes AMQP on 5672 (5671 with TLS)"
-            ),
-            _ if io_kind == Some(std::io::ErrorKind::ConnectionRefused) => format!(
-                "connection refused: is RabbitMQ running at {host}? (`npm run broker` starts one locally)"
-            ),
-            _ if text.contains("ACCESS_REFUSED") => format!(
-                "the broker refused user '{}': check the user and password in the URL (and that the user may use vhost '{vhost}')",
-                uri.authority.userinfo.username
-            ),
-            _ if text.contains("vhost") && text.contains("not found") => format!(
-                "vhost '{vhost}' does not exist on the broker: fix the URL's path (`amqp://host:5672` is vhost '/') or create it with `rabbitmqctl add_vhost`"
-            ),
-            _ if text.contains("lookup") || text.contains("resolve") || text.contains("Name or service not known") => format!(
-                "the host name '{host_name}' could not be resolved: check the URL's host"
-            ),
-            _ if text.to_ascii_lowercase().contains("certificate")
-                || text.to_ascii_lowercase().contains("tls")
-                || text.contains("HandshakeFailure") => format!(
-                "the TLS handshake with {host} failed: check tls.caFile (the broker's certificate authority), the host name in the URL, and that the port speaks TLS (5671)"
-            ),
-            _ => String::new(),
-        }
-    };
-    let detail = node.redact(&text);
-    let message = if hint.is_empty() {
-        format!("connection to {safe_url} failed: {detail}")
-    } else {
-        format!("connection to {safe_url} failed: {hint} ({detail})")
-    };
-    // lapin's own error keeps the password it may quote: it is kept only without one.
-    if detail == text {
-        Error::with_source(ErrorKind::Connection, message, e.clone())
-    } else {
-        Error::new(ErrorKind::Connection, message)
-    }
-}
-
-/// The TLS library's error under a failed connect: the TLS handshake is what failed.
-fn tls_failure(e: &lapin::Error) -> Option<&rustls::Error> {
-    let lapin::ErrorKind::IOError(io) = e.kind() else {
-        return None;
-    };
-    let mut cause = io
-        .get_ref()
-        .map(|c| c as &(dyn std::error::Error + 'static));
-    while let Some(c) = cause {
-        if let Some(tls) = c.downcast_ref::<rustls::Error>() {
-            return Some(tls);
-        }
-        cause = c.source();
-    }
-    None
-}
-
-/// What to do about a TLS handshake that failed with `e`, on `port`.
-fn tls_advice(e: &rustls::Error, port: u16) -> String {
-    use rustls::{CertificateError as Cert, Error as Tls};
-    match e {
-        Tls::InvalidMessage(_)
-        | Tls::InappropriateMessage { .. }
-        | Tls::InappropriateHandshakeMessage { .. } => format!(
-            "the server on port {port} does not speak TLS: amqps:// needs the broker's TLS listener (RabbitMQ's is 5671; 5672 takes plain amqp://)"
-        ),
-        Tls::InvalidCertificate(Cert::NotValidForName | Cert::NotValidForNameContext { .. }) => {
-            "the broker's certificate is not for the host name in the URL: connect with a name the certificate lists".into()
-        }
-        Tls::InvalidCertificate(
-            Cert::Expired | Cert::ExpiredContext { .. } | Cert::NotValidYet | Cert::NotValidYetContext { .. },
-        ) => "the broker's certificate has expired or is not valid yet: renew it, or check the clocks".into(),
-        Tls::InvalidCertificate(_) | Tls::NoCertificatesPresented => {
-            "the broker's certificate is not signed by an authority this client trusts: give tls.caFile (or tls.ca) the certificate authority that signed it".into()
-        }
-        Tls::AlertReceived(_) => {
-            "the broker refused the handshake: does it ask for a client certificate (tls.certFile and tls.keyFile)?".into()
-        }
-        _ => "check tls.caFile (the broker's certificate authority), the host name in the URL, and that the port speaks TLS (5671)".into(),
-    }
-}
-
 /// A connection error naming the broker without its password.
 pub(crate) fn connection_error(safe_url: &str, e: &lapin::Error) -> Error {
     Error::with_source(
@@ -455,30 +393,12 @@ impl OpenChannel for Broker {
     async fn open_channel(&self) -> Result<lapin::Channel> {
         self.channel().await
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::{tls_advice, tls_failure};
-
-    fn wrapped(e: rustls::Error) -> lapin::Error {
-        std::io::Error::new(std::io::ErrorKind::InvalidData, e).into()
+    fn limits(&self) -> &Limits {
+        &self.limits
     }
 
-    #[test]
-    fn a_failed_tls_handshake_is_told_from_other_failures_with_what_to_do() {
-        let plain = wrapped(rustls::Error::InvalidMessage(
-            rustls::InvalidMessage::InvalidContentType,
-        ));
-        let tls = tls_failure(&plain).expect("a TLS failure");
-        assert!(tls_advice(tls, 5672).contains("the server on port 5672 does not speak TLS"));
-        let untrusted = wrapped(rustls::Error::InvalidCertificate(
-            rustls::CertificateError::UnknownIssuer,
-        ));
-        let tls = tls_failure(&untrusted).expect("a TLS failure");
-        assert!(tls_advice(tls, 5671).contains("tls.caFile"));
-        let refused: lapin::Error =
-            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused").into();
-        assert!(tls_failure(&refused).is_none());
+    fn exchanges(&self) -> &KnownExchanges {
+        &self.exchanges
     }
 }

@@ -9,7 +9,7 @@ use lapin::ExchangeKind;
 
 use super::connection::Broker;
 use super::fields::short_name;
-use crate::error::{amqp_reply, Error, ErrorKind, Result};
+use crate::error::{amqp_reply, broker_error, Error, ErrorKind, Result};
 
 /// How an exchange or a queue is declared.
 #[derive(Debug, Clone, Default)]
@@ -35,15 +35,33 @@ fn refused(what: &str, passive: bool, e: lapin::Error) -> Error {
             ErrorKind::TopologyMismatch,
             format!("{what} does not exist, and it is only checked (createIfNotExists: false); declare it first, or let rabbit-retry declare it"),
         ),
+        Some((406, text)) if text.contains("unknown exchange type") => Error::new(
+            ErrorKind::InvalidOptions,
+            format!("the broker refused {what}: {text}; enable the plugin that provides the type, or use 'direct', 'fanout', 'topic' or 'headers'"),
+        ),
         Some((406, text)) => Error::new(
             ErrorKind::TopologyMismatch,
             format!("{what} exists with other options or arguments: {text}"),
         ),
-        _ => Error::with_source(
-            ErrorKind::Connection,
-            format!("declaring {what} failed: {e}"),
-            e,
-        ),
+        _ => broker_error(format!("declaring {what} failed: {e}"), &e),
+    }
+}
+
+/// The exchange type `kind` names, when the broker could know it: one of
+/// AMQP's four, or a plugin's, whose names begin with `x-`
+/// (`x-delayed-message`). Any other name is refused before it is sent:
+/// RabbitMQ 3.x closes the whole connection over a type it does not know.
+pub(crate) fn checked_exchange_kind(kind: &str) -> Result<ExchangeKind> {
+    match exchange_kind(kind) {
+        ExchangeKind::Custom(name) if !name.starts_with("x-") || name.len() < 3 => {
+            Err(Error::new(
+                ErrorKind::InvalidOptions,
+                format!(
+                    "exchange type '{name}' is not one the broker has: use 'direct', 'fanout', 'topic' or 'headers', or a plugin's type (its name begins with 'x-')"
+                ),
+            ))
+        }
+        kind => Ok(kind),
     }
 }
 
@@ -68,8 +86,11 @@ pub(crate) async fn declare_exchange(
     kind: &str,
     d: Declaration,
 ) -> Result<()> {
+    let kind = checked_exchange_kind(kind)?;
+    if let (ExchangeKind::Custom(plugin), false) = (&kind, d.passive) {
+        check_plugin_type(broker, name, plugin).await?;
+    }
     let ch = broker.channel().await?;
-    let kind = exchange_kind(kind);
     let options = ExchangeDeclareOptions {
         passive: d.passive,
         durable: d.durable,
@@ -84,8 +105,67 @@ pub(crate) async fn declare_exchange(
     Ok(())
 }
 
-/// Declares the queue `name`, or with `passive` checks that it exists.
+/// Whether the broker knows the plugin's exchange type `plugin`. RabbitMQ
+/// 4.x refuses a type it does not know by closing the channel; 3.x closes
+/// the connection, and every channel of it: there it is asked on a
+/// connection of its own.
+async fn check_plugin_type(broker: &Broker, name: &str, plugin: &str) -> Result<()> {
+    let version = broker.server_version().await;
+    let three = version
+        .as_deref()
+        .and_then(crate::retry::versions::major_minor)
+        .is_some_and(|(major, _)| major < 4);
+    if !three {
+        return Ok(());
+    }
+    let exchange = short_name("exchange", name)?;
+    let conn = broker.scratch_connection().await?;
+    let asked = async {
+        let ch = conn.create_channel().await?;
+        ch.exchange_declare(
+            exchange,
+            ExchangeKind::Custom(plugin.to_owned()),
+            ExchangeDeclareOptions {
+                passive: false,
+                durable: false,
+                auto_delete: true,
+                internal: false,
+                nowait: false,
+            },
+            FieldTable::default(),
+        )
+        .await
+    }
+    .await;
+    let _ = conn.close(200, "exchange type checked".into()).await;
+    match asked {
+        Err(e) if unknown_type(&e) => Err(unknown_type_error(plugin)),
+        _ => Ok(()),
+    }
+}
+
+/// Whether the broker refused a declare for its exchange type.
+fn unknown_type(e: &lapin::Error) -> bool {
+    amqp_reply(e).is_some_and(|(_, text)| text.contains("unknown exchange type"))
+}
+
+fn unknown_type_error(plugin: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidOptions,
+        format!("the broker does not know exchange type '{plugin}': enable the plugin that provides it (rabbitmq-plugins enable …), or use 'direct', 'fanout', 'topic' or 'headers'"),
+    )
+}
+
+/// Declares the queue `name`, or with `passive` checks that it exists. A
+/// queue needs a name: the broker would name a queue declared as `''` and
+/// keep it, durable, under a name nobody asked for.
 pub(crate) async fn declare_queue(broker: &Broker, name: &str, d: Declaration) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::new(
+            ErrorKind::InvalidOptions,
+            "a queue needs a name: the broker would give a queue declared as '' a name of its own (amq.gen-…) that nobody could consume by",
+        ));
+    }
     let ch = broker.channel().await?;
     let options = QueueDeclareOptions {
         passive: d.passive,
@@ -120,10 +200,9 @@ pub(crate) async fn bind_exchange(
     )
     .await
     .map_err(|e| {
-        Error::with_source(
-            ErrorKind::Connection,
+        broker_error(
             format!("binding exchange '{destination}' to exchange '{source}' with '{pattern}' failed: {e}"),
-            e,
+            &e,
         )
     })?;
     let _ = ch.close(200, "done".into()).await;

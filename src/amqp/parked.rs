@@ -19,9 +19,9 @@ use tokio::sync::Mutex;
 use super::connection::Broker;
 use super::fields::{now_ms, short_name, with_trace};
 use super::publisher::republish_properties;
-use crate::error::{amqp_reply, Error, ErrorKind, Result};
+use crate::error::{amqp_reply, broker_error, Error, ErrorKind, Result};
 use crate::retry::headers::RETRY_ATTEMPT;
-use crate::retry::{is_broker_death_header, time::iso8601_utc};
+use crate::retry::{is_broker_death_header, is_routing_header, time::iso8601_utc};
 
 /// Depth and consumers of a queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,10 +75,7 @@ pub(crate) async fn purge(broker: &Broker, queue: &str) -> Result<u32> {
                 ErrorKind::InvalidOptions,
                 format!("queue '{queue}' does not exist"),
             ),
-            _ => Error::new(
-                ErrorKind::Connection,
-                format!("purging '{queue}' failed: {e}"),
-            ),
+            _ => broker_error(format!("purging '{queue}' failed: {e}"), &e),
         })?;
     let _ = ch.close(200, "done".into()).await;
     Ok(n)
@@ -94,13 +91,7 @@ pub(crate) async fn delete_queue(broker: &Broker, queue: &str) -> Result<Option<
     let n = ch
         .queue_delete(short_name("queue", queue)?, QueueDeleteOptions::default())
         .await
-        .map_err(|e| {
-            Error::with_source(
-                ErrorKind::Connection,
-                format!("deleting queue '{queue}' failed: {e}"),
-                e,
-            )
-        })?;
+        .map_err(|e| broker_error(format!("deleting queue '{queue}' failed: {e}"), &e))?;
     let _ = ch.close(200, "done".into()).await;
     Ok(Some(n))
 }
@@ -122,11 +113,7 @@ pub(crate) async fn declare_state_queue(broker: &Broker, queue: &str) -> Result<
                 ErrorKind::TopologyMismatch,
                 format!("queue '{queue}' exists with other arguments than a state queue's (x-max-length 1): {text}"),
             ),
-            _ => Error::with_source(
-                ErrorKind::Connection,
-                format!("declaring queue '{queue}' failed: {e}"),
-                e,
-            ),
+            _ => broker_error(format!("declaring queue '{queue}' failed: {e}"), &e),
         })?;
     let _ = ch.close(200, "done".into()).await;
     Ok(())
@@ -140,13 +127,7 @@ pub(crate) async fn delete_exchange(broker: &Broker, exchange: &str) -> Result<(
         ExchangeDeleteOptions::default(),
     )
     .await
-    .map_err(|e| {
-        Error::with_source(
-            ErrorKind::Connection,
-            format!("deleting exchange '{exchange}' failed: {e}"),
-            e,
-        )
-    })?;
+    .map_err(|e| broker_error(format!("deleting exchange '{exchange}' failed: {e}"), &e))?;
     let _ = ch.close(200, "done".into()).await;
     Ok(())
 }
@@ -169,12 +150,11 @@ pub(crate) async fn bind_queue(
     )
     .await
     .map_err(|e| {
-        Error::with_source(
-            ErrorKind::Connection,
+        broker_error(
             format!(
                 "binding queue '{queue}' to exchange '{exchange}' with '{routing_key}' failed: {e}"
             ),
-            e,
+            &e,
         )
     })?;
     let _ = ch.close(200, "done".into()).await;
@@ -223,13 +203,7 @@ impl ParkedSession {
                 BasicGetOptions { no_ack: false },
             )
             .await
-            .map_err(|e| {
-                Error::with_source(
-                    ErrorKind::Connection,
-                    format!("reading '{}' failed: {e}", self.queue),
-                    e,
-                )
-            })?;
+            .map_err(|e| broker_error(format!("reading '{}' failed: {e}", self.queue), &e))?;
         let Some(m) = got else {
             return Ok(None);
         };
@@ -267,7 +241,8 @@ impl ParkedSession {
         let mut headers = FieldTable::default();
         if let Some(h) = delivery.properties.headers() {
             for (k, v) in h.inner() {
-                if keep_attempt || !is_broker_death_header(k.as_str()) {
+                let name = k.as_str();
+                if (keep_attempt || !is_broker_death_header(name)) && !is_routing_header(name) {
                     headers.insert(k.clone(), v.clone());
                 }
             }

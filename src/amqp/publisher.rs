@@ -13,15 +13,22 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Confirmation};
 use tokio::sync::Mutex;
 
+use super::exchanges::KnownExchanges;
 use super::fields::short_name;
 use super::order::{SendOrder, Turn};
-use crate::error::{amqp_reply, Error, ErrorKind, Result};
+use super::refusal::{charged_to, Limits};
+use crate::error::{amqp_reply, refusal_kind, Error, ErrorKind, Result};
 use crate::retry::RETRY_ORIGINAL_USER_ID;
 
-/// What a publisher needs of the connection it publishes on: new channels.
+/// What a publisher needs of the connection it publishes on: new channels,
+/// what its broker takes, and the exchanges known to exist there.
 pub(crate) trait OpenChannel: Sync {
     /// Opens a channel on a live connection.
     fn open_channel(&self) -> impl std::future::Future<Output = Result<Channel>> + Send;
+    /// What the broker takes of a publish.
+    fn limits(&self) -> &Limits;
+    /// The exchanges seen to exist.
+    fn exchanges(&self) -> &KnownExchanges;
 }
 
 /// Refusals (`basic.nack`) in a row after which the confirm channel is
@@ -76,7 +83,10 @@ impl Publisher {
 
     /// Publishes `body` to `exchange` with `routing_key`, mandatory, in
     /// `turn`, and waits for the broker's confirm. Succeeds only on an `Ack`
-    /// with no return.
+    /// with no return. A publish the broker would refuse by closing the
+    /// channel (a property, its size, a missing exchange) fails alone,
+    /// before it is sent; the exchange is asked about before the turn, so
+    /// the publishes after it still reach the channel in order.
     pub(crate) async fn publish(
         &self,
         mut turn: Turn,
@@ -89,19 +99,24 @@ impl Publisher {
         // Checked before a channel is opened for a publish that cannot be sent.
         short_name("exchange", exchange)?;
         short_name("routing key", routing_key)?;
+        conn.exchanges()
+            .check(|| conn.open_channel(), exchange)
+            .await?;
         // In turn from the channel on: a publish that opens it is sent first.
         turn.wait().await;
         let ch = self.channel(conn).await?;
         let confirmation = publish_confirmed(
             &ch,
             turn,
+            conn.limits(),
             exchange,
             routing_key,
             body,
             properties,
             self.confirm_timeout,
         )
-        .await?;
+        .await
+        .inspect_err(|e| forget_if_missing(conn.exchanges(), exchange, e))?;
         if matches!(confirmation, Confirmation::Nack(_)) {
             let refused = self.refused_in_a_row.fetch_add(1, Ordering::SeqCst) + 1;
             if refused >= REFUSALS_BEFORE_NEW_CHANNEL {
@@ -139,13 +154,28 @@ async fn open_confirm_channel(conn: &impl OpenChannel) -> Result<Channel> {
     Ok(ch)
 }
 
+/// Forgets that `exchange` exists when `e` says the broker found none.
+pub(crate) fn forget_if_missing(exchanges: &KnownExchanges, exchange: &str, e: &Error) {
+    if e.kind == ErrorKind::Unroutable {
+        let closed = std::error::Error::source(e)
+            .and_then(|s| s.downcast_ref::<lapin::Error>())
+            .and_then(amqp_reply);
+        if matches!(closed, Some((404, _))) {
+            exchanges.forget(exchange);
+        }
+    }
+}
+
 /// Publishes `body` to `exchange` with `routing_key` on `ch` (a channel in
 /// confirm mode), mandatory, in `turn` ([`Turn::alone`] when order does not
 /// matter), and waits at most `timeout` for the broker's confirm; see
-/// [`confirmed`] for what the confirm means.
+/// [`confirmed`] for what the confirm means. A publish `limits` says the
+/// broker would refuse fails with `PRECONDITION_FAILED` and is not sent.
+#[allow(clippy::too_many_arguments)] // each is one of the publish's parts; a struct would be built per publish
 pub(crate) async fn publish_confirmed(
     ch: &Channel,
     turn: Turn,
+    limits: &Limits,
     exchange: &str,
     routing_key: &str,
     body: &[u8],
@@ -156,6 +186,18 @@ pub(crate) async fn publish_confirmed(
     let key = short_name("routing key", routing_key)?;
     // Named only for an error: a publish that succeeds formats nothing.
     let target = || describe(exchange, routing_key);
+    let body_len = body.len();
+    if let Err(refused) = limits.check(&properties, body_len) {
+        return Err(Error::new(
+            ErrorKind::PreconditionFailed,
+            format!(
+                "the publish to {} was not sent: {}",
+                target(),
+                refused.reason()
+            ),
+        ));
+    }
+    let failed = |e: &lapin::Error| publish_error(&target(), exchange, body_len, limits, e);
     // Pinned here and lent to the turn, so that the publish's future is
     // stored once in this one.
     let sending = pin!(ch.basic_publish(
@@ -168,10 +210,7 @@ pub(crate) async fn publish_confirmed(
         body,
         properties,
     ));
-    let confirm = turn
-        .send(sending)
-        .await
-        .map_err(|e| publish_error(&target(), &e))?;
+    let confirm = turn.send(sending).await.map_err(|e| failed(&e))?;
     tokio::time::timeout(timeout, confirm)
         .await
         .map_err(|_| {
@@ -184,7 +223,7 @@ pub(crate) async fn publish_confirmed(
                 ),
             )
         })?
-        .map_err(|e| publish_error(&target(), &e))
+        .map_err(|e| failed(&e))
 }
 
 /// What the broker's confirm of a mandatory publish to `exchange` with
@@ -249,19 +288,55 @@ fn describe(exchange: &str, routing_key: &str) -> String {
     }
 }
 
-/// Why a publish failed; lapin's error is kept as the source, so a caller
-/// can tell what closed the channel (see [`amqp_reply`]).
-fn publish_error(target: &str, e: &lapin::Error) -> Error {
-    match amqp_reply(e) {
-        // 404: the exchange does not exist; nothing could route the message.
-        Some((404, text)) => Error::with_source(
+/// Why the publish of `body_len` bytes to `exchange` (`target`, in words)
+/// failed; lapin's error is kept as the source, so a caller can tell what
+/// closed the channel (see [`amqp_reply`]). A refusal that closed the
+/// channel is this publish's when its text names the publish (its missing
+/// or refused exchange, its size): then it fails as refused (`UNROUTABLE`
+/// for a missing exchange). Any other publish of the channel learns only
+/// that its outcome is unknown (`PUBLISH_FAILED`): it may have been taken
+/// before the refused one, or dropped after it.
+fn publish_error(
+    target: &str,
+    exchange: &str,
+    body_len: usize,
+    limits: &Limits,
+    e: &lapin::Error,
+) -> Error {
+    let Some((code, text)) = amqp_reply(e) else {
+        return Error::with_source(
+            ErrorKind::PublishFailed,
+            format!("the publish to {target} failed: {e}"),
+            e.clone(),
+        );
+    };
+    limits.learn(&text);
+    let Some(kind) = refusal_kind(code) else {
+        return Error::with_source(
+            ErrorKind::PublishFailed,
+            format!("the publish to {target} failed: {e}"),
+            e.clone(),
+        );
+    };
+    if !charged_to(code, &text, exchange, body_len) {
+        return Error::with_source(
+            ErrorKind::PublishFailed,
+            format!(
+                "the broker closed the channel of the publish to {target} over another publish ({code} {text}); this one was not confirmed, and may or may not have been stored"
+            ),
+            e.clone(),
+        );
+    }
+    match code {
+        // The exchange does not exist: nothing could route the message.
+        404 => Error::with_source(
             ErrorKind::Unroutable,
             format!("cannot publish to {target}: {text}; declare the exchange first"),
             e.clone(),
         ),
         _ => Error::with_source(
-            ErrorKind::PublishFailed,
-            format!("the publish to {target} failed: {e}"),
+            kind,
+            format!("the broker refused the publish to {target} ({code} {text})"),
             e.clone(),
         ),
     }

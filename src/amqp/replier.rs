@@ -18,15 +18,12 @@ use lapin::BasicProperties;
 use tokio::sync::{Mutex, RwLock};
 
 use super::connection::{Broker, ConnectOptions};
-use super::fields::{properties_size, CONTENT_HEADER_OVERHEAD};
+use super::refusal::check_properties;
 use super::reply::DIRECT_REPLY_TO;
 use crate::error::{amqp_reply, Error, ErrorKind, Result};
 
 /// The prefix of the addresses RabbitMQ gives direct reply-to requesters.
 const DIRECT_REPLY_TO_PREFIX: &str = "amq.rabbitmq.reply-to.";
-
-/// The longest `expiration` RabbitMQ takes, in milliseconds.
-const MAX_EXPIRATION_MS: u64 = 4_294_967_295;
 
 /// Tries of a reply sent alone after its channel closed under it: a channel
 /// still closing when the first try began is replaced by the next.
@@ -131,6 +128,16 @@ impl Replier {
             broker.publish("", reply_to, body, properties.clone()).await
         };
         match first {
+            // Refused before it was sent (its size), or refused alone.
+            Err(e) if refused_alone(&e) => {
+                return Err(Error::new(
+                    ErrorKind::ReplyRefused,
+                    format!(
+                        "the broker refused the reply to '{reply_to}': {}",
+                        e.message
+                    ),
+                ))
+            }
             Err(ref e) if lost_under(e) => {}
             done => return done,
         }
@@ -182,6 +189,15 @@ fn lapin_source(e: &Error) -> Option<&lapin::Error> {
     std::error::Error::source(e).and_then(|s| s.downcast_ref::<lapin::Error>())
 }
 
+/// Whether the broker refused this reply itself: before it was sent, or by
+/// a close that named it (see `publisher::publish_error`).
+fn refused_alone(e: &Error) -> bool {
+    matches!(
+        e.kind,
+        ErrorKind::PreconditionFailed | ErrorKind::AccessRefused | ErrorKind::NotFound
+    )
+}
+
 /// Whether the publish failed because its channel or connection went away
 /// (closed by the broker, or still closing when a channel was asked of it):
 /// not a timeout, not a return.
@@ -219,36 +235,8 @@ pub(crate) fn check_reply(
         ));
     }
     check_direct_reply_to(reply_to)?;
-    if let Some(id) = properties.user_id() {
-        if id.as_str() != user {
-            return Err(format!(
-                "its user-id '{}' is not the connection's user '{user}', and the broker refuses a publish with another user's id",
-                id.as_str()
-            ));
-        }
-    }
-    if let Some(exp) = properties.expiration() {
-        check_expiration(exp.as_str())?;
-    }
-    let size = CONTENT_HEADER_OVERHEAD + properties_size(properties);
-    if size > frame_max {
-        return Err(format!(
-            "its properties and headers take {size} bytes, more than the {frame_max} of a frame"
-        ));
-    }
-    Ok(())
-}
-
-/// Whether RabbitMQ takes `exp` as an `expiration`: a whole number of
-/// milliseconds, written in digits, at most 4294967295.
-fn check_expiration(exp: &str) -> std::result::Result<(), String> {
-    let digits = !exp.is_empty() && exp.len() <= 10 && exp.bytes().all(|b| b.is_ascii_digit());
-    match exp.parse::<u64>() {
-        Ok(ms) if digits && ms <= MAX_EXPIRATION_MS => Ok(()),
-        _ => Err(format!(
-            "its expiration '{exp}' is not a whole number of milliseconds up to {MAX_EXPIRATION_MS}, and the broker refuses it"
-        )),
-    }
+    // The delivery mode is the caller's to choose; every other rule holds.
+    check_properties(properties, user, frame_max, false)
 }
 
 /// Whether `reply_to`, when it is a direct reply-to address, is in the form

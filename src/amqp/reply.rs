@@ -3,6 +3,7 @@
 //! never acked) and publishes every request, mandatory and confirmed, with
 //! `reply-to` set to it. Direct reply-to needs both on the same channel.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{FutureExt, StreamExt};
@@ -14,7 +15,7 @@ use tokio::sync::Mutex;
 
 use super::connection::Broker;
 use super::order::{SendOrder, Turn};
-use super::publisher::{confirmed, publish_confirmed};
+use super::publisher::{confirmed, forget_if_missing, publish_confirmed, OpenChannel};
 use crate::error::{Error, ErrorKind, Result};
 
 /// The pseudo-queue of direct reply-to: a request's `reply-to`, and what the
@@ -23,6 +24,8 @@ pub(crate) const DIRECT_REPLY_TO: &str = "amq.rabbitmq.reply-to";
 
 /// A channel that publishes requests and receives their replies.
 pub(crate) struct ReplySession {
+    /// The connection, for what a request must meet before it is sent.
+    broker: Arc<Broker>,
     channel: Channel,
     replies: Mutex<Consumer>,
     confirm_timeout: Duration,
@@ -32,7 +35,7 @@ pub(crate) struct ReplySession {
 impl ReplySession {
     /// Opens the channel, in confirm mode, consuming the direct reply-to
     /// pseudo-queue.
-    pub(crate) async fn open(broker: &Broker) -> Result<ReplySession> {
+    pub(crate) async fn open(broker: &Arc<Broker>) -> Result<ReplySession> {
         let channel = broker.channel().await?;
         let failed = |what: &str, e: lapin::Error| {
             Error::with_source(ErrorKind::Connection, format!("{what}: {e}"), e)
@@ -54,6 +57,7 @@ impl ReplySession {
             .await
             .map_err(|e| failed("could not consume the direct reply-to queue", e))?;
         Ok(ReplySession {
+            broker: broker.clone(),
             channel,
             replies: Mutex::new(replies),
             confirm_timeout: broker.confirm_timeout(),
@@ -69,7 +73,10 @@ impl ReplySession {
 
     /// Publishes a request to `exchange` with `routing_key` in `turn`, its
     /// `reply-to` set to direct reply-to, mandatory, and waits for the
-    /// broker's confirm: `UNROUTABLE` when no queue takes it.
+    /// broker's confirm: `UNROUTABLE` when no queue takes it or the exchange
+    /// does not exist. A request the broker would refuse (a missing exchange,
+    /// a property, its size) fails alone before it is sent: refused on this
+    /// channel, it would close it, and every reply awaited here with it.
     pub(crate) async fn request(
         &self,
         turn: Turn,
@@ -84,17 +91,20 @@ impl ReplySession {
                 "the reply channel is closed; open a new one",
             ));
         }
+        self.broker.check_exchange(exchange).await?;
         let properties = properties.with_reply_to(DIRECT_REPLY_TO.into());
         let confirmation = publish_confirmed(
             &self.channel,
             turn,
+            self.broker.limits(),
             exchange,
             routing_key,
             body,
             properties,
             self.confirm_timeout,
         )
-        .await?;
+        .await
+        .inspect_err(|e| forget_if_missing(self.broker.exchanges(), exchange, e))?;
         confirmed(exchange, routing_key, confirmation)
     }
 

@@ -24,7 +24,7 @@ mod storage;
 #[cfg(test)]
 mod tests;
 
-use mismatch::{broker_error, exchange_error};
+use mismatch::{broker_error, exchange_error, existing_value};
 use probe::{Missing, Probe};
 use storage::as_it_is;
 
@@ -343,6 +343,9 @@ impl Topology {
                         ),
                     ));
                 }
+                if self.broker_delay.is_some() {
+                    self.check_delayed_retry(probe, &spec).await?;
+                }
             } else if exists {
                 // Declaring a queue that exists creates nothing: the broker
                 // compares the arguments and refuses a difference, one
@@ -374,6 +377,45 @@ impl Topology {
             }
         }
         Ok(missing)
+    }
+
+    /// Checks that the work queue, consumed as it is (`assertQueue: false`),
+    /// retries as `brokerDelay` needs (its `x-delayed-retry-*` arguments):
+    /// without them, the broker would deliver a returned message again at
+    /// once. Its other arguments are taken as the queue has them: each one the
+    /// broker names as different is declared again with the queue's value, so
+    /// the declaration that passes creates and changes nothing.
+    async fn check_delayed_retry(&self, probe: &mut Probe<'_>, spec: &QueueSpec) -> Result<()> {
+        let mut args = spec.args.clone();
+        // Each round takes one argument as the queue has it.
+        for _ in 0..=spec.args.inner().len() + 8 {
+            let Err(e) = probe.declare_queue(&spec.name, args.clone()).await? else {
+                return Ok(());
+            };
+            let text = match crate::error::amqp_reply(&e) {
+                Some((406, text)) => text,
+                _ => return Err(self.queue_error(Role::Work, &spec.name, &e)),
+            };
+            match existing_value(&text) {
+                Some((arg, current)) if !arg.starts_with("x-delayed-retry-") => {
+                    let mut inner = args.inner().clone();
+                    let key = ShortString::from(arg);
+                    inner.remove(&key);
+                    if let Some(v) = current {
+                        inner.insert(key, v);
+                    }
+                    args = FieldTable::from(inner);
+                }
+                _ => return Err(self.mismatch(Role::Work, &spec.name, &text)),
+            }
+        }
+        Err(Error::new(
+            ErrorKind::TopologyMismatch,
+            format!(
+                "queue '{}' could not be checked for onFailure.brokerDelay's x-delayed-retry-* arguments: the broker kept naming other arguments",
+                spec.name
+            ),
+        ))
     }
 
     /// Creates the missing queues, the exchange and the binding; on a refusal,

@@ -28,11 +28,14 @@ pub(crate) struct FailureInfo {
     /// Its stack.
     pub stack: String,
     /// What the handler threw: a `NoHandlerError` (`no-handler`), a
-    /// `ReplyRefusedError` (`reply-refused`), or an error the `retryable`
+    /// `ReplyRefusedError` (`reply-refused`), an `InboxRefusedError`
+    /// (`inbox-refused`), or an error the `retryable`
     /// predicate (or a `NonRetryableError`) says another attempt cannot
     /// (`non-retryable`) or could (`retryable`) get past. Where the message
     /// goes is the verdict's to decide (`retry::verdict`).
-    #[napi(ts_type = "'no-handler' | 'reply-refused' | 'non-retryable' | 'retryable'")]
+    #[napi(
+        ts_type = "'no-handler' | 'reply-refused' | 'inbox-refused' | 'non-retryable' | 'retryable'"
+    )]
     pub kind: String,
     /// For the retry table: what the row waits on, whose it is, and when it is due.
     pub table: Option<TableInfo>,
@@ -75,7 +78,7 @@ pub(crate) fn failures_of(json: &str) -> napi::Result<Vec<(u64, Failure)>> {
 
 fn failure_of(info: FailureInfo) -> napi::Result<(u64, Failure)> {
     let thrown = Thrown::from_report(&info.kind).ok_or_else(|| {
-        invalid("a failure's kind is 'no-handler', 'reply-refused', 'non-retryable' or 'retryable'")
+        invalid("a failure's kind is 'no-handler', 'reply-refused', 'inbox-refused', 'non-retryable' or 'retryable'")
     })?;
     let failure = Failure {
         name: info.name,

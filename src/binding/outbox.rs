@@ -7,9 +7,12 @@ use std::time::Duration;
 
 use napi_derive::napi;
 
-use super::convert::{invalid, js_error};
+use super::convert::{invalid, js_error, MessageProperties};
 use super::table::epoch_ms;
 use crate::amqp::connection::Broker;
+use crate::amqp::fields::short_name;
+use crate::amqp::publisher::OpenChannel;
+use crate::error::{Error, ErrorKind};
 use crate::outbox::{Outbox, RelayConfig, RelayCounters, RelayHandle, RelayStop};
 use crate::table::store::{RetryStore, StoreFor};
 
@@ -37,6 +40,8 @@ pub(crate) struct NativeOutboxOptions {
 pub(crate) struct ClientOutbox {
     outbox: Arc<Outbox>,
     relay: Option<RelayHandle>,
+    /// The broker the rows go to, whose limits a row is held to when written.
+    broker: Arc<Broker>,
 }
 
 /// The outbox's options, checked.
@@ -97,6 +102,7 @@ impl ClientOutbox {
         Ok(ClientOutbox {
             outbox: Arc::new(Outbox::new(store)),
             relay,
+            broker: broker.clone(),
         })
     }
 
@@ -105,6 +111,7 @@ impl ClientOutbox {
         NativeOutbox {
             outbox: self.outbox.clone(),
             counters: self.relay.as_ref().map(|r| r.counters.clone()),
+            broker: self.broker.clone(),
         }
     }
 
@@ -151,7 +158,8 @@ pub struct NativeParkedOutboxRow {
     pub created_at_ms: f64,
     /// When it was parked, ms since the epoch.
     pub parked_at_ms: f64,
-    /// Why: `unroutable`, `exchange-not-found`, `invalid-properties` or `nacked`.
+    /// Why: `unroutable`, `exchange-not-found`, `invalid-properties`,
+    /// `too-large`, `refused` or `nacked`.
     pub park_reason: String,
     /// The error that parked it.
     pub last_error: Option<String>,
@@ -206,10 +214,71 @@ fn ids_of(ids: Vec<f64>) -> napi::Result<Vec<i64>> {
 pub struct NativeOutbox {
     outbox: Arc<Outbox>,
     counters: Option<Arc<RelayCounters>>,
+    broker: Arc<Broker>,
 }
+
+/// The most bytes of an ordering key: its index (with the row id) must stay
+/// well under PostgreSQL's 2,704 bytes of a btree row.
+const MAX_ORDERING_KEY_BYTES: usize = 1_000;
 
 #[napi]
 impl NativeOutbox {
+    /// Checks a row before it is written, so that a row the database or the
+    /// broker would refuse fails the write, not the relay, and leaves the
+    /// caller's transaction usable: `INVALID_OPTIONS` for what PostgreSQL
+    /// cannot store (a NUL, an ordering key over 1,000 bytes) or AMQP cannot
+    /// carry (a name over 255 bytes), `PRECONDITION_FAILED` for what the
+    /// broker refuses (another user's `userId`, an `expiration` it does not
+    /// take, a routing header that is not an array, a body over its
+    /// `max_message_size`).
+    #[napi]
+    pub fn check(
+        &self,
+        exchange: String,
+        routing_key: String,
+        body_length: f64,
+        ordering_key: Option<String>,
+        properties: Option<MessageProperties>,
+    ) -> napi::Result<()> {
+        let refuse = |kind, message: String| Err(js_error(Error::new(kind, message)));
+        short_name("exchange", &exchange).map_err(js_error)?;
+        short_name("routing key", &routing_key).map_err(js_error)?;
+        for (what, text) in [
+            ("exchange", Some(&exchange)),
+            ("routingKey", Some(&routing_key)),
+            ("orderingKey", ordering_key.as_ref()),
+        ] {
+            if text.is_some_and(|t| t.contains('\0')) {
+                return refuse(
+                    ErrorKind::InvalidOptions,
+                    format!("{what} holds a NUL character, which PostgreSQL's text cannot store"),
+                );
+            }
+        }
+        if let Some(key) = &ordering_key {
+            if key.len() > MAX_ORDERING_KEY_BYTES {
+                return refuse(
+                    ErrorKind::InvalidOptions,
+                    format!(
+                        "orderingKey is {} bytes, more than the {MAX_ORDERING_KEY_BYTES} the outbox's index takes",
+                        key.len()
+                    ),
+                );
+            }
+        }
+        let props = properties.unwrap_or_default().into_amqp()?;
+        match self.broker.limits().check(&props, body_length as usize) {
+            Ok(()) => Ok(()),
+            Err(refused) => refuse(
+                ErrorKind::PreconditionFailed,
+                format!(
+                    "the broker would refuse this message, so it was not written: {}",
+                    refused.reason()
+                ),
+            ),
+        }
+    }
+
     /// Counts of the outbox and of this process's relay.
     #[napi]
     pub async fn stats(&self) -> napi::Result<NativeOutboxStats> {

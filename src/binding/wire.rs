@@ -197,6 +197,7 @@ mod tests {
             Event::Recovered { .. } => 5,
             Event::ConsumerError { .. } => 6,
             Event::Tally { .. } => 7,
+            Event::TakenBack { .. } => 8,
         }
     }
 
@@ -249,6 +250,7 @@ mod tests {
                 retried: [("5s".to_owned(), 37), ("1m".to_owned(), 2)].into(),
                 parked: [("exhausted".to_owned(), 1)].into(),
             },
+            Event::TakenBack { id: 5, acked: true },
         ]
     }
 
@@ -267,6 +269,7 @@ mod tests {
                 {"kind": "recovered", "attempts": 2, "afterMs": 350, "url": "amqp://node2"},
                 {"kind": "error", "error": "[CONNECTION] ack failed"},
                 {"kind": "tally", "retried": {"1m": 2, "5s": 37}, "parked": {"exhausted": 1}},
+                {"kind": "taken-back", "id": 5, "acked": true},
             ])
         );
         assert_eq!(events_json(&[]), "[]");
@@ -331,7 +334,7 @@ mod tests {
     fn fixture() -> String {
         let events = every_event();
         let kinds: BTreeSet<usize> = events.iter().map(kind_index).collect();
-        assert_eq!(kinds.len(), 8, "an example of every event kind");
+        assert_eq!(kinds.len(), 9, "an example of every event kind");
         let deliveries = deliveries();
         let views: Vec<DeliveryView<'_>> = deliveries.iter().map(view).collect();
         let meta: Value = serde_json::from_str(&to_batch(&views, &[], false).meta).unwrap();

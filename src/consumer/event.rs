@@ -107,6 +107,15 @@ pub(crate) enum Event {
         /// Parked copies by reason (`"exhausted"`).
         parked: BTreeMap<String, u32>,
     },
+    /// JavaScript settled a delivery the broker had taken back (its channel
+    /// was lost, or a consumer timeout returned it to the queue): nothing
+    /// was acked or moved, and the broker delivers the message again.
+    TakenBack {
+        /// The delivery id.
+        id: u64,
+        /// Whether its handler had succeeded (and JavaScript counted an ack).
+        acked: bool,
+    },
     /// The consumer itself hit an error (a failed ack, a closed channel). On
     /// the wire, `kind` is `error`.
     #[serde(rename = "error")]

@@ -26,9 +26,9 @@ use crate::retry::headers::{
 };
 use crate::retry::time::{iso8601_utc, parse_iso8601_utc};
 use crate::retry::{
-    copy_headers, is_broker_death_header, is_own_header, parked_queue_name, retry_queue_name,
-    verdict, Delay, Facts, FailureInput, HeaderValue, ProducerHeader, Route, Verdict,
-    RETRY_DROPPED_HEADERS,
+    copy_headers, is_broker_death_header, is_own_header, is_routing_header, parked_queue_name,
+    retry_queue_name, verdict, Delay, Facts, FailureInput, HeaderValue, ProducerHeader, Route,
+    Verdict, RETRY_DROPPED_HEADERS,
 };
 use crate::table::store::{NewRow, Stored};
 
@@ -263,7 +263,7 @@ fn learning(
     f: &Failure,
     learn: impl FnOnce(&mut Facts),
 ) -> Option<Route> {
-    let mut facts = facts(&p.delivery, p.attempt);
+    let mut facts = facts(&p.delivery, p.attempt, 0);
     learn(&mut facts);
     match verdict(f.thrown, &facts, &policy(config)) {
         Verdict::Route(route) => Some(route),
@@ -295,7 +295,8 @@ fn republished(
     let mut kept = FieldTable::default();
     if let Some(h) = original {
         for (k, v) in h.inner() {
-            if !is_broker_death_header(k.as_str()) && !is_own_header(k.as_str()) {
+            let name = k.as_str();
+            if !is_broker_death_header(name) && !is_own_header(name) && !is_routing_header(name) {
                 kept.insert(k.clone(), v.clone());
             }
         }

@@ -16,7 +16,8 @@
 //! consumer is told, `limits` its fixed bounds, `settlement` how JavaScript
 //! settled a delivery, `event` what JavaScript is told (serialised as it
 //! crosses), `command` what the handle asks of the task, `state` what the
-//! consumer is doing, and `pending` a delivery not settled yet.
+//! consumer is doing, `pending` a delivery not settled yet, and `timeouts`
+//! the consumer timeouts the consumer counts itself.
 
 mod acks;
 mod command;
@@ -33,6 +34,7 @@ mod sink;
 mod state;
 mod steps;
 mod task;
+mod timeouts;
 
 pub(crate) use command::ProbeOutcome;
 pub(crate) use config::{

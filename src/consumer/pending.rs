@@ -1,6 +1,7 @@
 //! A delivery the task holds until JavaScript settles it.
 
 use lapin::message::Delivery;
+use tokio::time::Instant;
 
 /// A delivery taken and not yet settled.
 pub(super) struct Pending {
@@ -12,4 +13,6 @@ pub(super) struct Pending {
     pub(super) table_bound: bool,
     /// Whether a retryable failure of this attempt parks (no retry is left).
     pub(super) parks: bool,
+    /// When it was taken in.
+    pub(super) since: Instant,
 }

@@ -22,6 +22,7 @@ use super::sink::Sink;
 use super::sink::{DeliveryView, Outbox};
 use super::state::{lock, ConsumerState};
 use super::steps::bounded;
+use super::timeouts::Timeouts;
 use crate::error::{Error, ErrorKind, Result};
 use crate::retry::jitter;
 
@@ -65,6 +66,9 @@ pub(super) struct ConsumerTask<L: Link> {
     state: Arc<Mutex<ConsumerState>>,
     /// Paused by JavaScript: a recovered subscription is cancelled at once.
     paused: bool,
+    /// The messages the broker took back from handlers that outlived the
+    /// consumer timeout, and how often.
+    timeouts: Timeouts,
 }
 
 impl<L: Link> ConsumerTask<L> {
@@ -86,6 +90,7 @@ impl<L: Link> ConsumerTask<L> {
             last_activity: Instant::now(),
             state,
             paused: false,
+            timeouts: Timeouts::default(),
         }
     }
 
@@ -161,8 +166,9 @@ impl<L: Link> ConsumerTask<L> {
                             }
                             None => {
                                 // Only the broker ends the stream while we still consume:
-                                // the queue was deleted, or its node went away.
-                                phase = self.lost(format!("the broker cancelled the consumer of '{}' (was the queue deleted, or is the node that holds it down?)", self.config.topology.queue));
+                                // a consumer timeout, the queue deleted, or its node gone.
+                                let why = self.cancelled();
+                                phase = self.lost(why);
                             }
                         }
                     }
@@ -343,6 +349,17 @@ impl<L: Link> ConsumerTask<L> {
 
     fn set_state(&self, s: ConsumerState) {
         *lock(&self.state) = s;
+    }
+
+    /// Why the broker cancelled the consumer: a consumer timeout (then
+    /// each delivery it took back is counted), or its queue or node gone.
+    fn cancelled(&mut self) -> String {
+        let held = self.pending.values().map(|p| (&p.delivery, p.since));
+        self.timeouts.cancelled(
+            &self.config.topology.queue,
+            self.config.consumer_timeout_ms,
+            held,
+        )
     }
 
     /// The channel or connection is gone: forget its deliveries (the broker

@@ -7,7 +7,11 @@
 //! - `exchange-not-found`: the exchange does not exist (the broker closed the
 //!   channel over it; the relay opens another);
 //! - `invalid-properties`: the row's `properties` (or its exchange's or routing
-//!   key's length) cannot make an AMQP publish;
+//!   key's length) cannot make an AMQP publish, or the broker would refuse
+//!   one of them (another user's `userId`, a negative `expiration`, …);
+//! - `too-large`: the body is over the broker's `max_message_size`;
+//! - `refused`: the broker closed the channel over this row (its text in
+//!   `last_error`), for a reason the relay could not tell before sending;
 //! - `nacked`: the broker refused the publish (`basic.nack`) [`MAX_NACKS`]
 //!   times; before that, each refusal counts in `attempts` and the row is
 //!   tried again in a later batch.
@@ -29,6 +33,10 @@ pub(super) const EXCHANGE_NOT_FOUND: &str = "exchange-not-found";
 pub(super) const INVALID_PROPERTIES: &str = "invalid-properties";
 /// Why a row is parked.
 pub(super) const NACKED: &str = "nacked";
+/// Why a row is parked.
+pub(super) const TOO_LARGE: &str = "too-large";
+/// Why a row is parked.
+pub(super) const REFUSED: &str = "refused";
 
 /// How the publish of one row ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +58,9 @@ pub(super) enum Outcome {
 }
 
 /// The outcome of a publish to `exchange` that ended with `result` (the
-/// publish and its confirm, as `publisher::confirmed` reads it).
+/// publish and its confirm, as `publisher::confirmed` reads it). A refusal
+/// the publisher charged to this row parks it; a channel closed over
+/// another row's refusal leaves it as it was (`PUBLISH_FAILED`).
 pub(super) fn outcome_of(exchange: &str, result: Result<(), Error>) -> Outcome {
     let e = match result {
         Ok(()) => return Outcome::Confirmed,
@@ -59,18 +69,18 @@ pub(super) fn outcome_of(exchange: &str, result: Result<(), Error>) -> Outcome {
     let closed_by = std::error::Error::source(&e)
         .and_then(|s| s.downcast_ref::<lapin::Error>())
         .and_then(amqp_reply);
-    match closed_by {
-        // The channel was closed over a missing exchange: this row's, or
-        // another row's of the batch (then this one only lost its channel).
-        Some((404, text)) if text.contains(&format!("no exchange '{exchange}'")) => {
+    match e.kind {
+        // The exchange does not exist: the broker said so when asked, or
+        // closed the channel over it, naming it.
+        ErrorKind::Unroutable if matches!(&closed_by, Some((404, text)) if text.contains(&format!("no exchange '{exchange}'"))) => {
             Outcome::Park(EXCHANGE_NOT_FOUND, e.message)
         }
-        Some(_) => Outcome::Failed(e.message),
-        None => match e.kind {
-            ErrorKind::Unroutable => Outcome::Park(UNROUTABLE, e.message),
-            ErrorKind::PublishNacked => Outcome::Nacked(e.message),
-            _ => Outcome::Failed(e.message),
-        },
+        ErrorKind::Unroutable => Outcome::Park(UNROUTABLE, e.message),
+        ErrorKind::PublishNacked => Outcome::Nacked(e.message),
+        ErrorKind::AccessRefused | ErrorKind::PreconditionFailed | ErrorKind::NotFound => {
+            Outcome::Park(REFUSED, e.message)
+        }
+        _ => Outcome::Failed(e.message),
     }
 }
 
@@ -196,5 +206,22 @@ mod tests {
             Outcome::Failed("no confirm".into())
         );
         assert_eq!(outcome_of("orders", Ok(())), Outcome::Confirmed);
+        // A refusal charged to this row parks it with the broker's words.
+        let refused = Error::new(ErrorKind::PreconditionFailed, "message size 9 is larger");
+        assert_eq!(
+            outcome_of("orders", Err(refused)),
+            Outcome::Park(REFUSED, "message size 9 is larger".into())
+        );
+        let internal = Error::new(ErrorKind::AccessRefused, "internal exchange 'orders'");
+        assert!(matches!(
+            outcome_of("orders", Err(internal)),
+            Outcome::Park(REFUSED, _)
+        ));
+        // Another row's refusal took its channel: it stays, for a later batch.
+        let lost = Error::new(ErrorKind::PublishFailed, "closed over another publish");
+        assert!(matches!(
+            outcome_of("orders", Err(lost)),
+            Outcome::Failed(_)
+        ));
     }
 }

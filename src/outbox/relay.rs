@@ -10,13 +10,16 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::claim::{chains, claim, OutboxRow};
-use super::outcome::{outcome_of, settle, Outcome, INVALID_PROPERTIES};
+use super::outcome::{outcome_of, settle, Outcome, INVALID_PROPERTIES, TOO_LARGE};
 use super::{RelayConfig, RelayCounters};
 use crate::amqp::connection::Broker;
 use crate::amqp::fields::short_name;
 use crate::amqp::order::Turn;
 use crate::amqp::properties::Properties;
-use crate::amqp::publisher::{confirmed, publish_confirmed, Publisher};
+use crate::amqp::publisher::{
+    confirmed, forget_if_missing, publish_confirmed, OpenChannel, Publisher,
+};
+use crate::amqp::refusal::Refused;
 use crate::error::Result;
 use crate::table::row::table_error;
 use crate::table::scheduler::stop::{pause, within_grace, STOP_COMMIT_WAIT, STOP_CONFIRM_WAIT};
@@ -211,6 +214,7 @@ impl Relay {
         stopped: &watch::Receiver<bool>,
     ) -> Vec<Outcome> {
         let timeout = self.broker.confirm_timeout();
+        let broker = self.broker.as_ref();
         let sends = chains(rows, self.config.ordered)
             .into_iter()
             .map(|chain| async move {
@@ -224,7 +228,7 @@ impl Relay {
                     let sent = within_grace(
                         stopped,
                         STOP_CONFIRM_WAIT,
-                        publish_row(ch, &rows[i], timeout),
+                        publish_row(broker, ch, &rows[i], timeout),
                     );
                     let outcome = sent.await.unwrap_or(Outcome::Unconfirmed);
                     broken = outcome != Outcome::Confirmed;
@@ -244,8 +248,11 @@ impl Relay {
     }
 }
 
-/// Publishes one row, mandatory, and waits for its confirm.
-async fn publish_row(ch: &Channel, row: &OutboxRow, timeout: Duration) -> Outcome {
+/// Publishes one row, mandatory, and waits for its confirm. A row the
+/// broker would refuse by closing the channel (a property, its size, a
+/// missing exchange) is parked without being sent: sent, it would take the
+/// rows in flight beside it down with it, and they would go out again.
+async fn publish_row(broker: &Broker, ch: &Channel, row: &OutboxRow, timeout: Duration) -> Outcome {
     let props = match Properties::from_json(&row.properties).and_then(|p| p.to_amqp()) {
         Ok(props) => props,
         Err(e) => return Outcome::Park(INVALID_PROPERTIES, e),
@@ -255,9 +262,27 @@ async fn publish_row(ch: &Channel, row: &OutboxRow, timeout: Duration) -> Outcom
     if let Err(e) = names {
         return Outcome::Park(INVALID_PROPERTIES, e.message);
     }
+    match broker.limits().check(&props, row.body.len()) {
+        Ok(()) => {}
+        Err(Refused::Properties(why)) => return Outcome::Park(INVALID_PROPERTIES, why),
+        Err(Refused::TooLarge(why)) => return Outcome::Park(TOO_LARGE, why),
+    }
     let (exchange, key) = (&row.exchange, &row.routing_key);
-    let result = publish_confirmed(ch, Turn::alone(), exchange, key, &row.body, props, timeout)
-        .await
-        .and_then(|c| confirmed(exchange, key, c));
+    if let Err(e) = broker.check_exchange(exchange).await {
+        return outcome_of(exchange, Err(e));
+    }
+    let result = publish_confirmed(
+        ch,
+        Turn::alone(),
+        broker.limits(),
+        exchange,
+        key,
+        &row.body,
+        props,
+        timeout,
+    )
+    .await
+    .inspect_err(|e| forget_if_missing(broker.exchanges(), exchange, e))
+    .and_then(|c| confirmed(exchange, key, c));
     outcome_of(exchange, result)
 }

@@ -311,5 +311,13 @@ pub(crate) fn is_broker_death_header(name: &str) -> bool {
         || name.starts_with("x-last-death-")
 }
 
+/// True for the headers RabbitMQ routes a publish by besides its routing key
+/// (`CC`, `BCC`: sender-selected distribution). A copy republished with the
+/// producer's `CC` would be delivered again to every queue it names, once
+/// per retry, so copies never carry them.
+pub(crate) fn is_routing_header(name: &str) -> bool {
+    name == "CC" || name == "BCC"
+}
+
 #[cfg(test)]
 pub(crate) mod tests;

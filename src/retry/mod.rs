@@ -19,7 +19,7 @@ pub(crate) use backoff::{jitter, Backoff};
 pub(crate) use broker_delay::BrokerDelay;
 pub(crate) use delay::{parse_delays, Delay, DelayError};
 pub(crate) use headers::{
-    is_broker_death_header, is_own_header, FailureInput, HeaderValue, FRAME_MAX,
+    is_broker_death_header, is_own_header, is_routing_header, FailureInput, HeaderValue, FRAME_MAX,
     RETRY_DROPPED_HEADERS, RETRY_ORIGINAL_USER_ID,
 };
 pub(crate) use names::{

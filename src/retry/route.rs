@@ -32,6 +32,14 @@ pub(crate) enum ParkReason {
     /// or one over its limits): parked instead of left unacked, where it
     /// would come back and be refused again.
     TableRefused,
+    /// The inbox's database refused what the message holds (its key: a NUL,
+    /// a size over the index's limit): parked at once, since every other
+    /// attempt would be refused alike.
+    InboxRefused,
+    /// The broker took the message back from a handler that outlived
+    /// `consumerTimeoutMs` as often as `deliveryLimit` allows: parked without
+    /// calling the handler again.
+    ConsumerTimeout,
 }
 
 impl ParkReason {
@@ -46,6 +54,8 @@ impl ParkReason {
             ParkReason::NoHandler => "no-handler",
             ParkReason::ReplyRefused => "reply-refused",
             ParkReason::TableRefused => "table-refused",
+            ParkReason::InboxRefused => "inbox-refused",
+            ParkReason::ConsumerTimeout => "consumer-timeout",
         }
     }
 }
@@ -151,6 +161,8 @@ mod tests {
             (NoHandler, "no-handler"),
             (ReplyRefused, "reply-refused"),
             (TableRefused, "table-refused"),
+            (InboxRefused, "inbox-refused"),
+            (ConsumerTimeout, "consumer-timeout"),
         ];
         for (reason, header) in reasons {
             assert_eq!(reason.as_str(), header);

@@ -18,6 +18,9 @@ pub(crate) enum Thrown {
     /// A `ReplyRefusedError`: the broker refused the reply to the request
     /// (its `reply-to`), as it would on every other attempt.
     ReplyRefused,
+    /// An `InboxRefusedError`: the inbox's database refused what the message
+    /// holds (its key), as it would on every other attempt.
+    InboxRefused,
     /// A `NonRetryableError`, or the `retryable` predicate answered no (or
     /// gave no boolean answer).
     NonRetryable,
@@ -27,9 +30,10 @@ pub(crate) enum Thrown {
 
 impl Thrown {
     /// Every kind, in the order JavaScript checks for them.
-    pub(crate) const ALL: [Thrown; 4] = [
+    pub(crate) const ALL: [Thrown; 5] = [
         Thrown::NoHandler,
         Thrown::ReplyRefused,
+        Thrown::InboxRefused,
         Thrown::NonRetryable,
         Thrown::Retryable,
     ];
@@ -39,6 +43,7 @@ impl Thrown {
         match self {
             Thrown::NoHandler => "no-handler",
             Thrown::ReplyRefused => "reply-refused",
+            Thrown::InboxRefused => "inbox-refused",
             Thrown::NonRetryable => "non-retryable",
             Thrown::Retryable => "retryable",
         }
@@ -74,6 +79,10 @@ pub(crate) struct Facts {
     /// The broker's `x-delivery-count` (quorum queues: 0 or absent on the
     /// first delivery).
     pub delivery_count: Option<u64>,
+    /// How often the broker took the message back from a handler that
+    /// outlived the consumer timeout, as the consumer counted it (RabbitMQ
+    /// 4.3 leaves it out of `x-delivery-count`).
+    pub timeouts: u32,
     /// A short string of the message (a header name, a property such as
     /// `message-id`, the routing key) is not UTF-8.
     pub undecodable: bool,
@@ -111,10 +120,13 @@ pub(crate) enum Verdict {
 /// 2. the retry table refused it: park as `table-refused`;
 /// 3. undecodable: park as `undecodable`, without calling the handler;
 /// 4. delivered `delivery_limit` times already: park as `delivery-limit`,
-///    without calling the handler again (it most likely crashes on it);
+///    without calling the handler again (it most likely crashes on it); or
+///    as `consumer-timeout` when the consumer timeouts the consumer counted
+///    make up the rest;
 /// 5. the handler has not run: to the handler;
-/// 6. no handler, reply refused, not retryable: park as `no-handler`,
-///    `reply-refused`, `non-retryable`, whatever the delays;
+/// 6. no handler, reply refused, inbox refused, not retryable: park as
+///    `no-handler`, `reply-refused`, `inbox-refused`, `non-retryable`,
+///    whatever the delays;
 /// 7. retryable: the next delay while there is one, then the retry table
 ///    for up to `table_attempts` more attempts, then park as `exhausted`;
 ///    with `broker_delay`, back to the broker while fewer than its
@@ -141,6 +153,12 @@ pub(crate) fn verdict(thrown: Option<Thrown>, facts: &Facts, policy: &Policy) ->
     {
         return park(ParkReason::DeliveryLimit);
     }
+    if policy
+        .delivery_limit
+        .is_some_and(|limit| facts.timeouts > 0 && deliveries(facts) >= u64::from(limit))
+    {
+        return park(ParkReason::ConsumerTimeout);
+    }
     match thrown {
         None => {
             let next = retried(facts.attempt, policy);
@@ -151,6 +169,7 @@ pub(crate) fn verdict(thrown: Option<Thrown>, facts: &Facts, policy: &Policy) ->
         }
         Some(Thrown::NoHandler) => park(ParkReason::NoHandler),
         Some(Thrown::ReplyRefused) => park(ParkReason::ReplyRefused),
+        Some(Thrown::InboxRefused) => park(ParkReason::InboxRefused),
         Some(Thrown::NonRetryable) => park(ParkReason::NonRetryable),
         Some(Thrown::Retryable) => Verdict::Route(retried(facts.attempt, policy)),
     }
@@ -161,6 +180,15 @@ pub(crate) fn verdict(thrown: Option<Thrown>, facts: &Facts, policy: &Policy) ->
 /// most `limit` times for one message.
 fn exceeds_delivery_limit(delivery_count: Option<u64>, limit: u32) -> bool {
     delivery_count.is_some_and(|c| c >= u64::from(limit))
+}
+
+/// The deliveries of the message before this one that were never settled:
+/// the broker's count and the consumer timeouts it left out of it.
+fn deliveries(facts: &Facts) -> u64 {
+    facts
+        .delivery_count
+        .unwrap_or(0)
+        .saturating_add(u64::from(facts.timeouts))
 }
 
 /// Where a retryable failure after `attempt` earlier failed attempts goes:

@@ -4,7 +4,7 @@
 use lapin::types::{AMQPValue, LongString};
 
 use super::{Role, Topology};
-use crate::error::{amqp_reply, Error, ErrorKind};
+use crate::error::{amqp_reply, refusal_kind, Error, ErrorKind};
 
 impl Topology {
     /// The error for a refused declaration of the queue `name` of `role`.
@@ -77,17 +77,20 @@ impl Topology {
                 ),
                 _ => replace.to_owned(),
             },
+            // Consumed as it is, a queue without the broker's delayed retry
+            // would deliver a returned message again at once: with
+            // brokerDelay, the only remedies change the queue or the mode.
             "x-delayed-retry-min" | "x-delayed-retry-max" if role == Role::Work => {
                 let field = &arg["x-delayed-retry-".len()..];
                 match current.number() {
                     Some(n) if self.broker_delay.is_some() => format!(
-                        "set onFailure.brokerDelay.{field}: {n} (milliseconds) to match, {AS_IS}"
+                        "set onFailure.brokerDelay.{field}: {n} (milliseconds) to match"
                     ),
-                    _ => format!("{}, {AS_IS}", delayed_retry_remedy(self.broker_delay.is_some())),
+                    _ => delayed_retry_remedy(self.broker_delay.is_some()),
                 }
             }
             "x-delayed-retry-type" if role == Role::Work => {
-                format!("{}, {AS_IS}", delayed_retry_remedy(self.broker_delay.is_some()))
+                delayed_retry_remedy(self.broker_delay.is_some())
             }
             _ if self.owner(role, arg).is_some() => replace.to_owned(),
             _ => {
@@ -107,11 +110,11 @@ impl Topology {
 
 /// What to do about a work queue whose delayed retry differs in kind: it has
 /// none and `brokerDelay` asks for it (`asked`), or the other way round.
-fn delayed_retry_remedy(asked: bool) -> &'static str {
+fn delayed_retry_remedy(asked: bool) -> String {
     if asked {
-        "onFailure.brokerDelay declares the work queue with x-delayed-retry-type 'failed': a quorum queue's arguments cannot change, so declare the queue anew (once it is empty), or use onFailure.delays"
+        "onFailure.brokerDelay needs the work queue's x-delayed-retry-type 'failed' (with its min and max): a quorum queue's arguments cannot change, so declare the queue anew (once it is empty), or use onFailure.delays".to_owned()
     } else {
-        "the queue retries on its own (x-delayed-retry-*): use onFailure.brokerDelay with its values"
+        "the queue retries on its own (x-delayed-retry-*): use onFailure.brokerDelay with its values, or assertQueue: false to consume the queue as it is".to_owned()
     }
 }
 
@@ -230,12 +233,16 @@ pub(super) fn exchange_error(name: &str, e: &lapin::Error) -> Error {
 /// Any other refusal, or a lost connection, while declaring `what` `name`.
 pub(super) fn broker_error(what: &str, name: &str, e: &lapin::Error) -> Error {
     match amqp_reply(e) {
+        Some((403, text)) if text.contains("reserved prefix") => Error::new(
+            ErrorKind::AccessRefused,
+            format!("declaring {what} '{name}' was refused: {text}; names that begin with 'amq.' are the broker's: choose another"),
+        ),
         Some((403, text)) => Error::new(
-            ErrorKind::Connection,
+            ErrorKind::AccessRefused,
             format!("declaring {what} '{name}' was refused: {text}; the user needs configure permission on it"),
         ),
         Some((code, text)) => Error::new(
-            ErrorKind::Connection,
+            refusal_kind(code).unwrap_or(ErrorKind::Connection),
             format!("declaring {what} '{name}' failed: {code} {text}"),
         ),
         None => Error::new(

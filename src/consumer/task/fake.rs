@@ -56,6 +56,7 @@ pub(super) fn kind(e: &Event) -> &'static str {
         Event::Recovered { .. } => "recovered",
         Event::ConsumerError { .. } => "error",
         Event::Tally { .. } => "tally",
+        Event::TakenBack { .. } => "taken-back",
     }
 }
 
@@ -115,9 +116,21 @@ impl Script {
     }
 
     /// Delivers `tag` on the newest subscription, delivered `count` times
-    /// before (its `x-delivery-count`).
+    /// before (its `x-delivery-count`), as a redelivery.
     pub(super) fn deliver_counted(&self, tag: u64, count: i64) {
-        let mut d = Delivery::mock(tag, "".into(), "q".into(), false, format!("m{tag}").into());
+        self.deliver_with_count(tag, count, true);
+    }
+
+    /// Delivers `tag` with an `x-delivery-count` of `count`, flagged
+    /// `redelivered` or not (a producer's header on a first delivery).
+    pub(super) fn deliver_with_count(&self, tag: u64, count: i64, redelivered: bool) {
+        let mut d = Delivery::mock(
+            tag,
+            "".into(),
+            "q".into(),
+            redelivered,
+            format!("m{tag}").into(),
+        );
         let mut headers = lapin::types::FieldTable::default();
         headers.insert(
             "x-delivery-count".into(),

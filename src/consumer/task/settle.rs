@@ -26,9 +26,16 @@ impl<L: Link> ConsumerTask<L> {
         self.next_id += 1;
         let id = self.next_id;
         let attempt = attempt(&self.config, &d);
-        let verdict = verdict(None, &facts(&d, attempt), &policy(&self.config));
+        let timeouts = self.timeouts.of(&d);
+        let verdict = verdict(None, &facts(&d, attempt, timeouts), &policy(&self.config));
         let limit = self.config.topology.delivery_limit;
-        self.follow(id, d, attempt, verdict, |d, route| refusal(d, route, limit))
+        let timed = (timeouts, self.config.consumer_timeout_ms);
+        if matches!(verdict, Verdict::Route(_)) {
+            self.timeouts.settled(&d);
+        }
+        self.follow(id, d, attempt, verdict, |d, route| {
+            refusal(d, route, limit, timed)
+        })
     }
 
     /// Settles delivery `id` as JavaScript says: acked, or failed (then
@@ -36,14 +43,21 @@ impl<L: Link> ConsumerTask<L> {
     pub(super) fn settle(&mut self, id: u64, s: Settlement) {
         self.last_activity = Instant::now();
         let Some(p) = self.pending.remove(&id) else {
+            // Its channel is gone, or the broker took it back (a consumer
+            // timeout): nothing can be acked or moved; it is delivered again.
+            self.out.events.push(Event::TakenBack {
+                id,
+                acked: matches!(s, Settlement::Ack),
+            });
             return;
         };
+        self.timeouts.settled(&p.delivery);
         match s {
             Settlement::Ack => self.acks.done(p.delivery.delivery_tag),
             Settlement::Fail(f) => {
                 let verdict = verdict(
                     f.thrown,
-                    &facts(&p.delivery, p.attempt),
+                    &facts(&p.delivery, p.attempt, 0),
                     &policy(&self.config),
                 );
                 // Handed over again only if the verdict says so (never after a failure).
@@ -71,6 +85,7 @@ impl<L: Link> ConsumerTask<L> {
                     attempt,
                     table_bound,
                     parks,
+                    since: Instant::now(),
                 };
                 self.pending.insert(id, p);
                 Some(id)
@@ -82,6 +97,7 @@ impl<L: Link> ConsumerTask<L> {
                     attempt,
                     table_bound: false,
                     parks: false,
+                    since: Instant::now(),
                 };
                 self.move_out(id, p, f, route);
                 None

@@ -106,6 +106,7 @@ fn verdict_table() {
         // No handler, a refused reply: parked at once with delays left.
         (Some(NoHandler), at(0), plain(three), park(P::NoHandler, 0)),
         (Some(ReplyRefused), at(1), plain(three), park(P::ReplyRefused, 1)),
+        (Some(InboxRefused), at(0), plain(three), park(P::InboxRefused, 0)),
         (Some(NoHandler), at(0), policy(three, Some(3), None), park(P::NoHandler, 0)),
         // The delays first, then the table, then exhausted.
         (Some(Retryable), at(0), policy(two, Some(3), None), retry(5_000, 0)),
@@ -257,13 +258,19 @@ fn a_failure_always_routes() {
 }
 
 #[test]
-fn javascript_reports_four_kinds_by_name() {
+fn javascript_reports_five_kinds_by_name() {
     for thrown in Thrown::ALL {
         assert_eq!(Thrown::from_report(thrown.as_str()), Some(thrown));
     }
     assert_eq!(
         Thrown::ALL.map(Thrown::as_str),
-        ["no-handler", "reply-refused", "non-retryable", "retryable"]
+        [
+            "no-handler",
+            "reply-refused",
+            "inbox-refused",
+            "non-retryable",
+            "retryable"
+        ]
     );
     for other in [
         "exhausted",
@@ -277,4 +284,41 @@ fn javascript_reports_four_kinds_by_name() {
     ] {
         assert_eq!(Thrown::from_report(other), None, "{other}");
     }
+}
+
+#[test]
+fn consumer_timeouts_count_toward_the_delivery_limit() {
+    use ParkReason as P;
+    let delays = [d(5_000)];
+    let limited = policy(&delays, None, Some(3));
+    let timed = |count: Option<u64>, timeouts: u32| Facts {
+        timeouts,
+        ..delivered(0, count)
+    };
+    let handle = Verdict::Handle {
+        table_bound: false,
+        parks: false,
+    };
+    // Below the limit, counted together: to the handler.
+    assert_eq!(verdict(None, &timed(None, 2), &limited), handle);
+    assert_eq!(verdict(None, &timed(Some(1), 1), &limited), handle);
+    // At it: parked, named for the timeout when timeouts made up the count.
+    let parked = |reason| Verdict::Route(Route::Park { reason, attempt: 0 });
+    assert_eq!(
+        verdict(None, &timed(None, 3), &limited),
+        parked(P::ConsumerTimeout)
+    );
+    assert_eq!(
+        verdict(None, &timed(Some(2), 1), &limited),
+        parked(P::ConsumerTimeout)
+    );
+    assert_eq!(
+        verdict(None, &timed(Some(3), 1), &limited),
+        parked(P::DeliveryLimit)
+    );
+    // Without a delivery limit, nothing bounds them here.
+    assert_eq!(
+        verdict(None, &timed(None, 9), &policy(&delays, None, None)),
+        handle
+    );
 }
