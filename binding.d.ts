@@ -149,7 +149,7 @@ export declare class NativeConsumer {
    * and parks it does not hear of one by one come as counts (a `tally`
    * event per batch).
    */
-  heard(retry: boolean, parked: boolean): void
+  heard(retry: boolean, parked: boolean, moves?: boolean | undefined | null): void
   /**
    * Puts deliveries that were handed over but never started back in the
    * queue, in their place.
@@ -355,6 +355,12 @@ export interface ConsumeOptions {
   consumerTag?: string
   /** Every `retry-*` header on a retried copy, not only those counting its attempts and parking it need (`onFailure.retryHeaders: 'full'`). @default false */
   fullRetryHeaders?: boolean
+  /**
+   * Whether the consumer's caller waits on where each failed message goes
+   * (the microservices transport): the deliveries the verdict refuses
+   * before their handler are then handed over too, from the first. @default false
+   */
+  watchMoves?: boolean
 }
 
 /** A parsed delay: milliseconds and the label used in queue names. */

@@ -1,3 +1,4 @@
+import type { MoveListener } from './consumer/moves';
 import { Consumer, runningConsumers } from './consumer';
 import type { CloseResult, Handler, SchedulerStopResult } from './consumer/events';
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
@@ -164,7 +165,21 @@ export class RabbitRetry {
   consume<P extends PgPoolLike>(options: ConsumeOptions & { inbox: InboxPoolOptions<P> }, handler: InboxHandler<PgClientOf<P>>): Promise<Consumer>;
   consume<Tx>(options: ConsumeOptions & { inbox: InboxAdapterOptions<Tx> }, handler: InboxHandler<Tx>): Promise<Consumer>;
   consume(options: ConsumeOptions, handler: Handler): Promise<Consumer>;
-  async consume(options: ConsumeOptions, handler: Handler | InboxHandler<never>): Promise<Consumer> {
+  consume(options: ConsumeOptions, handler: Handler | InboxHandler<never>): Promise<Consumer> {
+    return this.consumeWith(options, handler);
+  }
+
+  /**
+   * {@link RabbitRetry.consume}, telling `moves` where each message whose
+   * handler failed, or that the verdict refused before its handler, went:
+   * for a part that acts only on a message that parks (the microservices
+   * transport answers a request's caller then). @internal
+   */
+  consumeWatched(options: ConsumeOptions, handler: Handler, moves: MoveListener): Promise<Consumer> {
+    return this.consumeWith(options, handler, moves);
+  }
+
+  private async consumeWith(options: ConsumeOptions, handler: Handler | InboxHandler<never>, moves?: MoveListener): Promise<Consumer> {
     this.assertOpen();
     checkConsumeOptions(options);
     if (typeof handler !== 'function') throw new InvalidOptionsError('handler must be a function (msg) => Promise<void>');
@@ -190,7 +205,7 @@ export class RabbitRetry {
     // The inbox's tables exist before anything is declared.
     await inbox?.prepare();
     // Left-out options go as undefined: the native layer checks every value and applies the defaults.
-    const inner = await native(() => this.inner.consume(nativeConsumeOptions(options, delays)));
+    const inner = await native(() => this.inner.consume(nativeConsumeOptions(options, delays, moves !== undefined)));
     const parkedDepth = async () => (await native(() => this.inner.queueInfo(parkedQueueName(options.queue))))?.messages;
     const table = this.#table;
     const oldestDueAge = table ? async () => (await table.stats()).oldestDueAgeMs : undefined;
@@ -220,6 +235,7 @@ export class RabbitRetry {
         ),
       },
       background: inbox,
+      moves,
       onClosed: (c) => {
         void inbox?.stop();
         this.consumers.delete(c);

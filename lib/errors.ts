@@ -3,28 +3,13 @@
  * it without parsing messages, and a message that says what to do next.
  */
 
-/** The codes of rabbit-retry's errors. */
-export type ErrorCode =
-  | 'NON_RETRYABLE'
-  | 'NO_HANDLER'
-  | 'UNSUPPORTED_OPTION'
-  | 'TOPOLOGY_MISMATCH'
-  | 'UNROUTABLE'
-  | 'PUBLISH_NACKED'
-  | 'PUBLISH_FAILED'
-  | 'CONNECTION'
-  | 'INVALID_OPTIONS'
-  | 'CLOSED'
-  | 'RETRY_TABLE'
-  | 'REPLY_REFUSED'
-  | 'BROKER_UNSUPPORTED'
-  | 'INBOX'
-  | 'INBOX_REFUSED'
-  | 'ACCESS_REFUSED'
-  | 'NOT_FOUND'
-  | 'PRECONDITION_FAILED'
-  | 'REQUEST_TIMEOUT'
-  | 'REMOTE_ERROR';
+import type { NativeErrorCode } from './contract';
+
+/** The codes only the TypeScript layer gives its errors; the others are the native layer's (`NATIVE_ERROR_CODES`). */
+export const JS_ERROR_CODES = ['NON_RETRYABLE', 'NO_HANDLER', 'UNSUPPORTED_OPTION', 'INBOX', 'INBOX_REFUSED', 'REQUEST_TIMEOUT', 'REMOTE_ERROR'] as const;
+
+/** The codes of rabbit-retry's errors: the native layer's and the TypeScript layer's own. */
+export type ErrorCode = NativeErrorCode | (typeof JS_ERROR_CODES)[number];
 
 /** The base class of rabbit-retry's errors. */
 export class RabbitRetryError extends Error {
@@ -254,7 +239,8 @@ export class RemoteError extends RabbitRetryError {
   }
 }
 
-const byCode: Record<string, new (message: string) => RabbitRetryError> = {
+/** The class of each code an error crossing from the native layer may carry: every native code has one. */
+const byCode: Partial<Record<ErrorCode, new (message: string) => RabbitRetryError>> = {
   NON_RETRYABLE: NonRetryableError,
   TOPOLOGY_MISMATCH: TopologyMismatchError,
   UNROUTABLE: UnroutableError,
@@ -269,7 +255,7 @@ const byCode: Record<string, new (message: string) => RabbitRetryError> = {
   ACCESS_REFUSED: AccessRefusedError,
   NOT_FOUND: NotFoundError,
   PRECONDITION_FAILED: PreconditionFailedError,
-};
+} satisfies Record<NativeErrorCode, new (message: string) => RabbitRetryError> & Partial<Record<ErrorCode, new (message: string) => RabbitRetryError>>;
 
 /**
  * Turns an error from the native layer (`[CODE] message`) into its typed class.
@@ -284,7 +270,7 @@ export function fromNative(err: unknown): unknown {
   const message = raw;
   const m = /^\[([A-Z_]+)\] ([\s\S]*)$/.exec(message);
   if (!m) return err;
-  const Ctor = byCode[m[1]];
+  const Ctor = byCode[m[1] as ErrorCode];
   return Ctor ? new Ctor(m[2]) : err;
 }
 

@@ -40,6 +40,7 @@ export {
   type OutboxPublishOptions,
 } from './outbox/outbox';
 export type { OutboxOptions } from './outbox-options';
+export { PARK_REASONS, OUTBOX_PARK_REASONS, NATIVE_ERROR_CODES, type ParkReason, type NativeErrorCode } from './contract';
 export { Message, type MessageProperties } from './message';
 export type { InboxOptions, InboxPoolOptions, InboxAdapterOptions, InboxCommonOptions, InboxContext, InboxHandler } from './inbox-options';
 export {
@@ -105,6 +106,7 @@ export {
   RequestTimeoutError,
   RemoteError,
   type ErrorCode,
+  JS_ERROR_CODES,
 } from './errors';
 export {
   Parked,

@@ -54,8 +54,11 @@ export function nativeConnectOptions(options: ConnectOptions, urls: string[]): N
   };
 }
 
-/** `consume`'s options for the native consumer, `delays` being the retry delays as strings. @internal */
-export function nativeConsumeOptions(options: ConsumeOptions, delays: string[]): Native.ConsumeOptions {
+/**
+ * `consume`'s options for the native consumer, `delays` being the retry
+ * delays as strings; `watchMoves` when the caller waits on where failures go. @internal
+ */
+export function nativeConsumeOptions(options: ConsumeOptions, delays: string[], watchMoves = false): Native.ConsumeOptions {
   const brokerDelay = options.onFailure?.brokerDelay;
   return {
     queue: options.queue,
@@ -73,6 +76,7 @@ export function nativeConsumeOptions(options: ConsumeOptions, delays: string[]):
     parkedQueueArguments: argumentsJson(options.parkedQueueArguments),
     consumerTag: options.consumerTag,
     fullRetryHeaders: options.onFailure?.retryHeaders === 'full',
+    watchMoves,
     table: options.onFailure?.table !== undefined,
     tableMaxAttempts: options.onFailure?.table?.maxAttempts,
     delays,

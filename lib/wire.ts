@@ -11,6 +11,7 @@
  * (__test__/wire.test.ts checks that each kind and key is written).
  * @internal
  */
+import type { ParkReason } from './contract';
 import { type DeliveryParts, Message } from './message';
 import type { NativeBatch, NativeMessageProperties } from './native';
 
@@ -18,7 +19,7 @@ import type { NativeBatch, NativeMessageProperties } from './native';
 export type WireEvent =
   /** `reason` is the copy's `retry-reason` (`retry`). */
   | { kind: 'retry'; id: number; messageId: string | null; target: string; reason: string; attempt: number; delay: string; error: string }
-  | { kind: 'parked'; id: number; messageId: string | null; target: string; reason: string; attempt: number; error: string }
+  | { kind: 'parked'; id: number; messageId: string | null; target: string; reason: ParkReason; attempt: number; error: string }
   /** `reason` is the row's `retry-reason` (`retry-table`). */
   | { kind: 'stored'; id: number; messageId: string | null; reason: string; rowId: number; attempt: number; dependency: string | null; error: string }
   /** `error` is `[CODE] message`. */
@@ -71,6 +72,8 @@ export interface DeliveryMeta {
   table?: true;
   /** Present when a retryable failure of this attempt parks: no retry is left. */
   parks?: true;
+  /** Present when the verdict refused it before its handler (it parks): handed over only to be watched, never handled. */
+  refused?: true;
 }
 
 /** The events of a batch, in order. */

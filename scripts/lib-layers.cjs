@@ -2,7 +2,7 @@
  * The layers of lib/, from the ground up, for .dependency-cruiser.cjs and scripts/check-structure.mjs. A module
  * may import modules of its own layer and of lower ones:
  *
- *   base      native, errors, error-text, otel, otel-api, redact: no library module below them
+ *   base      native, errors, error-text, otel, otel-api, redact, contract: no library module below them
  *   model     options, outbox-options, delay, recovery, message, wire, metrics, transaction, inbox-options: what
  *             the options and a message are, and what rabbit-retry needs of the user's database
  *   tools     names, topic, declare, option-keys, check-options, fence, log, tracing, publish, replies, request, sql
@@ -19,7 +19,7 @@
  * module is placed on purpose.
  */
 const LAYERS = [
-  ['base', ['native', 'errors', 'error-text', 'otel', 'otel-api', 'redact']],
+  ['base', ['native', 'errors', 'error-text', 'otel', 'otel-api', 'redact', 'contract']],
   ['model', ['options', 'outbox-options', 'delay', 'recovery', 'message', 'wire', 'metrics', 'transaction', 'inbox-options']],
   ['tools', ['names', 'topic', 'declare', 'option-keys', 'check-options', 'fence', 'log', 'tracing', 'publish', 'replies', 'request', 'sql']],
   ['circuit', ['circuit']],

@@ -22,6 +22,8 @@
 
 mod claim;
 mod outcome;
+#[cfg(test)]
+pub(crate) use outcome::PARK_REASONS;
 mod relay;
 mod rows;
 

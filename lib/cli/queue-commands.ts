@@ -2,6 +2,7 @@
  * The commands on a work queue's parked queue: `parked peek`, `parked replay`
  * and `parked purge`.
  */
+import { PARK_REASONS } from '../contract';
 import { type Command, Option } from 'commander';
 
 import { HEADERS, parkedQueueName } from '../native';
@@ -17,7 +18,7 @@ interface FilterOptions {
 
 function filterOptions(c: Command): Command {
   return c
-    .option('--reason <reason>', 'only messages parked for this reason (exhausted, non-retryable)')
+    .option('--reason <reason>', `only messages parked for this reason (${PARK_REASONS.join(', ')})`)
     .option('--error <text>', 'only messages whose error message contains this text')
     .option('--error-name <name>', 'only messages whose error has this name');
 }

@@ -23,6 +23,7 @@ import type { CloseResult, ConsumerEvents, ConsumerHealth, ConsumerState, Consum
 import { FailureReporter } from './failure';
 import { Handling } from './handling';
 import { InFlight, type Tracked, stuckCheckEveryMs } from './in-flight';
+import { type MoveListener, MoveWatch } from './moves';
 import { Membership } from './membership';
 import { type CircuitNotice, Reporter } from './reporter';
 import { runningOwners } from './scope';
@@ -33,6 +34,8 @@ import { Tally } from './tally';
 /** @internal */
 export interface ConsumerContext {
   inner: NativeConsumer;
+  /** Hears where each failed message went, from the first delivery (the native consumer was told). */
+  moves?: MoveListener;
   handler: Handler;
   /** `onFailure.retryable`; without one, every error but the library's non-retryable ones is worth another attempt. */
   retryable?: (err: unknown, msg: Message) => boolean;
@@ -94,6 +97,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private readonly tracing: ConsumerTracing;
   /** The consumer in its circuit, when it has one. */
   private readonly membership?: Membership;
+  /** Where failed messages went, for a part that waits on it ({@link Consumer.watchMoves}). */
+  #moves?: MoveWatch;
 
   /** @internal */
   constructor(ctx: ConsumerContext) {
@@ -118,6 +123,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         heard: (event) => this.listenerCount(event) > 0,
         emit: (event, ...args) => (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args),
         movedTo: (url) => (this.node = url),
+        moves: () => this.#moves,
       },
       this.tally,
       this.tracing,
@@ -142,6 +148,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         clearInterval(this.#stuckTimer);
         this.tracing.close();
         this.tally.stop();
+        this.#moves?.clear();
         ctx.onClosed(this);
       },
     });
@@ -170,6 +177,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       tally: this.tally,
       consumerTag: ctx.consumerTag,
       dropped: () => this.shutdown.abandoned || this.shutdown.closed,
+      moves: { failed: (id, msg) => this.#moves?.failed(id, msg) },
     });
     if (ctx.alert) {
       this.alerts = new AlertWatch(ctx.alert, {
@@ -196,6 +204,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         notify: (...notice: CircuitNotice) => this.reporter.circuit(...notice),
       });
     }
+    if (ctx.moves) this.#moves = new MoveWatch(ctx.moves, log, queue);
     // The native side reports retries and parks one by one only while this consumer has listeners for them.
     this.tellHeard();
     (this as EventEmitter).on('newListener', (event: string | symbol) => {
@@ -331,10 +340,12 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
    * those moves instead of reporting each.
    */
   private tellHeard(adding?: 'retry' | 'parked'): void {
-    const retry = adding === 'retry' || this.listenerCount('retry') > 0;
-    const parked = adding === 'parked' || this.listenerCount('parked') > 0;
+    // A part that waits on where failures go needs each move, with its delivery.
+    const watched = this.#moves !== undefined;
+    const retry = watched || adding === 'retry' || this.listenerCount('retry') > 0;
+    const parked = watched || adding === 'parked' || this.listenerCount('parked') > 0;
     try {
-      this.inner.heard(retry, parked);
+      this.inner.heard(retry, parked, watched);
     } catch {
       // A closed consumer reports nothing more.
     }
@@ -342,15 +353,18 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
 
   /** Deliveries and events from the native consumer, as they arrive. */
   private readonly onBatch = (batch: NativeBatch): void => {
+    let ds = deliveriesOf(batch);
+    // Refused before their handler, handed over only to be watched: known before their park is heard.
+    if (this.#moves) ds = this.handling.watchRefused(ds, batch);
     for (const e of eventsOf(batch)) this.reporter.event(e);
     if (!this.shutdown.finishing) {
       const membership = this.membership;
       if (!membership) {
-        this.handling.handleAll(deliveriesOf(batch), batch);
+        this.handling.handleAll(ds, batch);
       } else if (membership.admits) {
-        this.handling.handleAll(deliveriesOf(batch), batch, (r) => membership.outcome(r));
+        this.handling.handleAll(ds, batch, (r) => membership.outcome(r));
       } else {
-        this.release(deliveriesOf(batch).map((d) => d.id));
+        this.release(ds.map((d) => d.id));
       }
     }
     if (batch.closed) this.endStream();

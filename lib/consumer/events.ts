@@ -2,6 +2,7 @@
  * The public types of a consumer: its handler, the events it emits, and what
  * `stats()`, `health()` and `close()` return.
  */
+import type { ParkReason } from '../contract';
 import type { RabbitRetryError } from '../errors';
 import type { Message } from '../message';
 import type { ParkedAlert, RetryTableAlert } from '../options';
@@ -34,8 +35,8 @@ export interface ParkedEvent {
   target: string;
   /** Its message id, if any. */
   messageId?: string;
-  /** `exhausted` or `non-retryable`. */
-  reason: string;
+  /** Why it parked: `exhausted`, `non-retryable`, … (every reason is in `PARK_REASONS`). */
+  reason: ParkReason;
   /** The `retry-attempt` it carries. */
   attempt: number;
   /** The handler's error message. */

@@ -8,6 +8,7 @@
  */
 import { InboxError, InboxRefusedError, NoHandlerError, NonRetryableError, ReplyRefusedError } from '../errors';
 import type { Message } from '../message';
+import type { FailureKind as ContractKind } from '../contract';
 import type { NativeFailureInfo } from '../native';
 import type { TableRouteOptions } from '../options';
 import { BOOLEAN, type Expectation, type FenceResult, fenceSync } from '../fence';
@@ -19,6 +20,9 @@ export type FailureInfo = Omit<NativeFailureInfo, 'id'>;
 
 /** What the handler threw, as the report names it. */
 export type FailureKind = NativeFailureInfo['kind'];
+
+/** The binding's kinds are the contract's (src/retry/verdict.rs), each way round, or this does not compile. @internal */
+export const KINDS_AGREE: [FailureKind] extends [ContractKind] ? ([ContractKind] extends [FailureKind] ? true : never) : never = true;
 
 function isNoHandler(err: unknown): boolean {
   try {

@@ -11,6 +11,7 @@ import { type DeliveryMeta, messageOf } from '../wire';
 import type { Handler } from './events';
 import type { FailureReporter } from './failure';
 import type { InFlight, Tracked } from './in-flight';
+import type { MoveWatch } from './moves';
 import { handlerMark, named } from './scope';
 import { type Settlements, unreadableFailure } from './settlement';
 import type { Tally } from './tally';
@@ -31,6 +32,8 @@ export interface HandlingHost {
   readonly consumerTag?: string;
   /** What a handler settles now is dropped: the close gave up on it (the channel took its message back), or the consumer closed. */
   dropped(): boolean;
+  /** Hears each failure that goes to the native side, when a part waits on where it goes. */
+  readonly moves?: Pick<MoveWatch, 'failed'>;
 }
 
 /** One delivery made ready for its handler: its message, its span and its run. */
@@ -102,6 +105,28 @@ export class Handling {
       else outcome?.('other');
     }
     if (ready.length > 0) void Promise.resolve({ ready, outcome }).then(this.#callAll);
+  }
+
+  /**
+   * The deliveries of `ds` the verdict refused before their handler (they
+   * park): each is told to the move watch, with its message, and left out of
+   * what is returned, which are the deliveries to handle.
+   */
+  watchRefused(ds: readonly DeliveryMeta[], batch: NativeBatch): DeliveryMeta[] {
+    const host = this.#host;
+    const handled: DeliveryMeta[] = [];
+    for (const d of ds) {
+      if (d.refused !== true) {
+        handled.push(d);
+        continue;
+      }
+      try {
+        host.moves?.failed(d.id, messageOf(d, batch, host.consumerTag).msg);
+      } catch {
+        // A message that cannot be read is parked all the same; nobody is told of it.
+      }
+    }
+    return handled;
   }
 
   /**
@@ -184,6 +209,7 @@ export class Handling {
         failure.tracestate = trace.tracestate;
       }
       host.settlements.fail(d.id, failure);
+      host.moves?.failed(d.id, msg);
       host.tally.failed(run.startedAt);
       return failure.kind === 'retryable' ? 'failure' : 'other';
     } catch (internal) {

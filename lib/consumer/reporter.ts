@@ -12,6 +12,7 @@ import type { Log } from '../log';
 import type { ConsumerTracing } from '../tracing';
 import type { WireEvent } from '../wire';
 import type { ConsumerEvents, DuplicateEvent, StuckEvent } from './events';
+import type { MoveWatch } from './moves';
 import type { Tally } from './tally';
 
 /** A change of the consumer's circuit, as its event. */
@@ -28,6 +29,8 @@ export interface ReportHost {
   emit<E extends keyof ConsumerEvents>(event: E, ...args: ConsumerEvents[E]): void;
   /** The consumer consumes from the node `url` now. */
   movedTo(url: string): void;
+  /** Hears where each failed message went, when a part waits on it. */
+  moves(): Pick<MoveWatch, 'heard'> | undefined;
 }
 
 /** Turns what happened to a consumer into its events, counts and log lines. */
@@ -102,6 +105,7 @@ export class Reporter {
     const { host, tally } = this;
     const { queue } = host;
     tally.safely(() => this.tracing.settled(e));
+    host.moves()?.heard(e);
     switch (e.kind) {
       case 'retry': {
         const { delay, target } = e;

@@ -21,10 +21,11 @@ import {
   delayStrings,
   refuseForeign,
 } from '../check-options';
-import { DEFAULT_CLOSE_TIMEOUT_MS, DEFAULT_DELAYS } from '../options';
+import type { ParkedMove } from '../consumer/moves';
+import { DEFAULT_CLOSE_TIMEOUT_MS } from '../options';
 import { logMoves } from '../nestjs/follow';
 import { reasonOf } from '../error-text';
-import { BOOLEAN, DEFAULT_CALLBACK_TIMEOUT_MS, OBJECT, fence, fenceSync } from '../fence';
+import { DEFAULT_CALLBACK_TIMEOUT_MS, OBJECT, fence } from '../fence';
 import { RabbitRetryChannelRef, RabbitRetryContext } from './context';
 import { NO_MESSAGE_HANDLER, answerOf, failureOf, isNestInternalError } from './errors';
 import { RMQ_SERVER_OPTIONS, type RabbitRetryServerOptions, SERVER_OPTION_KEYS, connectOptionsOf, consumeOptionsOf, publishOptionsOf } from './options';
@@ -96,6 +97,8 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
   readonly #events = new EventEmitter({ captureRejections: true });
   #rr?: RabbitRetry;
   #consumer?: Consumer;
+  /** The answers of failed requests that retry, sent once the verdict parks them. */
+  readonly #answerWhenParked = new Map<Message, () => Promise<void>>();
   #closing?: Promise<void>;
   #warnedInternal = false;
 
@@ -146,7 +149,12 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
     try {
       const rr = this.#options.client ?? (await RabbitRetry.connect({ logger: this.rrLogger(), ...connectOptionsOf(this.#options) }));
       this.#rr = rr;
-      const consumer = await rr.consume(this.consumeOptions(), (msg) => this.handle(msg));
+      const handle = (msg: Message) => this.handle(msg);
+      // A request that retries is answered once the verdict parked it, never before.
+      const consumer =
+        this.#options.retryRequests === true
+          ? await rr.consumeWatched(this.consumeOptions(), handle, (msg, parked) => this.moved(msg, parked))
+          : await rr.consume(this.consumeOptions(), handle);
       this.#consumer = consumer;
       await this.bindPatterns(rr, consumer.queue);
       if (this.#closing) {
@@ -237,8 +245,11 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
       // then only the failure that parks the request answers.
       const retries = this.#options.retryRequests === true;
       const send = (p: WritePacket) => this.reply(replyTo, msg, { ...p, id });
-      const failed = await this.answer(handler, packet, ctx, send, retries ? (f) => this.parksOn(f, msg) : () => true);
-      if (failed.failed && retries) throw failed.failure;
+      const failed = await this.answer(handler, packet, ctx, send, !retries);
+      if (failed.failed && retries) {
+        this.#answerWhenParked.set(msg, failed.answer);
+        throw failed.failure;
+      }
       return;
     }
     try {
@@ -257,18 +268,19 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
 
   /**
    * Runs a request's handler and sends its replies as Nest does: each value
-   * of its stream, the last with `isDisposed`; or, when it fails and
-   * `answerNow` agrees, the error (as Nest's default filter would give it).
-   * Rejects with a {@link ReplyRefusedError} when the broker refused a
-   * reply (the replies after it are not sent): the request then parks.
+   * of its stream, the last with `isDisposed`; or, when it fails, the error
+   * (as Nest's default filter would give it): at once with `answerNow`, else
+   * returned as `answer`, for when the request parks. Rejects with a
+   * {@link ReplyRefusedError} when the broker refused a reply (the replies
+   * after it are not sent): the request then parks.
    */
   private async answer(
     handler: MessageHandler,
     packet: ReadPacket,
     ctx: RabbitRetryContext,
     send: (p: WritePacket) => Promise<void>,
-    answerNow: (failure: unknown) => boolean,
-  ): Promise<{ failed: false } | { failed: true; failure: unknown }> {
+    answerNow: boolean,
+  ): Promise<{ failed: false } | { failed: true; failure: unknown; answer: () => Promise<void> }> {
     let pending: WritePacket | undefined;
     let sent = Promise.resolve();
     const queue = (p: WritePacket) => {
@@ -290,16 +302,41 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
       });
     } catch (err) {
       const failure = this.failure(err);
-      if (answerNow(failure)) {
+      const answer = () => {
         if (pending) queue(pending);
         queue({ err: answerOf(err), isDisposed: true });
-      }
-      await sent;
-      return { failed: true, failure };
+        return sent;
+      };
+      if (answerNow) await answer();
+      else await sent;
+      return { failed: true, failure, answer };
     }
     queue(pending ? { ...pending, isDisposed: true } : { isDisposed: true });
     await sent;
     return { failed: false };
+  }
+
+  /**
+   * The verdict moved a failed request: its caller is answered when it
+   * parked, and only then; with its handler's answer, or, for a request
+   * parked before its handler (its delivery limit), with why it parked.
+   */
+  private moved(msg: Message, parked: ParkedMove | undefined): void {
+    const answer = this.#answerWhenParked.get(msg);
+    this.#answerWhenParked.delete(msg);
+    if (parked === undefined) return;
+    const sent = answer ? answer() : this.answerParked(msg, parked);
+    sent.catch((err: unknown) => this.logger.warn(`the answer to a parked request could not be sent: ${reasonOf(err)}`));
+  }
+
+  /** Answers the caller of a request its handler never saw, that parked (`parked` says why). */
+  private async answerParked(msg: Message, parked: ParkedMove): Promise<void> {
+    const replyTo = msg.properties.replyTo;
+    if (replyTo === undefined || replyTo === '') return;
+    const { id } = await this.packetOf(msg);
+    if (id === undefined || id === null) return;
+    const err = `the request was parked (${parked.reason}) without reaching its handler: ${parked.error}`;
+    await this.reply(replyTo, msg, { id, err, status: 'error', isDisposed: true });
   }
 
   /** The consume options; with `wildcards`, bound with the first handler's pattern (the others are bound by {@link bindPatterns}). */
@@ -325,18 +362,6 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
       if (isTopicPattern(p) && matchesTopic(p, pattern)) return handler;
     }
     return null;
-  }
-
-  /** Whether the failure of a request that retries parks it now (so its caller is answered). */
-  private parksOn(failure: unknown, msg: Message): boolean {
-    if (failure instanceof NonRetryableError) return true;
-    const delays = this.#options.onFailure?.delays ?? DEFAULT_DELAYS;
-    if (msg.attempt >= delays.length) return true;
-    const retryable = this.#options.onFailure?.retryable;
-    if (retryable === undefined) return false;
-    // Fenced as the consumer fences it (which also warns): anything but `true` parks.
-    const r = fenceSync('onFailure.retryable', () => retryable(failure, msg), { expect: BOOLEAN });
-    return !(r.ok && r.value);
   }
 
   /** The error the failure path records; warns once when Nest's filter hid the handler's error. */

@@ -1,3 +1,4 @@
+import type { OutboxParkReason } from '../contract';
 import { InvalidOptionsError, native, nativeSync } from '../errors';
 import type { NativeOutbox } from '../native';
 import type { MeterProviderLike } from '../otel';
@@ -22,14 +23,7 @@ export interface OutboxStats {
   parkedByRelay: number;
 }
 
-/**
- * Why the relay parked a row: no queue took it (`unroutable`), its exchange
- * does not exist (`exchange-not-found`), a property the broker refuses or AMQP
- * cannot carry (`invalid-properties`), a body over the broker's
- * `max_message_size` (`too-large`), a refusal of the broker's that closed the
- * channel over it, in `lastError` (`refused`), or `basic.nack` five times (`nacked`).
- */
-export type OutboxParkReason = 'unroutable' | 'exchange-not-found' | 'invalid-properties' | 'too-large' | 'refused' | 'nacked';
+export type { OutboxParkReason } from '../contract';
 
 /** A parked row of the outbox (its body stays in the database). */
 export interface ParkedOutboxRow {

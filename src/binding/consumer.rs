@@ -118,8 +118,10 @@ impl NativeConsumer {
     /// and parks it does not hear of one by one come as counts (a `tally`
     /// event per batch).
     #[napi]
-    pub fn heard(&self, retry: bool, parked: bool) -> napi::Result<()> {
-        self.handle.heard(retry, parked).map_err(js_error)
+    pub fn heard(&self, retry: bool, parked: bool, moves: Option<bool>) -> napi::Result<()> {
+        self.handle
+            .heard(retry, parked, moves.unwrap_or(false))
+            .map_err(js_error)
     }
 
     /// Puts deliveries that were handed over but never started back in the

@@ -6,6 +6,7 @@
 
 mod client;
 mod consumer;
+mod contract;
 mod convert;
 mod declare;
 mod failures;

@@ -76,6 +76,7 @@ impl NativeParkedSession {
                 attempt: attempt_of(d.properties.headers().as_ref(), &self.work_queue),
                 table_bound: false,
                 parks: false,
+                refused: false,
                 delivery: d,
             })
             .collect();

@@ -61,6 +61,7 @@ impl NativeReplySession {
                 attempt: 0,
                 table_bound: false,
                 parks: false,
+                refused: false,
                 delivery: d,
             })
             .collect();

@@ -76,6 +76,10 @@ pub struct ConsumeOptions {
     pub consumer_tag: Option<String>,
     /// Every `retry-*` header on a retried copy, not only those counting its attempts and parking it need (`onFailure.retryHeaders: 'full'`). @default false
     pub full_retry_headers: Option<bool>,
+    /// Whether the consumer's caller waits on where each failed message goes
+    /// (the microservices transport): the deliveries the verdict refuses
+    /// before their handler are then handed over too, from the first. @default false
+    pub watch_moves: Option<bool>,
 }
 
 /// The exchange types `exchangeType` takes; the first is its default.
@@ -97,6 +101,8 @@ pub(crate) struct ConsumeSpec {
     consumer_tag: Option<String>,
     /// Every `retry-*` header on a retried copy.
     full_retry_headers: bool,
+    /// The caller waits on where each failed message goes.
+    watch_moves: bool,
 }
 
 impl ConsumeSpec {
@@ -202,6 +208,7 @@ impl ConsumeSpec {
             consumer_timeout_ms,
             consumer_tag: options.consumer_tag,
             full_retry_headers: options.full_retry_headers.unwrap_or(false),
+            watch_moves: options.watch_moves.unwrap_or(false),
         })
     }
 
@@ -231,6 +238,7 @@ impl ConsumeSpec {
             consumer_timeout_ms: self.consumer_timeout_ms,
             consumer_tag: self.consumer_tag,
             full_retry_headers: self.full_retry_headers,
+            watch_moves: self.watch_moves,
         })
     }
 }

@@ -77,6 +77,9 @@ fn delivery_meta(out: &mut Vec<u8>, d: &DeliveryView<'_>, body: BodyAt, strings:
     if d.parks {
         out.extend_from_slice(b"\"parks\":true,");
     }
+    if d.refused {
+        out.extend_from_slice(b"\"refused\":true,");
+    }
     let _ = match body {
         BodyAt::Shared { offset, len } => write!(out, "\"offset\":{offset},\"length\":{len}"),
         BodyAt::Own(index) => write!(out, "\"large\":{index}"),
@@ -170,18 +173,20 @@ mod tests {
             attempt: 1,
             table_bound: d.delivery_tag == 3,
             parks: d.delivery_tag == 2,
+            refused: d.delivery_tag == 4,
             delivery: d,
         }
     }
 
     /// One delivery with its body in the shared buffer, one with a buffer of
-    /// its own (whose retryable failure parks), and one whose failure goes to
-    /// the retry table.
-    fn deliveries() -> [Delivery; 3] {
+    /// its own (whose retryable failure parks), one whose failure goes to
+    /// the retry table, and one refused before its handler.
+    fn deliveries() -> [Delivery; 4] {
         [
             delivery(1, b"{\"orderId\":48213}".to_vec()),
             delivery(2, vec![b'x'; SHARED_BODY_MAX + 1]),
             delivery(3, b"second".to_vec()),
+            delivery(4, b"refused".to_vec()),
         ]
     }
 
@@ -286,7 +291,9 @@ mod tests {
         let batch = to_batch(&views, &events, false);
         assert!(!batch.closed);
         let meta: Vec<Value> = serde_json::from_str(&batch.meta).unwrap();
-        assert_eq!(meta.len(), 3);
+        assert_eq!(meta.len(), 4);
+        assert_eq!(meta[3]["refused"], true);
+        assert!(meta[0].get("refused").is_none());
         let body = |m: &Value| -> Vec<u8> {
             match m.get("large") {
                 Some(l) => batch.large[l.as_u64().unwrap() as usize].to_vec(),
@@ -347,7 +354,7 @@ mod tests {
              import type {{ DeliveryMeta, WireEvent }} from '../../lib/wire';\n\n\
              /** One event of every kind, as the consumer serialises it. */\n\
              export const EVENTS = {} satisfies WireEvent[];\n\n\
-             /** Delivery metadata: a body in the shared buffer (a short message id beside the JSON), a body in its own buffer (whose retryable failure parks), a failure bound for the retry table. */\n\
+             /** Delivery metadata: a body in the shared buffer (a short message id beside the JSON), a body in its own buffer (whose retryable failure parks), a failure bound for the retry table, a delivery refused before its handler (handed over to be watched). */\n\
              export const DELIVERIES = {} satisfies DeliveryMeta[];\n",
             pretty(&events),
             pretty(&meta)

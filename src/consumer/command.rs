@@ -43,5 +43,9 @@ pub(super) enum Command {
     Finish(oneshot::Sender<Vec<Event>>),
     /// Whether JavaScript listens to each retry (`retry`) and each park
     /// (`parked`): the moves it does not hear of one by one are counted.
-    Heard { retry: bool, parked: bool },
+    Heard {
+        retry: bool,
+        parked: bool,
+        moves: bool,
+    },
 }

@@ -72,6 +72,10 @@ pub(crate) struct ConsumerConfig {
     /// Every `retry-*` header on a retried copy (`onFailure.retryHeaders:
     /// 'full'`), not only those counting and parking need.
     pub full_retry_headers: bool,
+    /// JavaScript waits on where each failed message goes, from the first
+    /// delivery: those the verdict refuses before their handler are handed
+    /// over too, to be watched.
+    pub watch_moves: bool,
 }
 
 /// The retry table after the retry queues.

@@ -107,10 +107,16 @@ impl ConsumerHandle {
             .unwrap_or_else(|_| Err(Error::new(ErrorKind::Closed, "the consumer is closed")))
     }
 
-    /// Says whether JavaScript listens to each retry and each park; the
-    /// moves it does not hear of one by one reach it as counts.
-    pub(crate) fn heard(&self, retry: bool, parked: bool) -> Result<()> {
-        self.send(Command::Heard { retry, parked })
+    /// Says whether JavaScript listens to each retry and each park (the
+    /// moves it does not hear of one by one reach it as counts), and whether
+    /// it waits on where each failed message goes (`moves`: the deliveries
+    /// refused before their handler are handed over too, marked `refused`).
+    pub(crate) fn heard(&self, retry: bool, parked: bool, moves: bool) -> Result<()> {
+        self.send(Command::Heard {
+            retry,
+            parked,
+            moves,
+        })
     }
 
     /// Puts deliveries handed over but never started back in the queue.

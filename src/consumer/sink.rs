@@ -22,6 +22,9 @@ pub(crate) struct DeliveryView<'a> {
     /// Whether a retryable failure of this attempt parks (no retry is left),
     /// so JavaScript knows to read the error's stack for the parked copy.
     pub parks: bool,
+    /// Refused before its handler (the verdict parks it): handed over only
+    /// to a consumer that waits on where its messages go, never to its handler.
+    pub refused: bool,
     /// The delivery: body, exchange, routing key, redelivered, properties.
     pub delivery: &'a Delivery,
 }
@@ -51,13 +54,36 @@ pub(super) struct Outbox {
     /// The retries and parks not reported one by one, since the last batch.
     retried: BTreeMap<String, u32>,
     parked: BTreeMap<String, u32>,
+    /// Whether JavaScript waits on where each failed message goes; then the
+    /// deliveries the verdict refuses before their handler are handed over
+    /// too (`refused`), so that it knows the message that parks.
+    watch_moves: bool,
+    /// Deliveries refused before their handler, not handed over yet.
+    pub(super) refused: Vec<(u64, Delivery)>,
 }
 
 impl Outbox {
-    /// JavaScript listens to each retry (`retry`), and to each park (`parked`), or not.
-    pub(super) fn heard(&mut self, retry: bool, parked: bool) {
+    /// An outbox that hands over the deliveries refused before their handler
+    /// from the first, when `watch_moves` says JavaScript waits on them.
+    pub(super) fn watching_moves(watch_moves: bool) -> Outbox {
+        Outbox {
+            watch_moves,
+            ..Outbox::default()
+        }
+    }
+
+    /// JavaScript listens to each retry (`retry`), and to each park
+    /// (`parked`), or not, and waits on where each failed message goes
+    /// (`moves`), or not.
+    pub(super) fn heard(&mut self, retry: bool, parked: bool, moves: bool) {
         self.quiet_retry = !retry;
         self.quiet_parked = !parked;
+        self.watch_moves = moves;
+    }
+
+    /// Whether JavaScript waits on where each failed message goes.
+    pub(super) fn watches_moves(&self) -> bool {
+        self.watch_moves
     }
 
     /// Reports the event a move ended with: one by one, or, a retry or a
@@ -102,9 +128,20 @@ impl Outbox {
         let Some(sink) = self.sink.as_mut() else {
             return;
         };
-        if self.arrived.is_empty() && (self.events.is_empty() || finishing) {
+        if self.arrived.is_empty()
+            && self.refused.is_empty()
+            && (self.events.is_empty() || finishing)
+        {
             return;
         }
+        let refused = self.refused.iter().map(|(id, d)| DeliveryView {
+            id: *id,
+            attempt: 0,
+            table_bound: false,
+            parks: true,
+            refused: true,
+            delivery: d,
+        });
         let views: Vec<DeliveryView<'_>> = self
             .arrived
             .iter()
@@ -114,13 +151,16 @@ impl Outbox {
                     attempt: p.attempt,
                     table_bound: p.table_bound,
                     parks: p.parks,
+                    refused: false,
                     delivery: &p.delivery,
                 })
             })
+            .chain(refused)
             .collect();
         let events: &[Event] = if finishing { &[] } else { &self.events };
         sink.deliver(&views, events, false);
         self.arrived.clear();
+        self.refused.clear();
         if !finishing {
             self.events.clear();
         }

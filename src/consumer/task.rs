@@ -75,13 +75,14 @@ impl<L: Link> ConsumerTask<L> {
     /// A task for a consumer of `config`, reporting its state in `state`.
     pub(super) fn new(link: L, config: ConsumerConfig, state: Arc<Mutex<ConsumerState>>) -> Self {
         let spill = usize::from(config.prefetch / 2).max(1);
+        let out = Outbox::watching_moves(config.watch_moves);
         ConsumerTask {
             link,
             config: Arc::new(config),
             channel: None,
             node: String::new(),
             channel_number: 0,
-            out: Outbox::default(),
+            out,
             pending: HashMap::new(),
             next_id: 0,
             failures: Moves::new(),
@@ -275,7 +276,11 @@ impl<L: Link> ConsumerTask<L> {
                 let _ = reply.send(self.probe(phase, sink).await);
             }
             Command::Release(ids) => self.release(ids).await,
-            Command::Heard { retry, parked } => self.out.heard(retry, parked),
+            Command::Heard {
+                retry,
+                parked,
+                moves,
+            } => self.out.heard(retry, parked, moves),
         }
     }
 
@@ -326,6 +331,7 @@ impl<L: Link> ConsumerTask<L> {
                         attempt: p.attempt,
                         table_bound: p.table_bound,
                         parks: p.parks,
+                        refused: false,
                         delivery: &p.delivery,
                     };
                     sink.deliver(&[view], &[], false);
@@ -482,3 +488,5 @@ mod settle;
 mod fake;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod watched_tests;

@@ -38,6 +38,18 @@ pub(super) const TOO_LARGE: &str = "too-large";
 /// Why a row is parked.
 pub(super) const REFUSED: &str = "refused";
 
+/// Every reason a row parks for, in the order the docs list them (for the
+/// TypeScript contract, `binding::contract`).
+#[cfg(test)]
+pub(crate) const PARK_REASONS: [&str; 6] = [
+    UNROUTABLE,
+    EXCHANGE_NOT_FOUND,
+    INVALID_PROPERTIES,
+    TOO_LARGE,
+    REFUSED,
+    NACKED,
+];
+
 /// How the publish of one row ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Outcome {

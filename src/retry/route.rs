@@ -43,6 +43,22 @@ pub(crate) enum ParkReason {
 }
 
 impl ParkReason {
+    /// Every reason, in the order the docs list them (for the TypeScript
+    /// contract, `binding::contract`).
+    #[cfg(test)]
+    pub(crate) const ALL: [ParkReason; 10] = [
+        ParkReason::Exhausted,
+        ParkReason::NonRetryable,
+        ParkReason::NoHandler,
+        ParkReason::DeliveryLimit,
+        ParkReason::ConsumerTimeout,
+        ParkReason::Undecodable,
+        ParkReason::HeadersTooLarge,
+        ParkReason::ReplyRefused,
+        ParkReason::TableRefused,
+        ParkReason::InboxRefused,
+    ];
+
     /// The value written to the `retry-reason` header.
     pub(crate) fn as_str(&self) -> &'static str {
         match self {

@@ -32,6 +32,7 @@ fn options(queue: &str) -> ConsumeOptions {
         parked_queue_arguments: None,
         consumer_tag: None,
         full_retry_headers: None,
+        watch_moves: None,
     }
 }
 

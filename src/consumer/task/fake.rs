@@ -37,6 +37,9 @@ pub(super) enum Op {
 pub(super) struct Batch {
     /// (id, delivery tag, attempt) of each delivery.
     pub(super) deliveries: Vec<(u64, u64, u32)>,
+    /// The ids of the deliveries refused before their handler, handed over
+    /// to be watched.
+    pub(super) refused: Vec<u64>,
     /// Each event's kind.
     pub(super) events: Vec<&'static str>,
     pub(super) closed: bool,
@@ -347,7 +350,13 @@ impl Sink for FakeSink {
         self.batches.lock().unwrap().push(Batch {
             deliveries: deliveries
                 .iter()
+                .filter(|d| !d.refused)
                 .map(|d| (d.id, d.delivery.delivery_tag, d.attempt))
+                .collect(),
+            refused: deliveries
+                .iter()
+                .filter(|d| d.refused)
+                .map(|d| d.id)
                 .collect(),
             events: events.iter().map(kind).collect(),
             closed,

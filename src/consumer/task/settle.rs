@@ -17,6 +17,20 @@ use super::{move_of, ConsumerTask, Moved};
 use crate::error::{Error, ErrorKind};
 use crate::retry::{verdict, Route, Verdict};
 
+/// A copy of `d` for JavaScript to read; nothing acks through it: the task
+/// settles the original (the delivery is not `Clone`).
+fn copy_for_view(d: &Delivery) -> Delivery {
+    Delivery {
+        delivery_tag: d.delivery_tag,
+        exchange: d.exchange.clone(),
+        routing_key: d.routing_key.clone(),
+        redelivered: d.redelivered,
+        properties: d.properties.clone(),
+        data: d.data.clone(),
+        acker: d.acker.clone(),
+    }
+}
+
 impl<L: Link> ConsumerTask<L> {
     /// Takes a delivery in: its id, or `None` when the verdict refused it
     /// before its handler (it parks).
@@ -32,6 +46,9 @@ impl<L: Link> ConsumerTask<L> {
         let timed = (timeouts, self.config.consumer_timeout_ms);
         if matches!(verdict, Verdict::Route(_)) {
             self.timeouts.settled(&d);
+            if self.out.watches_moves() {
+                self.out.refused.push((id, copy_for_view(&d)));
+            }
         }
         self.follow(id, d, attempt, verdict, |d, route| {
             refusal(d, route, limit, timed)

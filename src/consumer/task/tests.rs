@@ -16,7 +16,7 @@ use crate::amqp::topology::{ExtraArguments, QueueType, Topology};
 use crate::error::{Error, ErrorKind};
 use crate::retry::{parse_delays, ParkReason, Route, Thrown};
 
-fn config(max_attempts: Option<u32>) -> ConsumerConfig {
+pub(super) fn config(max_attempts: Option<u32>) -> ConsumerConfig {
     ConsumerConfig {
         topology: Topology {
             queue: "q".into(),
@@ -40,6 +40,7 @@ fn config(max_attempts: Option<u32>) -> ConsumerConfig {
         consumer_timeout_ms: None,
         consumer_tag: None,
         full_retry_headers: false,
+        watch_moves: false,
     }
 }
 
@@ -53,7 +54,7 @@ fn failure(message: &str) -> Failure {
 }
 
 /// Lets the task run until `done` holds (on the paused clock: at most 60 s).
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
+pub(super) async fn until(what: &str, mut done: impl FnMut() -> bool) {
     for _ in 0..60_000 {
         if done() {
             return;
@@ -122,7 +123,7 @@ async fn a_failure_is_acked_only_after_its_republish_and_then_with_what_follows(
 async fn moves_nobody_listens_to_one_by_one_come_as_counts_and_traced_ones_still_one_by_one() {
     let script = Script::default();
     let (handle, sink) = handling_two(&script).await;
-    handle.heard(false, false).unwrap();
+    handle.heard(false, false, false).unwrap();
     let traced = Failure {
         trace: Some(Default::default()),
         ..failure("carrier 503")
@@ -139,7 +140,7 @@ async fn moves_nobody_listens_to_one_by_one_come_as_counts_and_traced_ones_still
         "the traced move is reported on its own"
     );
     // Heard again: one by one.
-    handle.heard(true, true).unwrap();
+    handle.heard(true, true, false).unwrap();
     script.deliver(3);
     until("the third delivery", || sink.ids().len() == 3).await;
     handle
@@ -424,68 +425,3 @@ async fn a_consumer_paused_while_recovering_does_not_consume_once_recovered() {
 
 mod broker_delay;
 mod channels;
-
-#[tokio::test(start_paused = true)]
-async fn a_consumer_timeout_counts_toward_the_delivery_limit() {
-    let script = Script::default();
-    let mut quorum = config(None);
-    quorum.topology.delivery_limit = Some(2);
-    quorum.consumer_timeout_ms = Some(1_000);
-    let handle = ConsumerHandle::start_on(script.clone(), quorum)
-        .await
-        .unwrap();
-    let sink = FakeSink::default();
-    handle.attach(Box::new(sink.clone())).unwrap();
-    // The handler outlives the timeout twice: the broker takes the message
-    // back and cancels the consumer, without counting it in x-delivery-count.
-    for round in 1..=2 {
-        script.deliver(1);
-        until("a delivery", || sink.ids().len() == round).await;
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
-        script.cancel_from_broker();
-        until("consuming again", || script.subscriptions() == round + 1).await;
-    }
-    // The first handler ends now: its ack cannot take.
-    handle.settle_many(vec![1], vec![]).unwrap();
-    until("taken back", || sink.events().contains(&"taken-back")).await;
-    assert!(!script.ops().iter().any(|op| matches!(op, Op::Ack { .. })));
-    script.deliver(1);
-    until("parked", || !script.routes().is_empty()).await;
-    let park = Route::Park {
-        reason: ParkReason::ConsumerTimeout,
-        attempt: 0,
-    };
-    assert_eq!(script.routes(), vec![(3, park)]);
-    assert_eq!(
-        sink.ids(),
-        vec![1, 2],
-        "the handler ran as often as the limit"
-    );
-    assert_eq!(
-        sink.events()
-            .iter()
-            .filter(|e| **e == "disconnected")
-            .count(),
-        2
-    );
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_cancel_with_no_delivery_past_the_timeout_counts_nothing() {
-    let script = Script::default();
-    let mut quorum = config(None);
-    quorum.topology.delivery_limit = Some(1);
-    quorum.consumer_timeout_ms = Some(60_000);
-    let handle = ConsumerHandle::start_on(script.clone(), quorum)
-        .await
-        .unwrap();
-    let sink = FakeSink::default();
-    handle.attach(Box::new(sink.clone())).unwrap();
-    script.deliver(1);
-    until("a delivery", || sink.ids().len() == 1).await;
-    script.cancel_from_broker();
-    until("consuming again", || script.subscriptions() == 2).await;
-    script.deliver(1);
-    until("handed over again", || sink.ids().len() == 2).await;
-    assert!(script.routes().is_empty());
-}
