@@ -1,5 +1,5 @@
 import type { MoveListener } from './consumer/moves';
-import { Consumer, runningConsumers } from './consumer';
+import { Consumer, alertSettings, runningConsumers } from './consumer';
 import type { CloseResult, Handler, SchedulerStopResult } from './consumer/events';
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
 import { Parked } from './parked';
@@ -19,7 +19,7 @@ import { reasonOf } from './error-text';
 import { logTo } from './log';
 import { type Body, checkPublishOptions, toBuffer, toNativeProps } from './publish';
 import { nativeConnectOptions, nativeConsumeOptions } from './native-options';
-import { brokerUrls, checkCloseOptions, checkConnectOptions, checkConsumeOptions, checkString, delayStrings, parseDelay } from './check-options';
+import { brokerUrls, checkCloseOptions, checkConnectOptions, checkConsumeOptions, checkString, delayStrings } from './check-options';
 import {
   type DeclareOptions,
   type ExchangeDeclareOptions,
@@ -169,12 +169,7 @@ export class RabbitRetry {
     return this.consumeWith(options, handler);
   }
 
-  /**
-   * {@link RabbitRetry.consume}, telling `moves` where each message whose
-   * handler failed, or that the verdict refused before its handler, went:
-   * for a part that acts only on a message that parks (the microservices
-   * transport answers a request's caller then). @internal
-   */
+  /** {@link RabbitRetry.consume}, telling `moves` where each failed or refused message went (a transport answers a parked request's caller). @internal */
   consumeWatched(options: ConsumeOptions, handler: Handler, moves: MoveListener): Promise<Consumer> {
     return this.consumeWith(options, handler, moves);
   }
@@ -187,16 +182,8 @@ export class RabbitRetry {
     const brokerDelay = options.onFailure?.brokerDelay;
     // With brokerDelay no retry queue is declared: the default delays do not apply.
     const delays = delayStrings(options.onFailure?.delays ?? (brokerDelay ? [] : undefined));
-    // The alert is TypeScript's own: checked before the native layer declares
-    // anything or starts the consumer.
-    let alert;
-    if (options.alert) {
-      const everyMs = parseDelay(options.alert.every ?? '1m', 'alert.every').ms;
-      if (options.alert.oldestDueAboveMs !== undefined && !this.#table) {
-        throw new InvalidOptionsError('alert.oldestDueAboveMs needs a retry table: connect with { retryTable: { url } }');
-      }
-      alert = { ...options.alert, everyMs };
-    }
+    // The alert is TypeScript's own: checked before the native layer declares anything or starts the consumer.
+    const alert = options.alert && alertSettings(options.alert, this.#table !== undefined);
     // A circuit's options are checked against those of a circuit this process already shares.
     const circuitOptions = options.onFailure?.circuit;
     const circuit = circuitOptions ? circuitSettings(circuitOptions) : undefined;

@@ -5,9 +5,23 @@
  */
 import { parkedQueueName } from '../native';
 import type { AlertOptions, ParkedAlert, RetryTableAlert } from '../options';
+import { parseDelay } from '../check-options';
+import { InvalidOptionsError } from '../errors';
 import { fenceSync } from '../fence';
 import { reasonOf } from '../error-text';
 import type { Log } from '../log';
+
+/**
+ * `alert`, checked, with its interval in ms; `withTable` says whether the
+ * client has a retry table, which `oldestDueAboveMs` needs.
+ */
+export function alertSettings(alert: AlertOptions, withTable: boolean): AlertOptions & { everyMs: number } {
+  const everyMs = parseDelay(alert.every ?? '1m', 'alert.every').ms;
+  if (alert.oldestDueAboveMs !== undefined && !withTable) {
+    throw new InvalidOptionsError('alert.oldestDueAboveMs needs a retry table: connect with { retryTable: { url } }');
+  }
+  return { ...alert, everyMs };
+}
 
 /** What the alert checks read and where their alerts go. */
 export interface AlertHost {

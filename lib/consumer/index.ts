@@ -3,3 +3,4 @@
  * consumer's handler the code running now belongs to.
  */
 export { Consumer, type ConsumerContext, runningConsumers } from './consumer';
+export { alertSettings } from './alerts';

@@ -488,5 +488,3 @@ mod settle;
 mod fake;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod watched_tests;

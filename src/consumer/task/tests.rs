@@ -16,7 +16,7 @@ use crate::amqp::topology::{ExtraArguments, QueueType, Topology};
 use crate::error::{Error, ErrorKind};
 use crate::retry::{parse_delays, ParkReason, Route, Thrown};
 
-pub(super) fn config(max_attempts: Option<u32>) -> ConsumerConfig {
+fn config(max_attempts: Option<u32>) -> ConsumerConfig {
     ConsumerConfig {
         topology: Topology {
             queue: "q".into(),
@@ -54,7 +54,7 @@ fn failure(message: &str) -> Failure {
 }
 
 /// Lets the task run until `done` holds (on the paused clock: at most 60 s).
-pub(super) async fn until(what: &str, mut done: impl FnMut() -> bool) {
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
     for _ in 0..60_000 {
         if done() {
             return;
@@ -425,3 +425,4 @@ async fn a_consumer_paused_while_recovering_does_not_consume_once_recovered() {
 
 mod broker_delay;
 mod channels;
+mod watched;

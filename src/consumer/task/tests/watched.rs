@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use super::super::handle::ConsumerHandle;
-use super::fake::{FakeSink, Op, Script};
-use super::tests::{config, until};
+use super::super::super::handle::ConsumerHandle;
+use super::super::fake::{FakeSink, Op, Script};
+use super::{config, until};
 use crate::retry::{ParkReason, Route};
 
 #[tokio::test(start_paused = true)]
