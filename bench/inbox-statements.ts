@@ -41,7 +41,13 @@ const EFFECT = 'INSERT INTO bench_effects (id) VALUES ($1)';
 type Way = (c: Client, id: string) => Promise<void>;
 
 const ways: [string, number, Way][] = [
-  ['plain: effect, autocommit', 1, async (c, id) => void (await c.query(EFFECT, [id]))],
+  [
+    'plain: effect, autocommit',
+    1,
+    async (c, id) => {
+      await c.query(EFFECT, [id]);
+    },
+  ],
   [
     'BEGIN, effect, COMMIT',
     3,
