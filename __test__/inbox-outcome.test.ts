@@ -122,6 +122,16 @@ const breaks: [string, (tx: Queryable, queue: string, id: string) => Promise<voi
     },
     /^inbox '[^']+': the handler ended the transaction itself \(a COMMIT or ROLLBACK through tx\), so its work and the message's id were not committed together; the message will be tried again$/,
   ],
+  [
+    'runs ROLLBACK and BEGIN itself, writes its effect again and resolves',
+    async (tx, queue, id) => {
+      await tx.query('ROLLBACK');
+      await tx.query('BEGIN');
+      // Committed, this would be an effect without its message's id.
+      await writeEffect(tx, queue, id, 'after a BEGIN of its own');
+    },
+    /^inbox '[^']+': the handler ended the transaction itself \(a COMMIT or ROLLBACK, then another BEGIN, through tx\), so its work and the message's id were not committed together; the message will be tried again$/,
+  ],
 ];
 
 describe.each(sources)('inbox through %s', (_, inboxOf) => {

@@ -5,8 +5,10 @@
  * at once as `inbox-refused`, before any transaction, and the queue's other
  * messages are handled. A refusal the checks before the transaction cannot
  * see (a character a LATIN1 database has no room for) parks at once too, and
- * an outage of the database stays a retry. One database `rr_test_<random>`
- * (and one in LATIN1) per run.
+ * an outage of the database stays a retry. A key the database can keep is
+ * kept exactly as it is, quotes and backslashes too, whatever
+ * `standard_conforming_strings` says. One database `rr_test_<random>` (and
+ * one in LATIN1) per run.
  */
 import { randomBytes } from 'node:crypto';
 
@@ -162,6 +164,49 @@ describe("keys the inbox's database cannot keep as they are", () => {
     expect(inboxIds(queue)).toEqual(['order-7']);
     expect(consumer.stats()).toMatchObject({ duplicates: 0 });
     expect(await queueDepth(retryQueueName(queue, '100ms'))).toBe(0);
+  });
+});
+
+describe('keys the database can keep', () => {
+  const pools: [string, () => Pool][] = [
+    ['a pool as it comes', () => pool],
+    // Backslashes are escapes in a plain '…' literal under this setting.
+    [
+      'a pool whose sessions turn standard_conforming_strings off',
+      () => new Pool({ connectionString: pgUrl(db), options: '-c standard_conforming_strings=off' }),
+    ],
+  ];
+
+  it.each(pools)('are recorded as they are through %s, each handled once, its second copy a duplicate', async (_, poolOf) => {
+    const own = poolOf();
+    try {
+      const rr = await connectClient();
+      const queue = testQueue();
+      const keys = ["o'brien", 'back\\slash', "\\'", "E'x'", '$$', `'); DELETE FROM effects; --`, '\u043a\u043b\u044e\u0447-\u2713', ' '];
+      const handled: string[] = [];
+      const consumer = track(
+        await rr.consume({ queue, prefetch: 4, inbox: { pool: own, key: (msg) => msg.json<{ key: string }>().key } }, async (msg, { tx }) => {
+          const { key } = msg.json<{ key: string }>();
+          handled.push(key);
+          // The effects' ids are unique across queues: each test's keys are its own.
+          await tx.query('INSERT INTO effects (id, queue, note) VALUES ($1, $2, $3)', [`${queue}/${key}`, queue, key]);
+        }),
+      );
+      for (const copy of [1, 2]) {
+        for (const key of keys) await rr.publish('', queue, { key }, { messageId: `${queue}-${copy}-${key}` });
+        await waitFor(() => consumer.stats().acked === copy * keys.length, 10_000, `copy ${copy} acked`);
+      }
+      await settled(queue);
+      const sorted = [...keys].sort();
+      expect([...handled].sort()).toEqual(sorted);
+      const stored = await pool.query<{ message_id: string }>('SELECT message_id FROM rabbit_retry_inbox WHERE consumer = $1', [queue]);
+      expect(stored.rows.map((r) => r.message_id).sort()).toEqual(sorted);
+      const effects = await pool.query<{ note: string }>('SELECT note FROM effects WHERE queue = $1', [queue]);
+      expect(effects.rows.map((r) => r.note).sort()).toEqual(sorted);
+      expect(consumer.stats()).toMatchObject({ acked: 2 * keys.length, duplicates: keys.length, failed: 0 });
+    } finally {
+      if (own !== pool) await own.end();
+    }
   });
 });
 

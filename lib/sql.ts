@@ -101,6 +101,11 @@ function hearIdleErrors(pool: object): void {
   }
 }
 
+/** The pool of an adapter `pgAdapter` made; undefined for any other adapter. @internal */
+export function poolOfAdapter(adapter: object): PgPoolLike | undefined {
+  return adapterPools.get(adapter) as PgPoolLike | undefined;
+}
+
 /**
  * Tells `report` of the idle errors of `source`'s pool (a node-postgres pool,
  * or an adapter `pgAdapter` made) until the function it returns is called;

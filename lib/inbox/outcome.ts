@@ -82,13 +82,23 @@ export async function outcomeOf<Tx>(adapter: TransactionAdapter<Tx>, tx: Tx, txi
     now = (await adapter.query(tx, CHECK, [])).rows[0]?.txid;
   } catch (err) {
     if (sqlStateOf(err) !== ABORTED) throw err;
-    return new InboxError(
-      `inbox '${consumer}': the handler's transaction was rolled back: a statement in it failed and the handler went on (${reasonOf(err)}); nothing was committed, and the message will be tried again`,
-      { cause: err },
-    );
+    return abortedVerdict(consumer, err);
   }
   if (typeof txid === 'string' && now === txid) return undefined;
-  const how = now === null || now === undefined ? 'a COMMIT or ROLLBACK through tx' : 'a COMMIT or ROLLBACK, then another BEGIN, through tx';
+  return endedVerdict(consumer, now === null || now === undefined ? null : 'another');
+}
+
+/** The verdict on a transaction that the check `err` (SQLSTATE 25P02) found aborted. */
+export function abortedVerdict(consumer: string, err: unknown): InboxError {
+  return new InboxError(
+    `inbox '${consumer}': the handler's transaction was rolled back: a statement in it failed and the handler went on (${reasonOf(err)}); nothing was committed, and the message will be tried again`,
+    { cause: err },
+  );
+}
+
+/** The verdict on a transaction the handler ended: the check found none open (`null`), or `another`. */
+export function endedVerdict(consumer: string, now: null | 'another'): InboxError {
+  const how = now === null ? 'a COMMIT or ROLLBACK through tx' : 'a COMMIT or ROLLBACK, then another BEGIN, through tx';
   return new InboxError(
     `inbox '${consumer}': the handler ended the transaction itself (${how}), so its work and the message's id were not committed together; the message will be tried again`,
   );

@@ -1,0 +1,141 @@
+/**
+ * The inbox over a node-postgres pool in three round trips a message, not
+ * five: `BEGIN` and the key's insert go as one simple query, the handler's
+ * statements as it sends them, then the check and `COMMIT` as one more.
+ * node-postgres sends a query without parameters as one simple-query message;
+ * PostgreSQL runs its statements in order, answers them in one round trip,
+ * and runs none after the first that fails. So the check, which fails when
+ * the transaction is aborted or is not the one that recorded the key, keeps
+ * that `COMMIT` from running as surely as when it was a statement of its own.
+ */
+import { reasonOf } from '../error-text';
+import { InboxError, type InboxRefusedError } from '../errors';
+import type { PgClientLike, PgPoolLike, PgQueryResultLike } from '../transaction';
+import { abortedVerdict, endedVerdict, refusalOf, sqlStateOf } from './outcome';
+
+/**
+ * `s` as a string literal of PostgreSQL: an escape string (`E'…'`) with each
+ * backslash and quote doubled, read the same whatever
+ * `standard_conforming_strings` says. `s` holds no NUL (the inbox refuses
+ * such a key before it gets here).
+ */
+export function literal(s: string): string {
+  return `E'${s.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
+}
+
+/** Opens the transaction and records the key: its second result has a row (the transaction's id) when the key was new. */
+export function recordSql(consumer: string, key: string): string {
+  return `BEGIN; INSERT INTO rabbit_retry_inbox (consumer, message_id) VALUES (${literal(consumer)}, ${literal(key)}) ON CONFLICT DO NOTHING RETURNING txid_current()::text AS txid`;
+}
+
+/** Marks the error the check raises when the transaction is not the one that recorded the key. */
+export const ENDED_MARK = 'rabbit-retry inbox check: ';
+
+/**
+ * The check, then `COMMIT`: the check fails (SQLSTATE 25P02) while the
+ * transaction is aborted, and (22P02, with {@link ENDED_MARK} and the id it
+ * found, or `none`) when the transaction open now is not `txid`'s; either
+ * way the `COMMIT` after it is not run.
+ */
+export function commitSql(txid: string): string {
+  if (!/^[0-9]+$/.test(txid)) throw new Error(`not a transaction id: ${txid}`);
+  return `SELECT CASE WHEN txid_current_if_assigned() = ${txid} THEN 0 ELSE ('${ENDED_MARK}' || coalesce(txid_current_if_assigned()::text, 'none'))::int END AS ok; COMMIT`;
+}
+
+/** Counts a duplicate for `consumer`, then commits. */
+export function duplicateSql(consumer: string): string {
+  return `INSERT INTO rabbit_retry_inbox_duplicates AS d (consumer, n, last_at) VALUES (${literal(consumer)}, 1, now())
+  ON CONFLICT (consumer) DO UPDATE SET n = d.n + 1, last_at = now(); COMMIT`;
+}
+
+/** SQLSTATE of "invalid input syntax": the check's own error, with {@link ENDED_MARK}. */
+const ENDED = '22P02';
+
+/** The last result of a query that may hold several statements (node-postgres answers each one). */
+function lastOf(raw: PgQueryResultLike | PgQueryResultLike[]): PgQueryResultLike | undefined {
+  return Array.isArray(raw) ? raw[raw.length - 1] : raw;
+}
+
+/** What the check's failure `err` says of the transaction: a verdict, or undefined when it is the database's own error (the COMMIT's). */
+function verdictOf(err: unknown, consumer: string): InboxError | undefined {
+  const code = sqlStateOf(err);
+  if (code === '25P02') return abortedVerdict(consumer, err);
+  const text = reasonOf(err);
+  const at = text.indexOf(ENDED_MARK);
+  if (code !== ENDED || at < 0) return undefined;
+  return endedVerdict(consumer, text.startsWith('none', at + ENDED_MARK.length) ? null : 'another');
+}
+
+/** How a message's transaction on a pool ended, when it did not commit. */
+export interface PoolFailure {
+  /** The handler's own error: the failure path takes it as it is. */
+  failed?: { err: unknown };
+  /** The database refused the key for what it holds: the message parks. */
+  refused?: InboxRefusedError;
+  /** The handler broke its transaction (a failed statement it went on from, or an end of its own): a bug its author must hear of. */
+  broke?: InboxError;
+}
+
+/**
+ * Runs `handler` on a client of `pool` in a transaction that records `key`
+ * for `consumer`: resolves to `true` when the key was new and the transaction
+ * committed with the handler's work, `false` when the key was recorded
+ * already (the handler is not called; the duplicate is counted and
+ * committed). Rejects with what failed: `failure` says whose error it is.
+ */
+export async function inPoolTransaction(
+  pool: PgPoolLike,
+  consumer: string,
+  key: string,
+  handler: (tx: PgClientLike) => unknown,
+  failure: PoolFailure,
+): Promise<boolean> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  // A backend that ends while the client is out is an `error` event on the client: unheard, it would end the process.
+  const lost = (err: Error) => {
+    broken = err;
+  };
+  client.on?.('error', lost);
+  try {
+    let recorded: PgQueryResultLike | undefined;
+    try {
+      recorded = lastOf(await client.query(recordSql(consumer, key)));
+    } catch (err) {
+      failure.refused = refusalOf(err, consumer);
+      throw err;
+    }
+    const txid = recorded?.rows[0] as { txid?: unknown } | undefined;
+    if (txid === undefined) {
+      await client.query(duplicateSql(consumer));
+      return false;
+    }
+    try {
+      await handler(client);
+    } catch (err) {
+      failure.failed = { err };
+      throw err;
+    }
+    let committed: PgQueryResultLike | undefined;
+    try {
+      committed = lastOf(await client.query(commitSql(String(txid.txid))));
+    } catch (err) {
+      failure.broke = verdictOf(err, consumer);
+      throw err;
+    }
+    // PostgreSQL ends an aborted transaction's COMMIT as a ROLLBACK, without an error (the check ran first, so only a client that answers otherwise).
+    if (committed?.command !== 'COMMIT') {
+      throw new Error(`COMMIT was answered with ${committed?.command ?? 'nothing'}: nothing is known to have been committed`);
+    }
+    return true;
+  } catch (err) {
+    // After a failed COMMIT, or a check that found no transaction, the ROLLBACK only warns.
+    await client.query('ROLLBACK').catch((rollback: unknown) => {
+      broken = rollback instanceof Error ? rollback : new Error('ROLLBACK failed');
+    });
+    throw err;
+  } finally {
+    client.removeListener?.('error', lost);
+    client.release(broken);
+  }
+}
