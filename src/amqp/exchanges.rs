@@ -113,7 +113,10 @@ async fn ask(
         .await;
     match asked {
         Ok(()) => {
-            let _ = ch.close(200, "exchange checked".into()).await;
+            // Its close is not waited for: the publish goes on at once.
+            tokio::spawn(async move {
+                let _ = ch.close(200, "exchange checked".into()).await;
+            });
             Ok(true)
         }
         // The broker closed the channel over it.
