@@ -25,8 +25,8 @@ import { InvalidOptionsError, Message, NonRetryableError, parkedQueueName, retry
 import type { CircuitOpenEvent, ParkedAlert, RetryEvent, RetryTableAlert } from '../lib';
 import { AlertWatch } from '../lib/consumer/alerts';
 import { FailureReporter } from '../lib/consumer/failure';
-import { logTo } from '../lib/log';
-import { BOOLEAN, fence, fenceSync } from '../lib/fence';
+import { logTo } from '../lib/support/log';
+import { BOOLEAN, fence, fenceSync } from '../lib/support/fence';
 import { RabbitRetryClient, RabbitRetryServer } from '../lib/microservices';
 import { selects } from '../lib/parked';
 import { subscribePlan } from '../lib/nestjs/subscribe';

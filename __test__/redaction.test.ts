@@ -12,10 +12,10 @@ import { randomBytes } from 'node:crypto';
 import { inspect } from 'node:util';
 
 import { type Logger, RabbitRetry } from '../lib';
-import { brokerUrls } from '../lib/check-options';
+import { brokerUrls } from '../lib/options/check';
 import { type CliIo, run } from '../lib/cli';
 import { binding } from '../lib/native';
-import { redactIn, redactUrl } from '../lib/redact';
+import { redactIn, redactUrl } from '../lib/support/redact';
 import {
   AMQP_URL,
   PG_HOST,

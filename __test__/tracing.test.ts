@@ -19,8 +19,8 @@ import { Test } from '@nestjs/testing';
 
 import { NonRetryableError, type Message, type RabbitRetry } from '../lib';
 import { Consume, RABBIT_RETRY, RabbitRetryModule } from '../lib/nestjs';
-import { consumerTracing, tracedPublish } from '../lib/tracing';
-import type * as Tracing from '../lib/tracing';
+import { consumerTracing, tracedPublish } from '../lib/telemetry/tracing';
+import type * as Tracing from '../lib/telemetry/tracing';
 import { AMQP_URL, closeAmqp } from './broker';
 import { cleanup, connectClient, createTestDatabase, dropTestDatabase, pgUrl, psqlRows, testQueue, track, waitFor } from './helpers';
 
@@ -374,9 +374,9 @@ describe('without a tracer provider or without @opentelemetry/api', () => {
         throw new Error("Cannot find module '@opentelemetry/api'");
       });
       // eslint-disable-next-line @typescript-eslint/no-require-imports
-      isolated = require('../lib/tracing') as typeof Tracing;
+      isolated = require('../lib/telemetry/tracing') as typeof Tracing;
     });
-    if (!isolated) throw new Error('lib/tracing did not load');
+    if (!isolated) throw new Error('lib/telemetry/tracing did not load');
     const got = await isolated.tracedPublish({ exchange: '', routingKey: 'q', bodySize: 1 }, async (headers) => headers ?? 'none');
     expect(got).toBe('none');
     const t = isolated.consumerTracing('q');

@@ -17,7 +17,7 @@ import {
   type Delay,
 } from '../lib';
 import { FailureReporter, type FailureKind } from '../lib/consumer/failure';
-import { isTopicPattern, matchesTopic } from '../lib/topic';
+import { isTopicPattern, matchesTopic } from '../lib/messaging/topic';
 
 type Delivery = ConstructorParameters<typeof Message>[0];
 

@@ -20,7 +20,7 @@
  * Env: BENCH_JS_N (batches a round, 4000), BENCH_ROUNDS (7), BENCH_BATCH (13).
  */
 import { Consumer } from '../lib/consumer';
-import { consumerMetrics } from '../lib/metrics';
+import { consumerMetrics } from '../lib/telemetry/metrics';
 import type { NativeBatch, NativeConsumer } from '../lib/native';
 import type { DeliveryMeta } from '../lib/wire';
 import { envInt, fmt, median, table } from './common';

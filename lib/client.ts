@@ -3,23 +3,23 @@ import { Consumer, alertSettings, runningConsumers } from './consumer';
 import type { CloseResult, Handler, SchedulerStopResult } from './consumer/events';
 import { ClosedError, InvalidOptionsError, native, nativeSync } from './errors';
 import { Parked } from './parked';
-import { Replies } from './replies';
-import { type RequestOptions, outgoingRequest, replyValue, sendRequest } from './request';
+import { Replies } from './messaging/replies';
+import { type RequestOptions, outgoingRequest, replyValue, sendRequest } from './messaging/request';
 import { RetryTable } from './table';
 import { Outbox } from './outbox/outbox';
 import { binding, type NativeClient, parkedQueueName, retryQueueName } from './native';
-import { consumerMetrics } from './metrics';
+import { consumerMetrics } from './telemetry/metrics';
 import { Inbox } from './inbox';
-import type { InboxAdapterOptions, InboxHandler, InboxPoolOptions } from './inbox-options';
-import type { PgClientOf, PgPoolLike } from './transaction';
-import { drainTracing, tracedPublish } from './tracing';
+import type { InboxAdapterOptions, InboxHandler, InboxPoolOptions } from './inbox/options';
+import type { PgClientOf, PgPoolLike } from './sql/transaction';
+import { drainTracing, tracedPublish } from './telemetry/tracing';
 import { type CircuitRecord, checkCircuitFits, circuitFor, circuitSettings } from './circuit';
 import { CircuitIo, circuitQueueName, readCircuitState } from './consumer/circuit-io';
-import { reasonOf } from './error-text';
-import { logTo } from './log';
-import { type Body, checkPublishOptions, toBuffer, toNativeProps } from './publish';
-import { nativeConnectOptions, nativeConsumeOptions } from './native-options';
-import { brokerUrls, checkCloseOptions, checkConnectOptions, checkConsumeOptions, checkString, delayStrings } from './check-options';
+import { reasonOf } from './support/error-text';
+import { logTo } from './support/log';
+import { type Body, checkPublishOptions, toBuffer, toNativeProps } from './messaging/publish';
+import { nativeConnectOptions, nativeConsumeOptions } from './options/native';
+import { brokerUrls, checkCloseOptions, checkConnectOptions, checkConsumeOptions, checkString, delayStrings } from './options/check';
 import {
   type DeclareOptions,
   type ExchangeDeclareOptions,
@@ -27,7 +27,7 @@ import {
   bindingArguments,
   exchangeDeclaration,
   queueDeclaration,
-} from './declare';
+} from './messaging/declare';
 import { type Delay, DEFAULT_STUCK_AFTER_MS, type CloseOptions, type ConnectOptions, type ConsumeOptions, type PublishOptions } from './options';
 
 /** The default broker URL when neither the options nor `AMQP_URL` give one. */

@@ -8,8 +8,8 @@ import * as names from './native';
 import type { Delay } from './options';
 
 export { RabbitRetry, DEFAULT_URL } from './client';
-export type { Body } from './publish';
-export type { RequestOptions } from './request';
+export type { Body } from './messaging/publish';
+export type { RequestOptions } from './messaging/request';
 export { Consumer } from './consumer';
 export type {
   Handler,
@@ -29,7 +29,7 @@ export type {
   SchedulerStopResult,
 } from './consumer/events';
 export { RetryTable, type RowSelector, type ListOptions, type RetryRow, type RetryTableStats, type PauseWhenOptions, type DependencyWatch } from './table';
-export type { MeterProviderLike } from './otel';
+export type { MeterProviderLike } from './telemetry/otel';
 export {
   Outbox,
   type OutboxStats,
@@ -39,10 +39,10 @@ export {
   type OutboxTransaction,
   type OutboxPublishOptions,
 } from './outbox/outbox';
-export type { OutboxOptions } from './outbox-options';
+export type { OutboxOptions } from './outbox/options';
 export { PARK_REASONS, OUTBOX_PARK_REASONS, NATIVE_ERROR_CODES, type ParkReason, type NativeErrorCode } from './contract';
 export { Message, type MessageProperties } from './message';
-export type { InboxOptions, InboxPoolOptions, InboxAdapterOptions, InboxCommonOptions, InboxContext, InboxHandler } from './inbox-options';
+export type { InboxOptions, InboxPoolOptions, InboxAdapterOptions, InboxCommonOptions, InboxContext, InboxHandler } from './inbox/options';
 export {
   pgAdapter,
   typeormAdapter,
@@ -82,7 +82,7 @@ export {
   type CircuitOptions,
   type PublishOptions,
 } from './options';
-export type { DeclareOptions, ExchangeDeclareOptions, QueueDeclareOptions } from './declare';
+export type { DeclareOptions, ExchangeDeclareOptions, QueueDeclareOptions } from './messaging/declare';
 export {
   RabbitRetryError,
   NonRetryableError,

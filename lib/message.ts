@@ -1,5 +1,5 @@
 import { NonRetryableError } from './errors';
-import { reasonOf } from './error-text';
+import { reasonOf } from './support/error-text';
 import type { NativeMessageProperties } from './native';
 
 /** What a {@link Message} is made of. @internal */

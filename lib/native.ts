@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
-import type * as Native from '../binding';
+import type * as Native from '../binding.js';
 import { nativeSync } from './errors';
 
 /** @internal */
@@ -21,7 +21,7 @@ export type {
   NativeDeclaration,
   FailureInfo as NativeFailureInfo,
   MessageProperties as NativeMessageProperties,
-} from '../binding';
+} from '../binding.js';
 
 /**
  * The package's root: the nearest folder above this file whose package.json

@@ -15,7 +15,7 @@ import { trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import type { InMemorySpanExporter, BasicTracerProvider, ReadableSpan } from '@opentelemetry/sdk-trace-base';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const { exporter, provider } = require('../__test__/fixtures/otel-sdk') as { exporter: InMemorySpanExporter; provider: BasicTracerProvider };
+const { exporter, provider } = require('../__test__/fixtures/otel-sdk.js') as { exporter: InMemorySpanExporter; provider: BasicTracerProvider };
 
 // After the instrumentation, so that amqplib is patched.
 // eslint-disable-next-line @typescript-eslint/no-require-imports

@@ -7,10 +7,10 @@
 import { Command, CommanderError } from 'commander';
 
 import { DEFAULT_URL, RabbitRetry } from '../client';
-import { brokerUrls, splitUrls } from '../check-options';
-import { reasonOf } from '../error-text';
+import { brokerUrls, splitUrls } from '../options/check';
+import { reasonOf } from '../support/error-text';
 import { RabbitRetryError } from '../errors';
-import { redactIn } from '../redact';
+import { redactIn } from '../support/redact';
 import { type Action, type Cli, type CliIo, EXIT, UsageError } from './common';
 import { parkedCommands } from './queue-commands';
 import { statusCommand } from './status-command';

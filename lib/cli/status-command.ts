@@ -7,7 +7,7 @@
 import type { Command } from 'commander';
 
 import { brokerUrlsOf } from '../client';
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 import { parkedQueueName, retryQueueName } from '../native';
 import { DEFAULT_DELAYS, type Delay } from '../options';
 import { type ManagementQueueCounts, isBrokerDelay, managementQueue, managementTarget } from '../console/management';

@@ -6,7 +6,7 @@ import { CONSOLE_TOKEN_ENV, CONSOLE_TOKEN_HEADER, allowedHostsOf, checkConsoleTo
 import type { JobView } from '../console/jobs';
 import { DEFAULT_CONSOLE_PORT, startConsole } from '../console/server';
 import { InvalidOptionsError } from '../errors';
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 import { delayLabel, parkedQueueName } from '../native';
 import { type Cli, UsageError, positiveInt, positiveNumber } from './common';
 

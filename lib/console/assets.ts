@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 
 /** The page's script modules: `console.js` starts the page and imports the others. */
 export const SCRIPTS = [

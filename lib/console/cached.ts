@@ -2,7 +2,7 @@
  * A reading the page's polls share: read again at most once a second, one
  * reading at a time, keeping the last good value when a reading fails.
  */
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 
 /** How long depths, table counts and outbox counts are reused, ms. */
 export const FRESH_MS = 1000;

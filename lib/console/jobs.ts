@@ -6,7 +6,7 @@
  * more from the parked queue.
  */
 import { RabbitRetryError } from '../errors';
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 
 /** What a job does. */
 export type JobKind = 'replay' | 'purge';

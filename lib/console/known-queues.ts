@@ -8,7 +8,7 @@ import type { RabbitRetry } from '../client';
 import { HttpError } from './http';
 import { type KnownQueue, type ManagementStatus, mergeQueues, workQueuesOf } from './discovery';
 import { type ManagementQueueRow, type ManagementTarget, isBrokerDelay, managementQueue, managementQueues } from './management';
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 
 /** The work queues of every source, and what the page is told of the management API. */
 export class KnownQueues {

@@ -5,7 +5,7 @@
  * a passive declare does not count.
  */
 import { InvalidOptionsError } from '../errors';
-import { redactIn } from '../redact';
+import { redactIn } from '../support/redact';
 
 /** Where the management API is, and how to log in; never sent to the page. */
 export interface ManagementTarget {

@@ -3,7 +3,7 @@
  * with its default.
  */
 import { type RabbitRetry, brokerUrlsOf } from '../client';
-import { checkKeys, checkObject, checkString } from '../check-options';
+import { checkKeys, checkObject, checkString } from '../options/check';
 import { InvalidOptionsError } from '../errors';
 import { delayLabel } from '../native';
 import { DEFAULT_DELAYS, type Delay, type OptionKeys } from '../options';

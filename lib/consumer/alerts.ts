@@ -5,11 +5,11 @@
  */
 import { parkedQueueName } from '../native';
 import type { AlertOptions, ParkedAlert, RetryTableAlert } from '../options';
-import { parseDelay } from '../check-options';
+import { parseDelay } from '../options/check';
 import { InvalidOptionsError } from '../errors';
-import { fenceSync } from '../fence';
-import { reasonOf } from '../error-text';
-import type { Log } from '../log';
+import { fenceSync } from '../support/fence';
+import { reasonOf } from '../support/error-text';
+import type { Log } from '../support/log';
 
 /**
  * `alert`, checked, with its interval in ms; `withTable` says whether the

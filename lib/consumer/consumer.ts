@@ -8,14 +8,14 @@
 import { EventEmitter } from 'node:events';
 
 import type { Circuit } from '../circuit';
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 import { native } from '../errors';
-import { type Log, logTo } from '../log';
+import { type Log, logTo } from '../support/log';
 import type { Message } from '../message';
-import type { ConsumerMetrics } from '../metrics';
+import type { ConsumerMetrics } from '../telemetry/metrics';
 import type { NativeBatch, NativeConsumer } from '../native';
 import type { AlertOptions, CloseOptions, Logger, TableRouteOptions } from '../options';
-import { type ConsumerTracing, consumerTracing } from '../tracing';
+import { type ConsumerTracing, consumerTracing } from '../telemetry/tracing';
 import { deliveriesOf, eventsOf, parseEvents } from '../wire';
 import { AlertWatch } from './alerts';
 import type { CircuitIo } from './circuit-io';

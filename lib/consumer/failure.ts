@@ -11,9 +11,9 @@ import type { Message } from '../message';
 import type { FailureKind as ContractKind } from '../contract';
 import type { NativeFailureInfo } from '../native';
 import type { TableRouteOptions } from '../options';
-import { BOOLEAN, type Expectation, type FenceResult, fenceSync } from '../fence';
-import { errorInfo, reasonOf } from '../error-text';
-import type { Log } from '../log';
+import { BOOLEAN, type Expectation, type FenceResult, fenceSync } from '../support/fence';
+import { errorInfo, reasonOf } from '../support/error-text';
+import type { Log } from '../support/log';
 
 /** A handler's failure as the native side takes it, without the delivery's id. */
 export type FailureInfo = Omit<NativeFailureInfo, 'id'>;

@@ -3,9 +3,9 @@
  * the consumer's handler mark, then settling the delivery with how it went.
  */
 import type { ProbeResult } from '../circuit';
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 import type { NativeBatch } from '../native';
-import type { ConsumerTracing, ProcessSpan } from '../tracing';
+import type { ConsumerTracing, ProcessSpan } from '../telemetry/tracing';
 import type { Message } from '../message';
 import { type DeliveryMeta, messageOf } from '../wire';
 import type { Handler } from './events';

@@ -6,7 +6,7 @@
  */
 import type { Circuit, CircuitMember, CircuitStatus, ProbeResult } from '../circuit';
 import { native } from '../errors';
-import type { Log } from '../log';
+import type { Log } from '../support/log';
 import type { NativeBatch, NativeConsumer } from '../native';
 import { type DeliveryMeta, deliveriesOf } from '../wire';
 import type { CircuitIo } from './circuit-io';

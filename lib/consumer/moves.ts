@@ -4,9 +4,9 @@
  * parks. The native verdict decides where a failure goes (`src/retry/verdict.rs`);
  * this only hears its answer, the event of each move, and tells the watcher.
  */
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 import type { ParkReason } from '../contract';
-import type { Log } from '../log';
+import type { Log } from '../support/log';
 import type { Message } from '../message';
 import type { WireEvent } from '../wire';
 

@@ -6,10 +6,10 @@
  * listener that throws is logged, and consuming goes on.
  */
 import type { CircuitClosedEvent, CircuitHalfOpenEvent, CircuitOpenEvent } from '../circuit';
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 import { type RabbitRetryError, fromNative } from '../errors';
-import type { Log } from '../log';
-import type { ConsumerTracing } from '../tracing';
+import type { Log } from '../support/log';
+import type { ConsumerTracing } from '../telemetry/tracing';
 import type { WireEvent } from '../wire';
 import type { ConsumerEvents, DuplicateEvent, StuckEvent } from './events';
 import type { MoveWatch } from './moves';

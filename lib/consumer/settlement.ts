@@ -7,9 +7,9 @@
  */
 import { ClosedError, fromNativeCall } from '../errors';
 import type { NativeConsumer, NativeFailureInfo } from '../native';
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 import type { FailureInfo } from './failure';
-import type { Log } from '../log';
+import type { Log } from '../support/log';
 
 /** The failure passed to the native side when nothing better can be. */
 export const UNREADABLE_FAILURE: FailureInfo = {

@@ -4,9 +4,9 @@
  * then release what the consumer holds. Every call of `close()` gets the same
  * close; a later one may shorten its bound, never lengthen it.
  */
-import { checkCloseOptions } from '../check-options';
-import { reasonOf } from '../error-text';
-import type { Log } from '../log';
+import { checkCloseOptions } from '../options/check';
+import { reasonOf } from '../support/error-text';
+import type { Log } from '../support/log';
 import type { CloseOptions } from '../options';
 import { CloseBound } from './close-bound';
 import type { CloseResult } from './events';

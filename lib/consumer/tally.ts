@@ -2,9 +2,9 @@
  * What a consumer counts for `stats()`, and the same numbers recorded in its
  * metrics: each outcome is counted and recorded in one call.
  */
-import { reasonOf } from '../error-text';
-import type { Log } from '../log';
-import type { ConsumerMetrics } from '../metrics';
+import { reasonOf } from '../support/error-text';
+import type { Log } from '../support/log';
+import type { ConsumerMetrics } from '../telemetry/metrics';
 import type { ConsumerStats } from './events';
 
 /** The counts of {@link ConsumerStats}: what the consumer did since it started. */

@@ -2,10 +2,10 @@
  * The checks of `consume({ inbox })`: each refuses a bad option with an
  * {@link InvalidOptionsError} that names it, before anything is declared.
  */
-import { checkBoolean, checkFunction, checkKeys, checkObject, checkString, kindOf, parseDelay } from '../check-options';
-import type { Delay } from '../delay';
+import { checkBoolean, checkFunction, checkKeys, checkObject, checkString, kindOf, parseDelay } from '../options/check';
+import type { Delay } from '../options/delay';
 import { InvalidOptionsError } from '../errors';
-import { DEFAULT_INBOX_CLEANUP_EVERY, DEFAULT_INBOX_RETENTION, INBOX_OPTION_KEYS, type InboxOptions } from '../inbox-options';
+import { DEFAULT_INBOX_CLEANUP_EVERY, DEFAULT_INBOX_RETENTION, INBOX_OPTION_KEYS, type InboxOptions } from './options';
 import { unfitText } from './key';
 
 /** The inbox's options once checked, with their defaults applied. */

@@ -11,10 +11,10 @@
  * round trips, not four (see ./pg-fast); over any other adapter, one statement
  * at a time through its `query`.
  */
-import { reasonOf } from '../error-text';
-import { type Expectation, fenceSync } from '../fence';
+import { reasonOf } from '../support/error-text';
+import { type Expectation, fenceSync } from '../support/fence';
 import { InboxError, InboxRefusedError, NonRetryableError } from '../errors';
-import type { InboxHandler } from '../inbox-options';
+import type { InboxHandler } from './options';
 import type { Message } from '../message';
 import { type PgPoolLike, type TransactionAdapter, migrateTables, pgAdapter, poolOfAdapter, reportIdleErrors } from '../sql';
 import { type CheckedInbox, checkInbox } from './check';

@@ -9,7 +9,7 @@
  * Also here: which database errors of the record statement are the key's
  * content (the message parks) and which are an outage (it is retried).
  */
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 import { InboxError, InboxRefusedError } from '../errors';
 import type { TransactionAdapter } from '../sql';
 

@@ -8,9 +8,9 @@
  * the transaction is aborted or is not the one that recorded the key, keeps
  * that `COMMIT` from running as surely as when it was a statement of its own.
  */
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 import { InboxError, type InboxRefusedError } from '../errors';
-import type { PgClientLike, PgPoolLike, PgQueryResultLike } from '../transaction';
+import type { PgClientLike, PgPoolLike, PgQueryResultLike } from '../sql/transaction';
 import { abortedVerdict, endedVerdict, refusalOf, sqlStateOf } from './outcome';
 
 /**

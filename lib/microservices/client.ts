@@ -7,9 +7,9 @@ import { RabbitRetry } from '../client';
 import type { PublishOptions } from '../options';
 import { ConnectionError, InvalidOptionsError } from '../errors';
 import type { Message } from '../message';
-import type { Replies } from '../replies';
-import { type Expectation, type FenceResult, OBJECT, fence } from '../fence';
-import { checkBoolean, checkConnectOptions, checkFunction, checkKeys, checkObject, checkString, refuseForeign } from '../check-options';
+import type { Replies } from '../messaging/replies';
+import { type Expectation, type FenceResult, OBJECT, fence } from '../support/fence';
+import { checkBoolean, checkConnectOptions, checkFunction, checkKeys, checkObject, checkString, refuseForeign } from '../options/check';
 import { RmqConnectionError } from './errors';
 import { CLIENT_OPTION_KEYS, RMQ_CLIENT_OPTIONS, type RabbitRetryClientOptions, connectOptionsOf, publishOptionsOf } from './options';
 

@@ -1,7 +1,7 @@
 import { RpcException } from '@nestjs/microservices';
 
 import type { ConnectionError } from '../errors';
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 
 /** What Nest answers a caller with when the error is not an RpcException. @internal */
 export const INTERNAL_ERROR_MESSAGE = 'Internal server error';

@@ -18,13 +18,4 @@ export {
 export { RabbitRetryExceptionFilter } from './filter';
 export { RpcHandlerError, RmqConnectionError } from './errors';
 export type { RabbitRetryServerOptions, RabbitRetryClientOptions } from './options';
-export {
-  RabbitRetry,
-  Message,
-  NonRetryableError,
-  NoHandlerError,
-  ReplyRefusedError,
-  UnsupportedOptionError,
-  type OnFailureOptions,
-  type Delay,
-} from '../index';
+export { RabbitRetry, Message, NonRetryableError, NoHandlerError, ReplyRefusedError, UnsupportedOptionError, type OnFailureOptions, type Delay } from '..';

@@ -20,16 +20,16 @@ import {
   checkWhole,
   delayStrings,
   refuseForeign,
-} from '../check-options';
+} from '../options/check';
 import type { ParkedMove } from '../consumer/moves';
 import { DEFAULT_CLOSE_TIMEOUT_MS } from '../options';
 import { logMoves } from '../nestjs/follow';
-import { reasonOf } from '../error-text';
-import { DEFAULT_CALLBACK_TIMEOUT_MS, OBJECT, fence } from '../fence';
+import { reasonOf } from '../support/error-text';
+import { DEFAULT_CALLBACK_TIMEOUT_MS, OBJECT, fence } from '../support/fence';
 import { RabbitRetryChannelRef, RabbitRetryContext } from './context';
 import { NO_MESSAGE_HANDLER, answerOf, failureOf, isNestInternalError } from './errors';
 import { RMQ_SERVER_OPTIONS, type RabbitRetryServerOptions, SERVER_OPTION_KEYS, connectOptionsOf, consumeOptionsOf, publishOptionsOf } from './options';
-import { isTopicPattern, matchesTopic } from '../topic';
+import { isTopicPattern, matchesTopic } from '../messaging/topic';
 import { consumeTarget, removeBroadcastQueues } from './topology';
 
 /** The events a server passes on from its consumer: `on('parked', e => …)`. */

@@ -13,8 +13,8 @@ import type { Consumer } from '../consumer';
 import { InvalidOptionsError, UnsupportedOptionError } from '../errors';
 import type { Message } from '../message';
 import type { PublishOptions } from '../options';
-import { checkTimeout, sendRequest } from '../request';
-import type { Replies } from '../replies';
+import { checkTimeout, sendRequest } from '../messaging/request';
+import type { Replies } from '../messaging/replies';
 import { type AmqpPublishOptions, type MessageDeserializer, type MessageSerializer, defaultDeserializer, defaultSerializer } from './serialize';
 import { type RabbitSubscribeOptions, bindOthers, subscribePlan } from './subscribe';
 

@@ -7,7 +7,7 @@
  * parked queue), never requeued. A message whose body cannot be read never
  * joins a batch: it parks alone.
  */
-import { checkKeys, checkObject, checkWhole, foreignOptions, type ForeignOption } from '../check-options';
+import { checkKeys, checkObject, checkWhole, foreignOptions, type ForeignOption } from '../options/check';
 import type { Message } from '../message';
 import type { OptionKeys } from '../options';
 

@@ -2,7 +2,7 @@ import { type DynamicModule, Logger, Module, type OnModuleDestroy, type OnModule
 import { HttpAdapterHost, ModuleRef } from '@nestjs/core';
 
 import type { RabbitRetry } from '../client';
-import { checkKeys, checkObject } from '../check-options';
+import { checkKeys, checkObject } from '../options/check';
 import { InvalidOptionsError } from '../errors';
 import { RabbitRetryConsole } from '../console/console';
 import type { ConsoleOptions } from '../console/options';

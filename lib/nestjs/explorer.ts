@@ -6,12 +6,12 @@ import type { Module as NestModule } from '@nestjs/core/injector/module';
 
 import type { RabbitRetry } from '../client';
 import type { Consumer } from '../consumer';
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 import { InvalidOptionsError, NoHandlerError, NonRetryableError, RabbitRetryError, UnsupportedOptionError } from '../errors';
 import { binding } from '../native';
-import type { InboxContext } from '../inbox-options';
+import type { InboxContext } from '../inbox/options';
 import type { Message } from '../message';
-import { checkKeys, checkObject, checkOnFailureKeys } from '../check-options';
+import { checkKeys, checkObject, checkOnFailureKeys } from '../options/check';
 import type { ConsumeOptions, OnFailureOptions } from '../options';
 import { type AmqpConnection, AmqpConnectionManager } from './amqp-connection';
 import {

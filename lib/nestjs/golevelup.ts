@@ -6,7 +6,7 @@
 import type { Message } from '../message';
 import type { ConsumeHandlerOptions, RabbitRetryModuleOptions } from './options';
 import type { RabbitSubscribeOptions } from './subscribe';
-import { matchesTopic } from '../topic';
+import { matchesTopic } from '../messaging/topic';
 
 /**
  * The options each consumer of a handler takes, as golevelup resolves them: with

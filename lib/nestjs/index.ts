@@ -50,4 +50,4 @@ export {
   RequestTimeoutError,
   RemoteError,
   type OnFailureOptions,
-} from '../index';
+} from '..';

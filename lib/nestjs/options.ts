@@ -1,6 +1,6 @@
 import { ConfigurableModuleBuilder, type ConfigurableModuleCls, type ConfigurableModuleHost, type Logger as NestLogger } from '@nestjs/common';
 
-import { checkKeys, checkObject, checkOnFailureKeys, refuseForeign } from '../check-options';
+import { checkKeys, checkObject, checkOnFailureKeys, refuseForeign } from '../options/check';
 import {
   CONNECT_OPTION_KEYS,
   CONSUME_OPTION_KEYS,

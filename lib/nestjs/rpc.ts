@@ -6,11 +6,11 @@
 import { SetMetadata } from '@nestjs/common';
 
 import type { RabbitRetry } from '../client';
-import { reasonOf } from '../error-text';
+import { reasonOf } from '../support/error-text';
 import { NonRetryableError, ReplyRefusedError, UnsupportedOptionError } from '../errors';
 import type { Message } from '../message';
 import type { PublishOptions } from '../options';
-import { REPLY_ERROR_HEADER } from '../request';
+import { REPLY_ERROR_HEADER } from '../messaging/request';
 import { RABBIT_RPC_METADATA } from './constants';
 import type { MessageSerializer } from './serialize';
 import type { RabbitSubscribeOptions } from './subscribe';

@@ -7,11 +7,11 @@
 import { SetMetadata } from '@nestjs/common';
 
 import { InvalidOptionsError, NonRetryableError, UnsupportedOptionError } from '../errors';
-import { reasonOf } from '../error-text';
-import { fenceSync } from '../fence';
+import { reasonOf } from '../support/error-text';
+import { fenceSync } from '../support/fence';
 import type { RabbitRetry } from '../client';
 import type { Message } from '../message';
-import { type ForeignOption, checkBoolean, checkFunction, checkKeys, checkObject, checkString, foreignOptions, refuseAll } from '../check-options';
+import { type ForeignOption, checkBoolean, checkFunction, checkKeys, checkObject, checkString, foreignOptions, refuseAll } from '../options/check';
 import type { ConsumeOptions, OnFailureOptions, OptionKeys, QueueArguments } from '../options';
 import { RABBIT_SUBSCRIBE_METADATA } from './constants';
 import type { ConsumeHandlerOptions } from './options';

@@ -4,8 +4,8 @@
  * any handler consumes, and its `connectionInitOptions`.
  */
 import type { RabbitRetry } from '../client';
-import { checkBoolean, checkKeys, checkObject, checkQueueArguments, checkString, checkWhole } from '../check-options';
-import { EXCHANGE_DECLARE_KEYS, type ExchangeDeclareOptions, QUEUE_DECLARE_KEYS, type QueueDeclareOptions } from '../declare';
+import { checkBoolean, checkKeys, checkObject, checkQueueArguments, checkString, checkWhole } from '../options/check';
+import { EXCHANGE_DECLARE_KEYS, type ExchangeDeclareOptions, QUEUE_DECLARE_KEYS, type QueueDeclareOptions } from '../messaging/declare';
 import { InvalidOptionsError, UnsupportedOptionError } from '../errors';
 import type { ConsumeOptions, OptionKeys, QueueArguments } from '../options';
 

@@ -1,9 +1,9 @@
 import type { OutboxParkReason } from '../contract';
 import { InvalidOptionsError, native, nativeSync } from '../errors';
 import type { NativeOutbox } from '../native';
-import type { MeterProviderLike } from '../otel';
-import { outboxMetrics } from '../metrics';
-import type { Body } from '../publish';
+import type { MeterProviderLike } from '../telemetry/otel';
+import { outboxMetrics } from '../telemetry/metrics';
+import type { Body } from '../messaging/publish';
 import type { TransactionLike } from '../sql';
 import { type OutboxPublishOptions, writeOutbox } from './write';
 

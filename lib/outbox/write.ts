@@ -3,11 +3,11 @@
  * `rabbit_retry_outbox` in the caller's own transaction. It is published by
  * the relay only once that transaction commits, and never if it rolls back.
  */
-import { checkObject } from '../check-options';
+import { checkObject } from '../options/check';
 import { InvalidOptionsError } from '../errors';
 import type { PublishOptions } from '../options';
 import type { NativeMessageProperties } from '../native';
-import { type Body, checkPublishOptions, toBuffer, toNativeProps } from '../publish';
+import { type Body, checkPublishOptions, toBuffer, toNativeProps } from '../messaging/publish';
 import { type TransactionLike, isTransactionLike, queryIn } from '../sql';
 
 /** A row about to be written, as the broker's and the database's limits are checked against it. */

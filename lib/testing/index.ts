@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { RabbitRetry } from '../client';
 import { InvalidOptionsError } from '../errors';
 import { parkedQueueName, retryQueueName } from '../native';
-import { checkKeys, checkObject } from '../check-options';
+import { checkKeys, checkObject } from '../options/check';
 import type { Delay, OptionKeys } from '../options';
 
 /**

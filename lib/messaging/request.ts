@@ -7,10 +7,10 @@
  */
 import { randomUUID } from 'node:crypto';
 
-import { checkKeys, checkObject } from './check-options';
-import { InvalidOptionsError, RemoteError, RequestTimeoutError } from './errors';
-import type { Message } from './message';
-import type { OptionKeys, PublishOptions } from './options';
+import { checkKeys, checkObject } from '../options/check';
+import { InvalidOptionsError, RemoteError, RequestTimeoutError } from '../errors';
+import type { Message } from '../message';
+import type { OptionKeys, PublishOptions } from '../options';
 import { type Body, checkPublishOptions, toBuffer } from './publish';
 import type { Replies } from './replies';
 

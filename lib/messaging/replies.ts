@@ -4,11 +4,11 @@
  * and the requests waiting for replies, by correlation id.
  * @internal
  */
-import { ClosedError, ConnectionError, native } from './errors';
-import type { Message } from './message';
-import type { NativeMessageProperties, NativeReplySession } from './native';
-import type { PublishOptions } from './options';
-import { deliveriesOf, messageOf } from './wire';
+import { ClosedError, ConnectionError, native } from '../errors';
+import type { Message } from '../message';
+import type { NativeMessageProperties, NativeReplySession } from '../native';
+import type { PublishOptions } from '../options';
+import { deliveriesOf, messageOf } from '../wire';
 
 /** A request waiting for its replies. */
 export interface ReplyWaiter {

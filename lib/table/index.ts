@@ -1,10 +1,10 @@
-import { InvalidOptionsError, native } from './errors';
-import { type MeterProviderLike, meterProviderOr } from './otel';
-import type { NativeClient } from './native';
-import { checkKeys, checkObject, checkRate, parseDelay } from './check-options';
-import type { Log } from './log';
-import { BOOLEAN, fence, fenceSync } from './fence';
-import type { Delay, OptionKeys } from './options';
+import { InvalidOptionsError, native } from '../errors';
+import { type MeterProviderLike, meterProviderOr } from '../telemetry/otel';
+import type { NativeClient } from '../native';
+import { checkKeys, checkObject, checkRate, parseDelay } from '../options/check';
+import type { Log } from '../support/log';
+import { BOOLEAN, fence, fenceSync } from '../support/fence';
+import type { Delay, OptionKeys } from '../options';
 
 /** Which rows {@link RetryTable.pause} and {@link RetryTable.resume} touch; every field given must match. */
 export interface RowSelector {

@@ -3,11 +3,11 @@
  * header table among them, value by value) and turned into the native
  * layer's message properties, before anything reaches the broker.
  */
-import { checkKeys, checkObject, checkString, checkWhole, kindOf } from './check-options';
-import { reasonOf } from './error-text';
-import { InvalidOptionsError } from './errors';
-import type { NativeMessageProperties } from './native';
-import type { OptionKeys, PublishOptions } from './options';
+import { checkKeys, checkObject, checkString, checkWhole, kindOf } from '../options/check';
+import { reasonOf } from '../support/error-text';
+import { InvalidOptionsError } from '../errors';
+import type { NativeMessageProperties } from '../native';
+import type { OptionKeys, PublishOptions } from '../options';
 
 /** The keys of {@link PublishOptions}. */
 const PUBLISH_OPTION_KEYS = {

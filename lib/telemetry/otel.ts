@@ -1,7 +1,7 @@
 /**
  * What the options say of OpenTelemetry's metrics, without naming
  * `@opentelemetry/api` (an optional peer dependency): the package itself is
- * loaded by lib/otel-api.ts.
+ * loaded by lib/telemetry/otel-api.ts.
  */
 import { otelApi } from './otel-api';
 

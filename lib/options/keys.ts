@@ -3,7 +3,7 @@
  * one suggested, and another library's options refused all at once, each
  * with why it has no meaning here.
  */
-import { InvalidOptionsError, UnsupportedOptionError } from './errors';
+import { InvalidOptionsError, UnsupportedOptionError } from '../errors';
 
 /** The number of single-character edits (insert, delete, substitute) between `a` and `b`, or `max + 1` when it is above `max`. */
 function editDistance(a: string, b: string, max: number): number {

@@ -2,10 +2,10 @@
  * Declarations outside a consumer's topology: the exchanges and queues an
  * application lists up front, checked and put in the native layer's form.
  */
-import { checkBoolean, checkObject, checkQueueArguments, checkString } from './check-options';
-import type { NativeDeclaration } from './native';
-import { checkKeys } from './option-keys';
-import type { OptionKeys, QueueArguments } from './options';
+import { checkBoolean, checkObject, checkQueueArguments, checkString } from '../options/check';
+import type { NativeDeclaration } from '../native';
+import { checkKeys } from '../options/keys';
+import type { OptionKeys, QueueArguments } from '../options';
 
 /** How {@link RabbitRetry.declareExchange} and {@link RabbitRetry.declareQueue} declare. */
 export interface DeclareOptions {

@@ -1,11 +1,11 @@
-import { InvalidOptionsError, native } from './errors';
-import { Message } from './message';
-import { deliveriesOf, partsOf } from './wire';
-import { type NativeClient, type NativeParkedSession, HEADERS, parkedQueueName } from './native';
-import { tracedPublish } from './tracing';
-import { checkKeys, checkObject } from './check-options';
-import { BOOLEAN, fenceSync } from './fence';
-import type { OptionKeys } from './options';
+import { InvalidOptionsError, native } from '../errors';
+import { Message } from '../message';
+import { deliveriesOf, partsOf } from '../wire';
+import { type NativeClient, type NativeParkedSession, HEADERS, parkedQueueName } from '../native';
+import { tracedPublish } from '../telemetry/tracing';
+import { checkKeys, checkObject } from '../options/check';
+import { BOOLEAN, fenceSync } from '../support/fence';
+import type { OptionKeys } from '../options';
 
 /**
  * Selects parked messages. Every field given must match; a message no filter

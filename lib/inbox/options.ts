@@ -3,9 +3,9 @@
  * transaction comes from, what keys a message, how long handled ids are kept;
  * and the types of an inbox handler.
  */
-import type { Delay } from './delay';
-import type { Message } from './message';
-import type { PgPoolLike, TransactionAdapter } from './transaction';
+import type { Delay } from '../options/delay';
+import type { Message } from '../message';
+import type { PgPoolLike, TransactionAdapter } from '../sql/transaction';
 
 /** What the inbox's options share, whichever way they reach the database. */
 export interface InboxCommonOptions {

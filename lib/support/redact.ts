@@ -4,7 +4,7 @@
  * through, for the TypeScript layer's output.
  * @internal
  */
-import { binding } from './native';
+import { binding } from '../native';
 
 /**
  * `source` with each password replaced by `***`. `source` is a URL (with or

@@ -21,11 +21,11 @@
  * `status`), and a process that starts (or restarts after a crash during a
  * probe) with a circuit left open or probing starts with it open.
  */
-import { InvalidOptionsError } from './errors';
-import { parseDelay } from './check-options';
-import { reasonOf } from './error-text';
-import { BOOLEAN, fence } from './fence';
-import type { CircuitOptions, Delay } from './options';
+import { InvalidOptionsError } from '../errors';
+import { parseDelay } from '../options/check';
+import { reasonOf } from '../support/error-text';
+import { BOOLEAN, fence } from '../support/fence';
+import type { CircuitOptions, Delay } from '../options';
 
 /** Where a circuit is: letting everything through, stopped, or trying. */
 export type CircuitState = 'closed' | 'open' | 'halfOpen';
@@ -147,7 +147,7 @@ export interface CircuitSettings {
 
 const ms = (d: Delay, option: string): number => parseDelay(d, option).ms;
 
-/** `options` with defaults, delays in milliseconds. Options are checked before (check-options). @internal */
+/** `options` with defaults, delays in milliseconds. Options are checked before (lib/options/check.ts). @internal */
 export function circuitSettings(options: CircuitOptions): CircuitSettings {
   return {
     dependency: options.dependency,

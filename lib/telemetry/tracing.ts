@@ -18,9 +18,9 @@
  */
 import type { Context, Span, SpanOptions, Tracer } from '@opentelemetry/api';
 
-import { errorInfo } from './error-text';
+import { errorInfo } from '../support/error-text';
 import { type OtelApi, otelApi } from './otel-api';
-import type { WireEvent } from './wire';
+import type { WireEvent } from '../wire';
 
 /** The API once loaded (null: not installed): a span per message should not look it up each time. */
 let api: OtelApi | null | undefined;

@@ -1,27 +1,27 @@
 /**
- * The options of rabbit-retry's API: their types, the tables of their keys
- * and the defaults applied in TypeScript (lib/check-options.ts checks them).
+ * The options of rabbit-retry's API: the client's and a consumer's, their
+ * types, the tables of their keys and the defaults applied in TypeScript
+ * (lib/options/check.ts checks them). A part's own options stand in its folder
+ * (table/options.ts, circuit/options.ts, inbox/options.ts, outbox/options.ts)
+ * and are handed on from here.
  * The defaults of the consume options the native layer takes are the native
  * layer's (`consumeDefaults()`); the `@default`s here describe them.
  */
+import type { CircuitOptions } from '../circuit/options';
+import type { InboxOptions } from '../inbox/options';
+import type { Message, MessageProperties } from '../message';
+import type { OutboxOptions } from '../outbox/options';
+import type { RetryTableOptions, TableRouteOptions } from '../table/options';
+import type { MeterProviderLike } from '../telemetry/otel';
 import type { BrokerDelayOptions, Delay } from './delay';
-import type { Message, MessageProperties } from './message';
-import type { InboxOptions } from './inbox-options';
-import type { MeterProviderLike } from './otel';
 import type { RecoveryOptions } from './recovery';
-import type { OutboxOptions } from './outbox-options';
+import type { OptionKeys } from './shape';
 
 export { type BrokerDelayOptions, type Delay, DEFAULT_DELAYS } from './delay';
 export { type RecoveryOptions, RECOVERY_OPTION_KEYS } from './recovery';
-
-/**
- * Every key of `T` mapped to `true`: the type of a table of an options
- * object's keys, written with `satisfies` so that a field added to the
- * interface without an entry in its table, or an entry that is not a field,
- * fails to compile.
- * @internal
- */
-export type OptionKeys<T> = Record<keyof T, true>;
+export type { OptionKeys } from './shape';
+export { type CircuitOptions, CIRCUIT_OPTION_KEYS } from '../circuit/options';
+export { type TableRouteOptions, type RetryTableOptions, TABLE_ROUTE_OPTION_KEYS, RETRY_TABLE_OPTION_KEYS } from '../table/options';
 
 /** How to connect to the broker. */
 export interface ConnectOptions {
@@ -219,122 +219,6 @@ export const ON_FAILURE_OPTION_KEYS = {
 
 /** The keys of {@link BrokerDelayOptions}. @internal */
 export const BROKER_DELAY_OPTION_KEYS = { min: true, max: true, attempts: true } satisfies OptionKeys<BrokerDelayOptions>;
-
-/** A consumer's circuit breaker (see {@link OnFailureOptions.circuit}). */
-export interface CircuitOptions {
-  /**
-   * What the circuit guards (a carrier, a service). Consumers of one process
-   * that name the same dependency share one circuit, with the same options.
-   * @default the work queue's name: a circuit of its own
-   */
-  dependency?: string;
-  /**
-   * It opens after this many retryable failures (errors the `retryable`
-   * predicate retries) within this window. A {@link NonRetryableError} does
-   * not count: it says the message is bad, not the dependency.
-   * @default { failures: 5, within: '10s' }
-   */
-  openAfter?: {
-    /** Retryable failures that open it. */
-    failures: number;
-    /** The window they fall in. */
-    within: Delay;
-  };
-  /** While open, a probe this often. @default '5s' */
-  probeEvery?: Delay;
-  /** Probes that must succeed in a row to close it. @default 1 */
-  closeAfter?: number;
-  /**
-   * A health check of the dependency. When given, it is the probe: called
-   * every `probeEvery` while open (no message is spent), `true` closes the
-   * circuit. `false`, a throw or a rejection (of any value), an answer that
-   * is not a boolean, or no answer within `probeEvery` is a failed check: it
-   * keeps the circuit open (with a warning, but for `false`), and the next
-   * check comes `probeEvery` later.
-   */
-  check?: () => Promise<boolean> | boolean;
-  /**
-   * When it closes, the messages waiting in the consumer's retry queues are
-   * sent back to the work queue at once, at this many a second (each acked in
-   * its retry queue only after the broker confirmed its copy). @default 50
-   */
-  returnRate?: number;
-}
-
-/** The keys of {@link CircuitOptions}. @internal */
-export const CIRCUIT_OPTION_KEYS = {
-  dependency: true,
-  openAfter: true,
-  probeEvery: true,
-  closeAfter: true,
-  check: true,
-  returnRate: true,
-} satisfies OptionKeys<CircuitOptions>;
-
-/** How failures go into the retry table. */
-export interface TableRouteOptions {
-  /**
-   * What the message waits on (a carrier, a service), for
-   * `pause`/`resume`/`pauseWhen`. A throw, or an answer other than a string
-   * or `undefined`, stores the row without one (with a warning).
-   */
-  dependency?: (err: unknown, msg: Message) => string | undefined;
-  /**
-   * Whose message it is, for `pause`/`resume`. A throw, or an answer other
-   * than a string or `undefined`, stores the row without one (with a warning).
-   */
-  tenant?: (msg: Message) => string | undefined;
-  /**
-   * When the row is due: a Date, or `null` to wait for a person (`resume`,
-   * `retryNow`). `attempt` is the attempt count the row carries. A throw, an
-   * invalid Date or any other answer makes it due in one minute (with a warning).
-   * @default one minute from now
-   */
-  nextAttemptAt?: (err: unknown, attempt: number) => Date | null;
-  /** Attempts through the table before the message parks as exhausted. @default 10 */
-  maxAttempts?: number;
-}
-
-/** The keys of {@link TableRouteOptions}. @internal */
-export const TABLE_ROUTE_OPTION_KEYS = {
-  dependency: true,
-  tenant: true,
-  nextAttemptAt: true,
-  maxAttempts: true,
-} satisfies OptionKeys<TableRouteOptions>;
-
-/** The retry table: where failures that wait on a person or a condition are kept. */
-export interface RetryTableOptions {
-  /** `postgres://user:password@host:5432/database`; the table `message_retries` is created there. */
-  url: string;
-  /**
-   * Due rows published a second, by all the schedulers on this database
-   * together: the rate is kept in the database (`rabbit_retry_rates`), so six
-   * replicas at 50 publish 50 a second, not 300. A process that gives it sets
-   * it for all; one that leaves it out keeps the rate set, or 50 when none is.
-   * @default 50
-   */
-  ratePerSec?: number;
-  /** This process's scheduler publishes at most this many due rows a second, within the shared `ratePerSec`. */
-  ratePerSecPerProcess?: number;
-  /**
-   * Rates of their own for the rows of some dependencies, rows a second,
-   * shared by all the schedulers as `ratePerSec` is (and within it):
-   * `{ carrier: 20 }`. Also set at run time with `retryTable.setRate`.
-   */
-  dependencyRates?: Readonly<Record<string, number>>;
-  /** Whether this process runs a scheduler. Run it in every consumer process, or in one process of its own. @default true */
-  scheduler?: boolean;
-}
-
-/** The keys of {@link RetryTableOptions}. @internal */
-export const RETRY_TABLE_OPTION_KEYS = {
-  url: true,
-  ratePerSec: true,
-  ratePerSecPerProcess: true,
-  dependencyRates: true,
-  scheduler: true,
-} satisfies OptionKeys<RetryTableOptions>;
 
 /**
  * Queue arguments (`x-max-length`, `x-dead-letter-exchange`, `x-queue-mode`, …)

@@ -1,6 +1,6 @@
 /**
  * The options of the transactional outbox (`ConnectOptions.outbox`) and the
- * table of their keys; lib/check-options.ts checks them.
+ * table of their keys; lib/options/check.ts checks them.
  */
 /**
  * The transactional outbox in PostgreSQL: messages written into the table

@@ -7,11 +7,11 @@
  * layer's (`ConsumeSpec` in src/binding/consumer.rs), which refuses a bad
  * value with an {@link InvalidOptionsError} before anything is declared.
  */
-import { InvalidOptionsError, nativeSync } from './errors';
-import { checkKeys } from './option-keys';
-import { binding } from './native';
-import { redactUrl } from './redact';
-import { OUTBOX_OPTION_KEYS } from './outbox-options';
+import { InvalidOptionsError, nativeSync } from '../errors';
+import { checkKeys } from './keys';
+import { binding } from '../native';
+import { redactUrl } from '../support/redact';
+import { OUTBOX_OPTION_KEYS } from '../outbox/options';
 import {
   ALERT_OPTION_KEYS,
   BROKER_DELAY_OPTION_KEYS,
@@ -32,9 +32,9 @@ import {
   type ConsumeOptions,
   type Delay,
   type OnFailureOptions,
-} from './options';
+} from '.';
 
-export { checkKeys, refuseForeign, foreignOptions, refuseAll, type ForeignOption } from './option-keys';
+export { checkKeys, refuseForeign, foreignOptions, refuseAll, type ForeignOption } from './keys';
 
 /** @internal */
 export function delayStrings(delays: readonly Delay[] | undefined, option = 'onFailure.delays'): string[] {

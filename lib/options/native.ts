@@ -6,11 +6,11 @@
  */
 import { readFileSync } from 'node:fs';
 
-import { delayStrings } from './check-options';
-import { reasonOf } from './error-text';
-import { InvalidOptionsError } from './errors';
-import type { ConnectOptions, ConsumeOptions, QueueArguments, TlsOptions } from './options';
-import type * as Native from '../binding';
+import { delayStrings } from './check';
+import { reasonOf } from '../support/error-text';
+import { InvalidOptionsError } from '../errors';
+import type { ConnectOptions, ConsumeOptions, QueueArguments, TlsOptions } from '.';
+import type * as Native from '../../binding.js';
 
 function readPem(option: string, file: string | undefined): string | undefined {
   if (file === undefined) return undefined;

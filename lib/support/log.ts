@@ -3,7 +3,7 @@
  * connect options): warnings and errors nobody listens for otherwise.
  */
 import { fenceSync } from './fence';
-import type { Logger } from './options';
+import type { Logger } from '../options';
 
 /** Writes one line to the user's logger; never throws. */
 export type Log = (level: 'warn' | 'error', text: string) => void;

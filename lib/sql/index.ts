@@ -4,8 +4,8 @@
  * transaction whatever library opened it, and the migrations of
  * `tableSchema()` run through an adapter as the retry table's store runs them.
  */
-import { reasonOf } from './error-text';
-import { binding } from './native';
+import { reasonOf } from '../support/error-text';
+import { binding } from '../native';
 import type { PgClientLike, PgClientOf, PgPoolLike, PgQueryResultLike, SqlResult, TransactionAdapter } from './transaction';
 
 export type { PgClientLike, PgClientOf, PgPoolLike, PgPoolWithCallback, PgQueryResultLike, SqlResult, TransactionAdapter } from './transaction';
