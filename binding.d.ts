@@ -299,66 +299,124 @@ export interface ConsumeDefaults {
 }
 
 /**
- * What to consume and how to treat failures, as the TypeScript layer passes
- * it: each value of its type, and absent when the user left it out. The
- * native layer holds every rule of the values and applies the defaults
- * (`consumeDefaults()`).
+ * What to consume and how to treat failures, as the TypeScript layer passes it (one field for each of
+ * `rr.consume`'s options that crosses, declared in lib/options/consume.ts).
  */
 export interface ConsumeOptions {
-  /** The work queue. */
+  /** `queue`: The work queue; declared durable if missing (see `ConsumeOptions.assertQueue`). */
   queue: string
-  /** An exchange to declare and bind the queue to. */
+  /** `exchange`: An exchange to declare (durable) and bind the queue to. */
   exchange?: string
-  /** The exchange's type: `topic`, `direct`, `fanout` or `headers`. @default "topic" */
+  /** `exchangeType`: The exchange's type. @default 'topic' */
   exchangeType?: string
-  /** The binding key. @default the queue name */
+  /**
+   * `routingKey`: The binding key, or several (each a binding to `exchange`). @default the queue
+   * name
+   */
   routingKey?: string
-  /** More binding keys, to the same exchange, beside `routingKey`. */
-  moreRoutingKeys?: Array<string>
-  /** Handlers in flight at most, 1 to 65535. @default `consumeDefaults().prefetch` */
+  /** `prefetch`: At most this many handlers in flight. @default `consumeDefaults().prefetch` */
   prefetch?: number
-  /** `classic` or `quorum`. @default "classic" */
-  queueType?: string
-  /** The retry delays, in order. */
-  delays: Array<string>
-  /** Quorum only: deliveries after which a message parks without reaching the handler. @default `consumeDefaults().deliveryLimit`; with `brokerDelay`, its `attempts` + 1 */
-  deliveryLimit?: number
-  /** `onFailure.brokerDelay.min`: the broker's delay after the first failure, and its step. */
-  brokerDelayMin?: string
-  /** `onFailure.brokerDelay.max`: the broker's longest delay. */
-  brokerDelayMax?: string
-  /** `onFailure.brokerDelay.attempts`: retries before a retryable failure parks. */
-  brokerDelayAttempts?: number
-  /** Quorum only: the broker takes a delivery back after this many ms unacked (`x-consumer-timeout`). @default `consumeDefaults().consumerTimeoutMs` */
-  consumerTimeoutMs?: number
-  /** First wait before reconnecting, in ms. @default `consumeDefaults().recoveryInitialDelayMs` */
-  recoveryInitialDelayMs?: number
-  /** Longest wait between reconnect tries, in ms. @default `consumeDefaults().recoveryMaxDelayMs` */
-  recoveryMaxDelayMs?: number
-  /** Give up after this many tries (at least 1); none never gives up. */
-  recoveryMaxAttempts?: number
-  /** How long one broker round trip of starting, recovering or stopping may take, in ms. @default `consumeDefaults().recoveryStepTimeoutMs` */
-  recoveryStepTimeoutMs?: number
-  /** Whether failures go to the retry table after the delays (`onFailure.table`). @default false */
-  table?: boolean
-  /** With `table`: attempts through the retry table before the message parks. @default `consumeDefaults().tableMaxAttempts` */
-  tableMaxAttempts?: number
-  /** False: consume the work queue as it exists, checked but never declared. @default true */
-  assertQueue?: boolean
-  /** Arguments added to the work queue's declaration, as a JSON object. */
-  queueArguments?: string
-  /** Arguments added to every retry queue's declaration, as a JSON object. */
-  retryQueueArguments?: string
-  /** Arguments added to the parked queue's declaration, as a JSON object. */
-  parkedQueueArguments?: string
-  /** The consumer's tag on the work queue. @default one the broker makes */
+  /**
+   * `consumerTag`: The consumer's tag on the work queue (1 to 255 bytes), which the management
+   * UI shows and each `Message` carries. @default one the broker makes (`amq.ctag-…`)
+   */
   consumerTag?: string
-  /** Every `retry-*` header on a retried copy, not only those counting its attempts and parking it need (`onFailure.retryHeaders: 'full'`). @default false */
+  /** `queueType`: Queue type of the work, retry and parked queues. @default 'classic' */
+  queueType?: string
+  /**
+   * `deliveryLimit`: Quorum queues only: after this many deliveries of one message that were
+   * never settled (the process crashed on it, or the broker took it back from a handler that
+   * outlived `consumerTimeoutMs`), the message parks with `retry-reason: delivery-limit` (or
+   * `consumer-timeout`) without calling the handler again. @default
+   * `consumeDefaults().deliveryLimit`
+   */
+  deliveryLimit?: number
+  /**
+   * `consumerTimeoutMs`: Quorum queues only: how long the broker lets a delivery stay unacked
+   * before it takes it back (`x-consumer-timeout`, RabbitMQ 4.3). @default
+   * `consumeDefaults().consumerTimeoutMs`
+   */
+  consumerTimeoutMs?: number
+  /**
+   * `assertQueue`: `false` consumes a work queue that exists as it is: it is checked (it must
+   * exist) but never declared, so its arguments, whoever set them, stay as they are; what the
+   * chosen mode depends on (`brokerDelay`'s `x-delayed-retry-*` arguments) is still checked.
+   * @default true
+   */
+  assertQueue?: boolean
+  /**
+   * `queueArguments`: Arguments added to the work queue's declaration, for a queue that exists
+   * with arguments of its own (for example `{ 'x-max-length': 100000 }` set by an operator, or a
+   * dead-letter exchange from an earlier setup).
+   */
+  queueArguments?: string
+  /** `retryQueueArguments`: Arguments added to every retry queue's declaration. */
+  retryQueueArguments?: string
+  /** `parkedQueueArguments`: Arguments added to the parked queue's declaration. */
+  parkedQueueArguments?: string
+  /**
+   * `onFailure.delays`: One retry queue per delay, tried in order; after the last the message
+   * parks. @default ['5s', '1m', '10m']
+   */
+  delays: Array<string>
+  /**
+   * `onFailure.brokerDelay.min`: The delay after the first failure, and the step each later
+   * failure adds: `'5s'`, or milliseconds.
+   */
+  brokerDelayMin?: string
+  /** `onFailure.brokerDelay.max`: The longest delay: `'5m'`, or milliseconds. */
+  brokerDelayMax?: string
+  /**
+   * `onFailure.brokerDelay.attempts`: Returns to the broker before a retryable failure parks as
+   * exhausted; at least 1.
+   */
+  brokerDelayAttempts?: number
+  /**
+   * `onFailure.retryHeaders`: The `retry-*` headers of a copy bound for a retry queue. @default
+   * 'minimal'
+   */
   fullRetryHeaders?: boolean
   /**
-   * Whether the consumer's caller waits on where each failed message goes
-   * (the microservices transport): the deliveries the verdict refuses
-   * before their handler are then handed over too, from the first. @default false
+   * `onFailure.table.maxAttempts`: Attempts through the table before the message parks as
+   * exhausted. @default `consumeDefaults().tableMaxAttempts`
+   */
+  tableMaxAttempts?: number
+  /**
+   * `recovery.initialDelayMs`: The first wait, in milliseconds. @default
+   * `consumeDefaults().recoveryInitialDelayMs`
+   */
+  recoveryInitialDelayMs?: number
+  /**
+   * `recovery.maxDelayMs`: The longest wait, in milliseconds. @default
+   * `consumeDefaults().recoveryMaxDelayMs`
+   */
+  recoveryMaxDelayMs?: number
+  /**
+   * `recovery.maxAttempts`: Give up after this many tries: the consumer closes and emits
+   * `error`. @default Infinity (never give up)
+   */
+  recoveryMaxAttempts?: number
+  /**
+   * `recovery.stepTimeoutMs`: How long one broker round trip of starting, recovering or stopping
+   * the consumer (declare, channel open, qos, consume, cancel, ack, channel close) may take
+   * before it counts as failed: a broker that stops answering cannot hold recovery or `close()`
+   * for good. @default `consumeDefaults().recoveryStepTimeoutMs`
+   */
+  recoveryStepTimeoutMs?: number
+  /**
+   * More binding keys, to the same exchange, beside `routingKey` (the rest of a `routingKey`
+   * list).
+   */
+  moreRoutingKeys?: Array<string>
+  /**
+   * Whether failures go to the retry table after the delays (`onFailure.table` was given).
+   * @default false
+   */
+  table?: boolean
+  /**
+   * Whether the consumer's caller waits on where each failed message goes (the microservices
+   * transport): the deliveries the verdict refuses before their handler are then handed over
+   * too, from the first. @default false
    */
   watchMoves?: boolean
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The TypeScript side's habits (`npm run lint:ts`, in `npm test`'s lint stage): ESLint, Prettier, the structure of
-# lib/ and src/ (import circles and layers, file lengths, the Rust modules' order) a doc comment on every export and
-# the relative links of the README and docs/.
+# lib/ and src/ (import circles and layers, file lengths, the Rust modules' order), what is written from the declared
+# options (`npm run options`), a doc comment on every export and the relative links of the README and docs/.
 # Runs every check, then fails if any did, naming them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +17,7 @@ check eslint eslint --max-warnings 0 .
 check prettier prettier --check --log-level warn .
 check imports depcruise lib --config .dependency-cruiser.cjs
 check structure node scripts/check-structure.mjs
+check options ts-node --transpile-only scripts/options.ts --check
 check links node scripts/check-links.mjs
 check docs typedoc --emit none --treatValidationWarningsAsErrors --logLevel Warn
 if ((${#failed[@]} > 0)); then

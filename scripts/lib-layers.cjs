@@ -7,7 +7,8 @@
  *   model     options/ (but for its checks, keys and native form), each part's options (table/options,
  *             circuit/options, inbox/options, outbox/options), sql/transaction, message, wire, telemetry/metrics: what
  *             the options and a message are, and what rabbit-retry needs of the user's database
- *   tools     messaging/, options/keys, options/check, support/fence, support/log, telemetry/tracing, sql/
+ *   tools     messaging/, options/keys, options/check, options/consume-check.generated, support/fence, support/log,
+ *             telemetry/tracing, sql/
  *   circuit   circuit/: one dependency's breaker, which consumers share
  *   parts     table/, parked/, consumer/, inbox/, outbox/: each stands alone, none imports another
  *   client    client, options/native: the RabbitRetry connection that puts the parts together
@@ -24,7 +25,7 @@
 const LAYERS = [
   ['base', ['native', 'errors', 'contract', 'support/error-text', 'support/redact', 'telemetry/otel', 'telemetry/otel-api']],
   ['model', ['options', 'table/options', 'circuit/options', 'inbox/options', 'outbox/options', 'sql/transaction', 'message', 'wire', 'telemetry/metrics']],
-  ['tools', ['messaging', 'options/keys', 'options/check', 'support/fence', 'support/log', 'telemetry/tracing', 'sql']],
+  ['tools', ['messaging', 'options/keys', 'options/check', 'options/consume-check.generated', 'support/fence', 'support/log', 'telemetry/tracing', 'sql']],
   ['circuit', ['circuit']],
   ['parts', ['table', 'parked', 'consumer', 'inbox', 'outbox']],
   ['client', ['client', 'options/native']],

@@ -8,21 +8,21 @@
  * value with an {@link InvalidOptionsError} before anything is declared.
  */
 import { InvalidOptionsError, nativeSync } from '../errors';
+import { checkConsumeFields } from './consume-check.generated';
+import { delayStrings } from './delay-text';
+import { checkBoolean, checkFunction, checkObject, checkString, checkWhole, isRecord, kindOf } from './rules';
 import { checkKeys } from './keys';
 import { binding } from '../native';
 import { redactUrl } from '../support/redact';
 import { OUTBOX_OPTION_KEYS } from '../outbox/options';
 import {
-  ALERT_OPTION_KEYS,
   BROKER_DELAY_OPTION_KEYS,
   CIRCUIT_OPTION_KEYS,
   CLOSE_OPTION_KEYS,
   CONNECT_OPTION_KEYS,
   CONSUME_OPTION_KEYS,
   DEFAULT_CLOSE_TIMEOUT_MS,
-  DEFAULT_DELAYS,
   ON_FAILURE_OPTION_KEYS,
-  RECOVERY_OPTION_KEYS,
   RETRY_TABLE_OPTION_KEYS,
   TABLE_ROUTE_OPTION_KEYS,
   TLS_OPTION_KEYS,
@@ -35,94 +35,8 @@ import {
 } from '.';
 
 export { checkKeys, refuseForeign, foreignOptions, refuseAll, type ForeignOption } from './keys';
-
-/** @internal */
-export function delayStrings(delays: readonly Delay[] | undefined, option = 'onFailure.delays'): string[] {
-  const list = delays ?? DEFAULT_DELAYS;
-  if (!Array.isArray(list)) throw new InvalidOptionsError(`${option} must be an array such as ['5s', '1m']`);
-  return list.map((d, i) => {
-    if (typeof d === 'number') {
-      if (!Number.isInteger(d) || d <= 0) {
-        throw new InvalidOptionsError(`${option}[${i}] is ${d}: a number of milliseconds must be a positive whole number`);
-      }
-      return String(d);
-    }
-    if (typeof d !== 'string') {
-      throw new InvalidOptionsError(`${option}[${i}] must be a string such as '5s' or a number of milliseconds`);
-    }
-    return d;
-  });
-}
-
-/**
- * A value as an error message may show it: numbers and booleans as they are,
- * anything else by its kind only, since a string, an array or an object can
- * hold a secret (a URL with its password, a key).
- * @internal
- */
-export function kindOf(v: unknown): string {
-  if (v === null) return 'null';
-  switch (typeof v) {
-    case 'undefined':
-      return 'undefined';
-    case 'number':
-      return String(v);
-    case 'boolean':
-      return String(v);
-    case 'string':
-      return 'a string';
-    case 'bigint':
-      return 'a bigint';
-    case 'symbol':
-      return 'a symbol';
-    case 'function':
-      return 'a function';
-    default:
-      try {
-        if (Array.isArray(v)) return 'an array';
-        if (Buffer.isBuffer(v)) return 'a Buffer';
-        if (v instanceof Date) return 'a Date';
-      } catch {
-        // A proxy that refuses to be inspected is still an object.
-      }
-      return 'an object';
-  }
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
-/** @internal */
-export function checkObject(name: string, v: unknown, what = 'an object'): void {
-  if (!isRecord(v)) throw new InvalidOptionsError(`${name} must be ${what}, got ${kindOf(v)}`);
-}
-
-/** @internal */
-export function checkString(name: string, v: unknown, opts: { optional?: boolean; nonEmpty?: boolean; what?: string } = {}): void {
-  if (v === undefined && opts.optional !== false) return;
-  const what = opts.what ?? (opts.nonEmpty ? 'a non-empty string' : 'a string');
-  if (typeof v !== 'string') throw new InvalidOptionsError(`${name} must be ${what}, got ${kindOf(v)}`);
-  if (opts.nonEmpty && v.length === 0) throw new InvalidOptionsError(`${name} must be ${what}, got an empty string`);
-}
-
-/** @internal */
-export function checkFunction(name: string, v: unknown, what = 'a function'): void {
-  if (v !== undefined && typeof v !== 'function') throw new InvalidOptionsError(`${name} must be ${what}, got ${kindOf(v)}`);
-}
-
-/** @internal */
-export function checkBoolean(name: string, v: unknown): void {
-  if (v !== undefined && typeof v !== 'boolean') throw new InvalidOptionsError(`${name} must be true or false, got ${kindOf(v)}`);
-}
-
-/** A whole number from `min` to `max` (optional). @internal */
-export function checkWhole(name: string, v: unknown, min: number, max: number, what: string): void {
-  if (v === undefined) return;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw new InvalidOptionsError(`${name} must be ${what}, got ${kindOf(v)}`);
-  }
-}
+export { checkBoolean, checkFunction, checkObject, checkOneOf, checkString, checkWhole, kindOf } from './rules';
+export { delayStrings } from './delay-text';
 
 const U32 = 0xffffffff;
 
@@ -258,31 +172,25 @@ export function checkQueueArguments(name: string, v: unknown): void {
   }
 }
 
-/** @internal */
+/**
+ * Checks `consume`'s options before anything reaches the native layer: the
+ * declared rules of each (lib/options/consume.ts), then what one rule does not
+ * say (a list or a string, queue arguments, what goes together). @internal
+ */
 export function checkConsumeOptions(o: ConsumeOptions): void {
   if (!isRecord(o)) throw new InvalidOptionsError(`consume options must be an object with at least { queue }, got ${kindOf(o)}`);
   checkKeys('consume', o, CONSUME_OPTION_KEYS);
-  checkString('queue', o.queue, { optional: false, nonEmpty: true, what: 'a non-empty string: the work queue to consume' });
-  checkString('exchange', o.exchange);
+  checkConsumeFields(o);
   if (Array.isArray(o.routingKey)) {
     if (o.routingKey.length === 0) throw new InvalidOptionsError('routingKey must be a string or a non-empty list of strings');
     for (const key of o.routingKey as unknown[]) checkString('routingKey', key);
   } else checkString('routingKey', o.routingKey);
-  checkNativeWhole('prefetch', o.prefetch, 'a whole number from 1 to 65535');
-  checkString('consumerTag', o.consumerTag, { nonEmpty: true });
-  checkString('queueType', o.queueType, { what: "'classic' or 'quorum'" });
-  checkString('exchangeType', o.exchangeType, { what: "'topic', 'direct', 'fanout' or 'headers'" });
-  checkBoolean('assertQueue', o.assertQueue);
   for (const key of ['queueArguments', 'retryQueueArguments', 'parkedQueueArguments'] as const) {
     checkQueueArguments(key, o[key]);
   }
-  checkNativeWhole('deliveryLimit', o.deliveryLimit, 'a whole number of at least 1');
-  checkNativeWhole('consumerTimeoutMs', o.consumerTimeoutMs, 'a whole number of milliseconds of at least 1');
-  checkWhole('stuckAfterMs', o.stuckAfterMs, 1, 0x7fffffff, 'a whole number of milliseconds from 1 to 2147483647');
   if (o.alert !== undefined) {
-    const a = o.alert as unknown;
-    if (isRecord(a)) checkKeys('alert', a, ALERT_OPTION_KEYS);
-    if (!isRecord(a) || (a.parkedAbove === undefined && a.oldestDueAboveMs === undefined)) {
+    const a = o.alert as unknown as Record<string, unknown>;
+    if (a.parkedAbove === undefined && a.oldestDueAboveMs === undefined) {
       throw new InvalidOptionsError('alert needs parkedAbove (messages) or oldestDueAboveMs (milliseconds)');
     }
     checkWhole('alert.parkedAbove', a.parkedAbove, 0, Number.MAX_SAFE_INTEGER, 'a whole number (0 or more)');
@@ -290,37 +198,17 @@ export function checkConsumeOptions(o: ConsumeOptions): void {
     if (a.every !== undefined && typeof a.every !== 'string' && typeof a.every !== 'number') {
       throw new InvalidOptionsError(`alert.every must be a delay such as '1m' or a number of milliseconds, got ${kindOf(a.every)}`);
     }
-    checkFunction('alert.onAlert', a.onAlert);
-    checkFunction('alert.onTableAlert', a.onTableAlert);
   }
-  if (o.recovery !== undefined) {
-    checkObject('recovery', o.recovery);
-    checkKeys('recovery', o.recovery, RECOVERY_OPTION_KEYS);
-    checkNativeWhole('recovery.initialDelayMs', o.recovery.initialDelayMs, 'a whole number of milliseconds');
-    checkNativeWhole('recovery.maxDelayMs', o.recovery.maxDelayMs, 'a whole number of milliseconds');
-    checkNativeWhole('recovery.stepTimeoutMs', o.recovery.stepTimeoutMs, 'a whole number of milliseconds');
-    // Infinity, and a count above what the native layer takes, are JavaScript's:
-    // the consume call passes them as no limit and as the largest count.
-    const m = o.recovery.maxAttempts;
-    if (m !== undefined && m !== Infinity) {
-      checkWhole('recovery.maxAttempts', m, 0, Number.MAX_SAFE_INTEGER, 'a whole number of at least 1, or Infinity');
-    }
+  // Infinity, and a count above what the native layer takes, are JavaScript's:
+  // the consume call passes them as no limit and as the largest count.
+  const m = o.recovery?.maxAttempts;
+  if (m !== undefined && m !== Infinity) {
+    checkWhole('recovery.maxAttempts', m, 0, Number.MAX_SAFE_INTEGER, 'a whole number of at least 1, or Infinity');
   }
   if (o.onFailure !== undefined) {
-    checkOnFailureKeys('onFailure', o.onFailure);
     const f = o.onFailure;
     if (f.delays !== undefined && !Array.isArray(f.delays)) {
       throw new InvalidOptionsError(`onFailure.delays must be an array such as ['5s', '1m'], got ${kindOf(f.delays)}`);
-    }
-    checkFunction('onFailure.retryable', f.retryable, 'a function (err, msg) => boolean');
-    checkBoolean('onFailure.stackOnRetry', f.stackOnRetry);
-    if (f.retryHeaders !== undefined && f.retryHeaders !== 'minimal' && f.retryHeaders !== 'full') {
-      throw new InvalidOptionsError(`onFailure.retryHeaders must be 'minimal' or 'full', got ${kindOf(f.retryHeaders)}`);
-    }
-    const t = f.table;
-    if (t !== undefined) {
-      for (const key of ['dependency', 'tenant', 'nextAttemptAt'] as const) checkFunction(`onFailure.table.${key}`, t[key]);
-      checkNativeWhole('onFailure.table.maxAttempts', t.maxAttempts, 'a whole number of at least 1');
     }
     if (f.circuit !== undefined) checkCircuit('onFailure.circuit', f.circuit);
     if (f.brokerDelay !== undefined) {
@@ -355,7 +243,6 @@ export function checkCircuit(path: string, c: CircuitOptions): void {
   }
   if (c.probeEvery !== undefined) checkDelay(`${path}.probeEvery`, c.probeEvery);
   if (c.closeAfter !== undefined) checkWhole(`${path}.closeAfter`, c.closeAfter, 1, 1_000_000, 'a whole number of at least 1');
-  checkFunction(`${path}.check`, c.check, 'a function () => Promise<boolean>');
   if (c.returnRate !== undefined && !(typeof c.returnRate === 'number' && Number.isFinite(c.returnRate) && c.returnRate > 0)) {
     throw new InvalidOptionsError(`${path}.returnRate must be a positive number of messages a second, got ${kindOf(c.returnRate)}`);
   }

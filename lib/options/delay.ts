@@ -1,6 +1,5 @@
 /**
- * Delays: the type every delay option takes, the default retry delays, and
- * the broker's own delayed retry (`onFailure.brokerDelay`).
+ * Delays: the type every delay option takes, and the default retry delays.
  */
 
 /**
@@ -14,13 +13,3 @@ export type Delay = number | `${number}` | `${number}ms` | `${number}s` | `${num
 
 /** Default retry delays. */
 export const DEFAULT_DELAYS: readonly Delay[] = ['5s', '1m', '10m'];
-
-/** The broker's own delayed retry (see {@link OnFailureOptions.brokerDelay}). */
-export interface BrokerDelayOptions {
-  /** The delay after the first failure, and the step each later failure adds: `'5s'`, or milliseconds. */
-  min: Delay;
-  /** The longest delay: `'5m'`, or milliseconds. */
-  max: Delay;
-  /** Returns to the broker before a retryable failure parks as exhausted; at least 1. */
-  attempts: number;
-}

@@ -6,10 +6,10 @@
  */
 import { readFileSync } from 'node:fs';
 
-import { delayStrings } from './check';
+import { nativeConsumeFields } from './consume-check.generated';
 import { reasonOf } from '../support/error-text';
 import { InvalidOptionsError } from '../errors';
-import type { ConnectOptions, ConsumeOptions, QueueArguments, TlsOptions } from '.';
+import type { ConnectOptions, ConsumeOptions, TlsOptions } from '.';
 import type * as Native from '../../binding.js';
 
 function readPem(option: string, file: string | undefined): string | undefined {
@@ -56,44 +56,21 @@ export function nativeConnectOptions(options: ConnectOptions, urls: string[]): N
 
 /**
  * `consume`'s options for the native consumer, `delays` being the retry
- * delays as strings; `watchMoves` when the caller waits on where failures go. @internal
+ * delays as strings; `watchMoves` when the caller waits on where failures go.
+ * The declared options cross as lib/options/consume.ts says; the rest here. @internal
  */
 export function nativeConsumeOptions(options: ConsumeOptions, delays: string[], watchMoves = false): Native.ConsumeOptions {
-  const brokerDelay = options.onFailure?.brokerDelay;
+  const { routingKey } = options;
   return {
-    queue: options.queue,
-    exchange: options.exchange,
-    exchangeType: options.exchangeType,
-    routingKey: typeof options.routingKey === 'string' ? options.routingKey : options.routingKey?.[0],
-    moreRoutingKeys: typeof options.routingKey === 'string' ? undefined : options.routingKey?.slice(1),
-    prefetch: options.prefetch,
-    queueType: options.queueType,
-    deliveryLimit: options.deliveryLimit,
-    consumerTimeoutMs: options.consumerTimeoutMs,
-    assertQueue: options.assertQueue,
-    queueArguments: argumentsJson(options.queueArguments),
-    retryQueueArguments: argumentsJson(options.retryQueueArguments),
-    parkedQueueArguments: argumentsJson(options.parkedQueueArguments),
-    consumerTag: options.consumerTag,
-    fullRetryHeaders: options.onFailure?.retryHeaders === 'full',
-    watchMoves,
+    ...nativeConsumeFields(options),
+    routingKey: typeof routingKey === 'string' ? routingKey : routingKey?.[0],
+    moreRoutingKeys: typeof routingKey === 'string' ? undefined : routingKey?.slice(1),
     table: options.onFailure?.table !== undefined,
-    tableMaxAttempts: options.onFailure?.table?.maxAttempts,
     delays,
-    brokerDelayMin: brokerDelay && delayStrings([brokerDelay.min], 'onFailure.brokerDelay.min')[0],
-    brokerDelayMax: brokerDelay && delayStrings([brokerDelay.max], 'onFailure.brokerDelay.max')[0],
-    brokerDelayAttempts: brokerDelay?.attempts,
-    recoveryInitialDelayMs: options.recovery?.initialDelayMs,
-    recoveryMaxDelayMs: options.recovery?.maxDelayMs,
-    recoveryStepTimeoutMs: options.recovery?.stepTimeoutMs,
     recoveryMaxAttempts:
       options.recovery?.maxAttempts === undefined || options.recovery.maxAttempts === Infinity
         ? undefined
         : Math.min(options.recovery.maxAttempts, 0xffffffff),
+    watchMoves,
   };
-}
-
-/** Queue arguments in the JSON form the native layer takes. */
-function argumentsJson(args: QueueArguments | undefined): string | undefined {
-  return args === undefined ? undefined : JSON.stringify(args);
 }

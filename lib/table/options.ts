@@ -1,42 +1,12 @@
 /**
- * The options of the retry table: the client's (`ConnectOptions.retryTable`)
- * and a consumer's route into it (`onFailure.table`), and the tables of their
- * keys; lib/options/check.ts checks them.
+ * The options of the retry table: the client's (`ConnectOptions.retryTable`),
+ * and a consumer's route into it (`onFailure.table`, declared with the other
+ * consume options in lib/options/consume.ts), and the tables of their keys;
+ * lib/options/check.ts checks them.
  */
-import type { Message } from '../message';
 import type { OptionKeys } from '../options/shape';
 
-/** How failures go into the retry table. */
-export interface TableRouteOptions {
-  /**
-   * What the message waits on (a carrier, a service), for
-   * `pause`/`resume`/`pauseWhen`. A throw, or an answer other than a string
-   * or `undefined`, stores the row without one (with a warning).
-   */
-  dependency?: (err: unknown, msg: Message) => string | undefined;
-  /**
-   * Whose message it is, for `pause`/`resume`. A throw, or an answer other
-   * than a string or `undefined`, stores the row without one (with a warning).
-   */
-  tenant?: (msg: Message) => string | undefined;
-  /**
-   * When the row is due: a Date, or `null` to wait for a person (`resume`,
-   * `retryNow`). `attempt` is the attempt count the row carries. A throw, an
-   * invalid Date or any other answer makes it due in one minute (with a warning).
-   * @default one minute from now
-   */
-  nextAttemptAt?: (err: unknown, attempt: number) => Date | null;
-  /** Attempts through the table before the message parks as exhausted. @default 10 */
-  maxAttempts?: number;
-}
-
-/** The keys of {@link TableRouteOptions}. @internal */
-export const TABLE_ROUTE_OPTION_KEYS = {
-  dependency: true,
-  tenant: true,
-  nextAttemptAt: true,
-  maxAttempts: true,
-} satisfies OptionKeys<TableRouteOptions>;
+export { type TableRouteOptions, TABLE_ROUTE_OPTION_KEYS } from '../options/consume.generated';
 
 /** The retry table: where failures that wait on a person or a condition are kept. */
 export interface RetryTableOptions {

@@ -17,70 +17,11 @@ use crate::consumer::{
 use crate::retry::{parse_delays, validate_name, validate_topology_names, Backoff, BrokerDelay};
 use crate::table::store::RetryStore;
 
+mod options;
 #[cfg(test)]
 mod tests;
 
-/// What to consume and how to treat failures, as the TypeScript layer passes
-/// it: each value of its type, and absent when the user left it out. The
-/// native layer holds every rule of the values and applies the defaults
-/// (`consumeDefaults()`).
-#[napi(object)]
-pub struct ConsumeOptions {
-    /// The work queue.
-    pub queue: String,
-    /// An exchange to declare and bind the queue to.
-    pub exchange: Option<String>,
-    /// The exchange's type: `topic`, `direct`, `fanout` or `headers`. @default "topic"
-    pub exchange_type: Option<String>,
-    /// The binding key. @default the queue name
-    pub routing_key: Option<String>,
-    /// More binding keys, to the same exchange, beside `routingKey`.
-    pub more_routing_keys: Option<Vec<String>>,
-    /// Handlers in flight at most, 1 to 65535. @default `consumeDefaults().prefetch`
-    pub prefetch: Option<u32>,
-    /// `classic` or `quorum`. @default "classic"
-    pub queue_type: Option<String>,
-    /// The retry delays, in order.
-    pub delays: Vec<String>,
-    /// Quorum only: deliveries after which a message parks without reaching the handler. @default `consumeDefaults().deliveryLimit`; with `brokerDelay`, its `attempts` + 1
-    pub delivery_limit: Option<u32>,
-    /// `onFailure.brokerDelay.min`: the broker's delay after the first failure, and its step.
-    pub broker_delay_min: Option<String>,
-    /// `onFailure.brokerDelay.max`: the broker's longest delay.
-    pub broker_delay_max: Option<String>,
-    /// `onFailure.brokerDelay.attempts`: retries before a retryable failure parks.
-    pub broker_delay_attempts: Option<u32>,
-    /// Quorum only: the broker takes a delivery back after this many ms unacked (`x-consumer-timeout`). @default `consumeDefaults().consumerTimeoutMs`
-    pub consumer_timeout_ms: Option<u32>,
-    /// First wait before reconnecting, in ms. @default `consumeDefaults().recoveryInitialDelayMs`
-    pub recovery_initial_delay_ms: Option<u32>,
-    /// Longest wait between reconnect tries, in ms. @default `consumeDefaults().recoveryMaxDelayMs`
-    pub recovery_max_delay_ms: Option<u32>,
-    /// Give up after this many tries (at least 1); none never gives up.
-    pub recovery_max_attempts: Option<u32>,
-    /// How long one broker round trip of starting, recovering or stopping may take, in ms. @default `consumeDefaults().recoveryStepTimeoutMs`
-    pub recovery_step_timeout_ms: Option<u32>,
-    /// Whether failures go to the retry table after the delays (`onFailure.table`). @default false
-    pub table: Option<bool>,
-    /// With `table`: attempts through the retry table before the message parks. @default `consumeDefaults().tableMaxAttempts`
-    pub table_max_attempts: Option<u32>,
-    /// False: consume the work queue as it exists, checked but never declared. @default true
-    pub assert_queue: Option<bool>,
-    /// Arguments added to the work queue's declaration, as a JSON object.
-    pub queue_arguments: Option<String>,
-    /// Arguments added to every retry queue's declaration, as a JSON object.
-    pub retry_queue_arguments: Option<String>,
-    /// Arguments added to the parked queue's declaration, as a JSON object.
-    pub parked_queue_arguments: Option<String>,
-    /// The consumer's tag on the work queue. @default one the broker makes
-    pub consumer_tag: Option<String>,
-    /// Every `retry-*` header on a retried copy, not only those counting its attempts and parking it need (`onFailure.retryHeaders: 'full'`). @default false
-    pub full_retry_headers: Option<bool>,
-    /// Whether the consumer's caller waits on where each failed message goes
-    /// (the microservices transport): the deliveries the verdict refuses
-    /// before their handler are then handed over too, from the first. @default false
-    pub watch_moves: Option<bool>,
-}
+pub(crate) use options::ConsumeOptions;
 
 /// The exchange types `exchangeType` takes; the first is its default.
 const EXCHANGE_TYPES: [&str; 4] = ["topic", "direct", "fanout", "headers"];

@@ -8,29 +8,18 @@ use crate::amqp::topology::Topology;
 use crate::retry::Backoff;
 use crate::table::store::RetryStore;
 
+pub(crate) use super::defaults::{
+    DEFAULT_CONSUMER_TIMEOUT_MS, DEFAULT_DELIVERY_LIMIT, DEFAULT_PREFETCH,
+    DEFAULT_TABLE_MAX_ATTEMPTS,
+};
+use super::defaults::{
+    DEFAULT_RECOVERY_INITIAL_DELAY_MS, DEFAULT_RECOVERY_MAX_DELAY_MS, DEFAULT_STEP_TIMEOUT_MS,
+};
+
 /// How long one broker round trip of starting, recovering or stopping a
 /// consumer (declare, channel open, qos, consume, cancel, close, ack) may
 /// take, unless the consumer's options say otherwise.
-pub(crate) const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// Deliveries unacknowledged at once (handlers in flight), unless the
-/// consumer's options say otherwise.
-pub(crate) const DEFAULT_PREFETCH: u16 = 10;
-
-/// Deliveries of one message after which a quorum consumer parks it without
-/// calling the handler, unless the consumer's options say otherwise.
-pub(crate) const DEFAULT_DELIVERY_LIMIT: u32 = 5;
-
-/// The `x-consumer-timeout` a quorum consumer asks for unless its options say
-/// otherwise: the largest 32-bit value (about 24.8 days), so that a RabbitMQ
-/// 4.3 quorum queue does not take a delivery back from a handler that still
-/// runs (its own default is 30 minutes). Stuck handlers are reported by
-/// `stuckAfterMs` instead.
-pub(crate) const DEFAULT_CONSUMER_TIMEOUT_MS: u32 = 2_147_483_647;
-
-/// Attempts through the retry table before a message parks as exhausted,
-/// unless the consumer's options say otherwise.
-pub(crate) const DEFAULT_TABLE_MAX_ATTEMPTS: u32 = 10;
+pub(crate) const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_millis(DEFAULT_STEP_TIMEOUT_MS);
 
 /// How a consumer comes back after its channel or connection is lost.
 #[derive(Debug, Clone, Copy)]
@@ -47,7 +36,10 @@ pub(crate) struct Recovery {
 impl Default for Recovery {
     fn default() -> Self {
         Self {
-            backoff: Backoff::default(),
+            backoff: Backoff {
+                initial: Duration::from_millis(DEFAULT_RECOVERY_INITIAL_DELAY_MS),
+                max: Duration::from_millis(DEFAULT_RECOVERY_MAX_DELAY_MS),
+            },
             max_attempts: None,
             step_timeout: DEFAULT_STEP_TIMEOUT,
         }

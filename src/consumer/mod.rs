@@ -22,6 +22,7 @@
 mod acks;
 mod command;
 mod config;
+mod defaults;
 mod event;
 mod facts;
 mod failure;
