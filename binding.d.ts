@@ -382,6 +382,11 @@ export interface ConsumeOptions {
    */
   tableMaxAttempts?: number
   /**
+   * `onFailure.faults.exchange`: The exchange of the fault events: declared (durable, `topic`)
+   * if it does not exist.
+   */
+  faultsExchange?: string
+  /**
    * `recovery.initialDelayMs`: The first wait, in milliseconds. @default
    * `consumeDefaults().recoveryInitialDelayMs`
    */

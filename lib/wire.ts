@@ -19,7 +19,8 @@ import type { NativeBatch, NativeMessageProperties } from './native';
 export type WireEvent =
   /** `reason` is the copy's `retry-reason` (`retry`). */
   | { kind: 'retry'; id: number; messageId: string | null; target: string; reason: string; attempt: number; delay: string; error: string }
-  | { kind: 'parked'; id: number; messageId: string | null; target: string; reason: ParkReason; attempt: number; error: string }
+  /** `faultError` is `[CODE] message` when the broker refused the copy's fault event (`onFailure.faults`). */
+  | { kind: 'parked'; id: number; messageId: string | null; target: string; reason: ParkReason; attempt: number; error: string; faultError: string | null }
   /** `reason` is the row's `retry-reason` (`retry-table`). */
   | { kind: 'stored'; id: number; messageId: string | null; reason: string; rowId: number; attempt: number; dependency: string | null; error: string }
   /** `error` is `[CODE] message`. */

@@ -65,6 +65,21 @@ export interface PublishFailedEvent {
   error: RabbitRetryError;
 }
 
+/**
+ * Emitted when the broker refused the fault event of a parked message
+ * (`onFailure.faults`): the message parked all the same, and was acked.
+ */
+export interface FaultFailedEvent {
+  /** The work queue. */
+  queue: string;
+  /** The parked message's id, if any. */
+  messageId?: string;
+  /** Why it parked. */
+  reason: ParkReason;
+  /** Why the broker refused its fault event. */
+  error: RabbitRetryError;
+}
+
 /** What a consumer is doing. */
 export type ConsumerState = 'connected' | 'recovering' | 'closing' | 'closed';
 
@@ -110,6 +125,8 @@ export interface ConsumerStats {
   stored: number;
   /** Republishes that failed (the message stayed unacked). */
   publishFailed: number;
+  /** Fault events of parked messages the broker refused (`onFailure.faults`; the messages parked all the same). */
+  faultsFailed: number;
   /** Copies of already handled messages that the inbox acked without calling the handler (counted in `acked` too). */
   duplicates: number;
   /** Deliveries given back to the work queue, never started, because the circuit had opened. */
@@ -244,6 +261,8 @@ export interface ConsumerEvents {
   duplicate: [DuplicateEvent];
   /** A republish failed; the message stays unacked until the channel closes. */
   publishFailed: [PublishFailedEvent];
+  /** The broker refused a parked message's fault event (`onFailure.faults`); the message parked all the same. */
+  faultFailed: [FaultFailedEvent];
   /** A handler has not settled its message after `stuckAfterMs` (once per delivery). */
   stuck: [StuckEvent];
   /** The consumer hit an error (a failed ack, a lost channel). */

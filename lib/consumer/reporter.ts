@@ -5,6 +5,7 @@
  * listens, a log line stands in for the events an operator must not miss. A
  * listener that throws is logged, and consuming goes on.
  */
+import type { ParkReason } from '../contract';
 import type { CircuitClosedEvent, CircuitHalfOpenEvent, CircuitOpenEvent } from '../circuit';
 import { reasonOf } from '../support/error-text';
 import { type RabbitRetryError, fromNative } from '../errors';
@@ -37,7 +38,10 @@ export interface ReportHost {
 export class Reporter {
   constructor(
     private readonly host: ReportHost,
-    private readonly tally: Pick<Tally, 'retried' | 'parked' | 'stored' | 'publishFailed' | 'duplicate' | 'circuitOpened' | 'takenBack' | 'safely'>,
+    private readonly tally: Pick<
+      Tally,
+      'retried' | 'parked' | 'stored' | 'publishFailed' | 'faultFailed' | 'duplicate' | 'circuitOpened' | 'takenBack' | 'safely'
+    >,
     private readonly tracing: Pick<ConsumerTracing, 'settled'>,
   ) {}
 
@@ -119,6 +123,7 @@ export class Reporter {
         const messageId = e.messageId ?? undefined;
         tally.parked(reason);
         if (host.heard('parked')) host.emit('parked', { queue, target, messageId, reason, attempt: e.attempt, error: e.error });
+        if (e.faultError !== null) this.faultFailed(messageId, reason, e.faultError);
         return;
       }
       case 'stored':
@@ -166,6 +171,18 @@ export class Reporter {
         return;
       default:
         this.fail(fromNative(new Error(e.error)));
+    }
+  }
+
+  /** The broker refused the fault event of a message that parked for `reason`: an event, or a log line. */
+  private faultFailed(messageId: string | undefined, reason: ParkReason, coded: string): void {
+    const { host, tally } = this;
+    tally.faultFailed();
+    const error = fromNative(new Error(coded)) as RabbitRetryError;
+    if (host.heard('faultFailed')) {
+      this.emitSafely('faultFailed', () => host.emit('faultFailed', { queue: host.queue, messageId, reason, error }));
+    } else {
+      host.log('warn', `rabbit-retry: the fault event of parked message ${messageId ?? '(no id)'} of '${host.queue}' was refused: ${error.message}`);
     }
   }
 

@@ -21,6 +21,7 @@ export class Tally {
     parkedByReason: {},
     stored: 0,
     publishFailed: 0,
+    faultsFailed: 0,
     duplicates: 0,
     released: 0,
     returnedEarly: 0,
@@ -84,6 +85,12 @@ export class Tally {
   publishFailed(): void {
     this.c.publishFailed++;
     this.metrics.publishFailed();
+  }
+
+  /** The broker refused the fault event of a parked message. */
+  faultFailed(): void {
+    this.c.faultsFailed++;
+    this.safely(() => this.metrics.faultFailed());
   }
 
   /** The inbox acked a copy of a message handled already. */

@@ -7,10 +7,12 @@ import {
   BROKER_DELAY_OPTION_KEYS,
   TABLE_ROUTE_OPTION_KEYS,
   CIRCUIT_OPTION_KEYS,
+  FAULT_OPTION_KEYS,
   type ConsumeOptions,
   type OnFailureOptions,
   type TableRouteOptions,
   type CircuitOptions,
+  type FaultOptions,
   type AlertOptions,
   type RecoveryOptions,
 } from './consume.generated';
@@ -66,6 +68,11 @@ export function checkOnFailureFields(o: OnFailureOptions, path = ''): void {
     checkKeys(`${path}circuit`, o.circuit, CIRCUIT_OPTION_KEYS);
     checkCircuitFields(o.circuit, `${path}circuit.`);
   }
+  if (o.faults !== undefined) {
+    checkObject(`${path}faults`, o.faults, 'an object such as { exchange }');
+    checkKeys(`${path}faults`, o.faults, FAULT_OPTION_KEYS);
+    checkFaultFields(o.faults, `${path}faults.`);
+  }
 }
 
 /** Checks the declared rules of {@link TableRouteOptions}'s options (`path` goes before each name), and of the options objects in it. @internal */
@@ -79,6 +86,11 @@ export function checkTableRouteFields(o: TableRouteOptions, path = ''): void {
 /** Checks the declared rules of {@link CircuitOptions}'s options (`path` goes before each name), and of the options objects in it. @internal */
 export function checkCircuitFields(o: CircuitOptions, path = ''): void {
   checkFunction(`${path}check`, o.check, 'a function () => Promise<boolean>');
+}
+
+/** Checks the declared rules of {@link FaultOptions}'s options (`path` goes before each name), and of the options objects in it. @internal */
+export function checkFaultFields(o: FaultOptions, path = ''): void {
+  checkString(`${path}exchange`, o.exchange, { optional: false, nonEmpty: true, what: 'a non-empty string: the exchange of the fault events' });
 }
 
 /** Checks the declared rules of {@link AlertOptions}'s options (`path` goes before each name), and of the options objects in it. @internal */
@@ -116,6 +128,7 @@ export function nativeConsumeFields(
     brokerDelayAttempts: o.onFailure?.brokerDelay?.attempts,
     fullRetryHeaders: o.onFailure?.retryHeaders === 'full',
     tableMaxAttempts: o.onFailure?.table?.maxAttempts,
+    faultsExchange: o.onFailure?.faults?.exchange,
     recoveryInitialDelayMs: o.recovery?.initialDelayMs,
     recoveryMaxDelayMs: o.recovery?.maxDelayMs,
     recoveryStepTimeoutMs: o.recovery?.stepTimeoutMs,

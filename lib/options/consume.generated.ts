@@ -183,6 +183,13 @@ export interface OnFailureOptions {
    * `dependency` share one circuit.
    */
   circuit?: CircuitOptions;
+  /**
+   * Publish a fault event for every message that parks: JSON with its ids, queue, park reason, error, attempts,
+   * when it first failed and when it parked, and where it was first published; routed by the work queue's name,
+   * confirmed after the park was confirmed and before the ack (at least once, never for a message that did not
+   * park). A fault event the broker refuses does not hold up parking: the consumer emits `faultFailed`.
+   */
+  faults?: FaultOptions;
 }
 
 /** The keys of {@link OnFailureOptions}. @internal */
@@ -194,6 +201,7 @@ export const ON_FAILURE_OPTION_KEYS = {
   retryHeaders: true,
   table: true,
   circuit: true,
+  faults: true,
 } satisfies OptionKeys<OnFailureOptions>;
 
 /** The broker's own delayed retry (see {@link OnFailureOptions.brokerDelay}). */
@@ -300,6 +308,20 @@ export const CIRCUIT_OPTION_KEYS = {
   check: true,
   returnRate: true,
 } satisfies OptionKeys<CircuitOptions>;
+
+/**
+ * Fault events: one for every message that parks, for other services to compensate or alert (see
+ * {@link OnFailureOptions.faults}).
+ */
+export interface FaultOptions {
+  /** The exchange of the fault events: declared (durable, `topic`) if it does not exist. */
+  exchange: string;
+}
+
+/** The keys of {@link FaultOptions}. @internal */
+export const FAULT_OPTION_KEYS = {
+  exchange: true,
+} satisfies OptionKeys<FaultOptions>;
 
 /** Checks the parked queue on a timer and alerts once each time its depth rises above a threshold. */
 export interface AlertOptions {

@@ -205,6 +205,28 @@ const circuit: Shape = {
   },
 };
 
+const faults: Shape = {
+  name: 'FaultOptions',
+  doc: 'Fault events: one for every message that parks, for other services to compensate or alert (see {@link OnFailureOptions.faults}).',
+  asOption: {
+    doc:
+      'Publish a fault event for every message that parks: JSON with its ids, queue, park reason, error, attempts, when it ' +
+      "first failed and when it parked, and where it was first published; routed by the work queue's name, confirmed after the " +
+      'park was confirmed and before the ack (at least once, never for a message that did not park). A fault event the broker ' +
+      'refuses does not hold up parking: the consumer emits `faultFailed`.',
+    row: "`{ exchange }`: a fault event for every message that parks, routed by the work queue's name ([fault events](parked-messages.md#fault-events))",
+  },
+  fields: {
+    exchange: {
+      type: 'string',
+      doc: 'The exchange of the fault events: declared (durable, `topic`) if it does not exist.',
+      required: true,
+      rule: { kind: 'string', nonEmpty: true, what: 'a non-empty string: the exchange of the fault events' },
+      native: { field: 'faults_exchange', rust: 'String', as: 'same' },
+    },
+  },
+};
+
 const onFailure: Shape = {
   name: 'OnFailureOptions',
   doc: 'What to do when a handler throws.',
@@ -252,6 +274,7 @@ const onFailure: Shape = {
     },
     table,
     circuit,
+    faults,
   },
 };
 

@@ -24,6 +24,7 @@ export {
   type CircuitOptions,
   type AlertOptions,
   type RecoveryOptions,
+  type FaultOptions,
   CONSUME_OPTION_KEYS,
   ON_FAILURE_OPTION_KEYS,
   BROKER_DELAY_OPTION_KEYS,
@@ -31,6 +32,7 @@ export {
   CIRCUIT_OPTION_KEYS,
   ALERT_OPTION_KEYS,
   RECOVERY_OPTION_KEYS,
+  FAULT_OPTION_KEYS,
 } from './consume.generated';
 export { type RetryTableOptions, RETRY_TABLE_OPTION_KEYS } from '../table/options';
 

@@ -31,6 +31,8 @@ export interface ConsumerMetrics {
   /** `n` failed messages were parked for `reason`. */
   parked(reason: string, n: number): void;
   publishFailed(): void;
+  /** The broker refused the fault event of a parked message (`onFailure.faults`). */
+  faultFailed(): void;
   /** The inbox acked a copy of a message handled already. */
   duplicate(): void;
   handlerDuration(ms: number, outcome: 'success' | 'failure'): void;
@@ -49,6 +51,7 @@ const noop: ConsumerMetrics = {
   retried: nothing,
   parked: nothing,
   publishFailed: nothing,
+  faultFailed: nothing,
   duplicate: nothing,
   handlerDuration: nothing,
   circuitOpened: nothing,
@@ -71,6 +74,9 @@ export function consumerMetrics(
   const parked = meter.createCounter('rabbit_retry.messages.parked', { description: 'Failed messages sent to the parked queue' });
   const failed = meter.createCounter('rabbit_retry.republish.failed', {
     description: 'Failed messages whose republish failed (left unacked for redelivery)',
+  });
+  const faultsFailed = meter.createCounter('rabbit_retry.faults.failed', {
+    description: 'Fault events of parked messages that the broker refused (the messages parked all the same)',
   });
   const duplicates = meter.createCounter('rabbit_retry.inbox.duplicates', {
     description: 'Copies of already handled messages the inbox acked without calling the handler',
@@ -106,6 +112,7 @@ export function consumerMetrics(
     retried: (delay, n) => retried.add(n, attrs(byDelay, 'delay', delay)),
     parked: (reason, n) => parked.add(n, attrs(byReason, 'reason', reason)),
     publishFailed: () => failed.add(1, base),
+    faultFailed: () => faultsFailed.add(1, base),
     duplicate: () => duplicates.add(1, base),
     handlerDuration: (ms, outcome) => duration.record(ms, outcome === 'success' ? success : failure),
     circuitOpened: (dependency) => circuitOpens.add(1, { ...base, dependency }),

@@ -91,6 +91,9 @@ pub(crate) struct Topology {
     pub assert_queue: bool,
     /// Arguments the options add.
     pub extra: ExtraArguments,
+    /// `onFailure.faults.exchange`: where a fault event of each parked
+    /// message goes; declared (durable, topic) when it does not exist.
+    pub faults_exchange: Option<String>,
 }
 
 /// Which of a consumer's queues.
@@ -318,6 +321,10 @@ impl Topology {
         let declared = match self.check_existing(&mut probe, &storage).await {
             Ok(missing) => self.create_missing(&mut probe, missing).await,
             Err(e) => Err(e),
+        };
+        let declared = match (declared, &self.faults_exchange) {
+            (Ok(()), Some(faults)) => probe.ensure_topic_exchange(faults).await,
+            (declared, _) => declared,
         };
         probe.finish().await;
         declared

@@ -105,6 +105,10 @@ impl ConsumeSpec {
             validate_name("exchange name", x, false)
                 .map_err(|e| invalid(format!("exchange: {e}")))?;
         }
+        if let Some(x) = &options.faults_exchange {
+            validate_name("exchange name", x, false)
+                .map_err(|e| invalid(format!("onFailure.faults.exchange: {e}")))?;
+        }
         let routing_key = options.routing_key.unwrap_or_else(|| options.queue.clone());
         validate_name("routing key", &routing_key, true)
             .map_err(|e| invalid(format!("routingKey: {e}")))?;
@@ -128,6 +132,7 @@ impl ConsumeSpec {
             delivery_limit,
             broker_delay,
             assert_queue: options.assert_queue.unwrap_or(true),
+            faults_exchange: options.faults_exchange,
             extra: ExtraArguments {
                 work: arguments("queueArguments", options.queue_arguments.as_deref())?,
                 retry: arguments(

@@ -224,6 +224,7 @@ mod tests {
                 reason: "exhausted".into(),
                 attempt: 3,
                 error: "still 503".into(),
+                fault_error: None,
             },
             Event::Stored {
                 id: 2,
@@ -267,7 +268,7 @@ mod tests {
             wire,
             json!([
                 {"kind": "retry", "id": 1, "messageId": "m1", "target": "q.retry.5s", "reason": "retry", "attempt": 1, "delay": "5s", "error": "503"},
-                {"kind": "parked", "id": 4, "messageId": "m4", "target": "q.parked", "reason": "exhausted", "attempt": 3, "error": "still 503"},
+                {"kind": "parked", "id": 4, "messageId": "m4", "target": "q.parked", "reason": "exhausted", "attempt": 3, "error": "still 503", "faultError": null},
                 {"kind": "stored", "id": 2, "messageId": null, "reason": "retry-table", "rowId": 7, "attempt": 4, "dependency": "carrier", "error": "down"},
                 {"kind": "publish-failed", "id": 3, "messageId": null, "target": "q.parked", "error": "[UNROUTABLE] gone"},
                 {"kind": "disconnected", "error": "[CONNECTION] lost", "url": "amqp://app:***@node1:5672"},

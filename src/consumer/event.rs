@@ -50,6 +50,9 @@ pub(crate) enum Event {
         attempt: u32,
         /// The handler's error message.
         error: String,
+        /// Why the broker refused its fault event (`onFailure.faults`), as
+        /// `[CODE] message`; the message parked all the same.
+        fault_error: Option<String>,
     },
     /// Stored in the retry table and acked. On the wire, `reason` is the
     /// row's `retry-reason`.

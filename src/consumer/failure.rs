@@ -10,6 +10,7 @@ use lapin::BasicProperties;
 use super::config::ConsumerConfig;
 use super::event::Event;
 use super::facts::{facts, policy};
+use super::fault;
 use super::limits::BROKER_HEADROOM;
 use super::pending::Pending;
 use super::settlement::Failure;
@@ -81,6 +82,21 @@ pub(super) async fn handle_failure(
     };
     let original = props.headers().as_ref();
     let first = header_str(original, RETRY_FIRST_FAILED_AT);
+    // Made before the copy goes: its headers say when the message first failed, and where it came from.
+    let fault = match (&route, &topo.faults_exchange) {
+        (Route::Park { reason, attempt }, Some(_)) => Some(fault::Fault::of(
+            &topo.queue,
+            props,
+            message_id.as_deref(),
+            &properties,
+            (reason.as_str(), *attempt),
+            fault::FaultError {
+                name: &f.name,
+                message: &f.message,
+            },
+        )),
+        _ => None,
+    };
     let mut row_id = None;
     let mut refused = None;
     let stored = match (&route, &config.table, &f.table) {
@@ -175,6 +191,23 @@ pub(super) async fn handle_failure(
             error,
         };
     }
+    let mut fault_error = None;
+    if let (Some(event), Some(exchange)) = (&fault, &topo.faults_exchange) {
+        match Box::pin(fault::publish(&broker, exchange, event)).await {
+            fault::Published::Confirmed => {}
+            fault::Published::Refused(e) => fault_error = Some(e.coded_message()),
+            // Held: delivered again, the message parks again, with its fault event.
+            fault::Published::Lost(error) => {
+                return Event::PublishFailed {
+                    id,
+                    message_id,
+                    target: exchange.clone(),
+                    error,
+                }
+            }
+        }
+    }
+    drop(fault);
     match route {
         Route::Retry {
             delay,
@@ -207,6 +240,7 @@ pub(super) async fn handle_failure(
             reason: reason.as_str().to_owned(),
             attempt,
             error: f.message,
+            fault_error,
         },
     }
 }

@@ -26,6 +26,7 @@ mod defaults;
 mod event;
 mod facts;
 mod failure;
+mod fault;
 mod handle;
 mod limits;
 mod link;

@@ -93,7 +93,11 @@ impl Outbox {
             Event::Retried { delay, .. } if self.quiet_retry && !traced => {
                 *self.retried.entry(delay).or_default() += 1;
             }
-            Event::Parked { reason, .. } if self.quiet_parked && !traced => {
+            Event::Parked {
+                reason,
+                fault_error: None,
+                ..
+            } if self.quiet_parked && !traced => {
                 *self.parked.entry(reason).or_default() += 1;
             }
             other => self.events.push(other),

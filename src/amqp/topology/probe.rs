@@ -70,6 +70,19 @@ impl Probe<'_> {
         found("exchange", name, res)
     }
 
+    /// Declares `name` durable and of type topic, unless it exists (of
+    /// whatever type): the exchange of fault events, whose bindings are its
+    /// owner's.
+    pub(super) async fn ensure_topic_exchange(&mut self, name: &str) -> Result<()> {
+        if self.exchange_exists(name).await? {
+            return Ok(());
+        }
+        match self.declare_exchange(name, ExchangeKind::Topic).await? {
+            Ok(()) => Ok(()),
+            Err(e) => Err(super::mismatch::exchange_error(name, &e)),
+        }
+    }
+
     pub(super) async fn declare_queue(&mut self, name: &str, args: FieldTable) -> Result<Refused> {
         let durable = QueueDeclareOptions {
             durable: true,

@@ -17,6 +17,7 @@ fn topology(queue_type: QueueType) -> Topology {
         broker_delay: None,
         assert_queue: true,
         extra: ExtraArguments::default(),
+        faults_exchange: None,
     }
 }
 

@@ -65,6 +65,9 @@ pub struct ConsumeOptions {
     /// `onFailure.table.maxAttempts`: Attempts through the table before the message parks as
     /// exhausted. @default `consumeDefaults().tableMaxAttempts`
     pub table_max_attempts: Option<u32>,
+    /// `onFailure.faults.exchange`: The exchange of the fault events: declared (durable, `topic`)
+    /// if it does not exist.
+    pub faults_exchange: Option<String>,
     /// `recovery.initialDelayMs`: The first wait, in milliseconds. @default
     /// `consumeDefaults().recoveryInitialDelayMs`
     pub recovery_initial_delay_ms: Option<u32>,

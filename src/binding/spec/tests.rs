@@ -33,6 +33,7 @@ fn options(queue: &str) -> ConsumeOptions {
         consumer_tag: None,
         full_retry_headers: None,
         watch_moves: None,
+        faults_exchange: None,
     }
 }
 

@@ -306,6 +306,7 @@ impl Link for Script {
                     reason: reason.as_str().into(),
                     attempt,
                     error: failure.message,
+                    fault_error: None,
                 },
                 _ => Event::Retried {
                     id,

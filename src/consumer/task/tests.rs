@@ -30,6 +30,7 @@ fn config(max_attempts: Option<u32>) -> ConsumerConfig {
             broker_delay: None,
             assert_queue: true,
             extra: ExtraArguments::default(),
+            faults_exchange: None,
         },
         prefetch: 10,
         recovery: Recovery {
