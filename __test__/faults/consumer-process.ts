@@ -9,7 +9,7 @@
  * of `fault_effects` per success, written in the inbox's transaction: the
  * suite counts those rows to tell effects that happened twice. Every 7th
  * message's first attempt also swallows a failed statement (plan.ts), which
- * the inbox must not ack.
+ * the inbox must not ack. With FAULT_EXCHANGE, each message that parks publishes its fault event there.
  */
 import { appendFileSync } from 'node:fs';
 
@@ -33,9 +33,11 @@ const hostOrder = process.env.FAULT_HOST_ORDER === 'ordered' ? 'ordered' : undef
 // retry queues. The delivery limit leaves room for one fault's lost delivery (it counts as failed).
 const [bdMin, bdMax, bdAttempts] = (process.env.FAULT_BROKER_DELAY ?? '').split(',');
 const brokerDelay = bdAttempts ? { min: bdMin as Delay, max: bdMax as Delay, attempts: Number(bdAttempts) } : undefined;
+// A fault event of each message that parks, to the exchange the suite reads them from.
+const faults = process.env.FAULT_EXCHANGE ? { exchange: process.env.FAULT_EXCHANGE } : undefined;
 const failureOptions: Partial<ConsumeOptions> = brokerDelay
-  ? { queueType: 'quorum' as const, deliveryLimit: brokerDelay.attempts + 2, onFailure: { brokerDelay } }
-  : { queueType, onFailure: { delays } };
+  ? { queueType: 'quorum' as const, deliveryLimit: brokerDelay.attempts + 2, onFailure: { brokerDelay, faults } }
+  : { queueType, onFailure: { delays, faults } };
 
 const inboxUrl = process.env.FAULT_INBOX ?? '';
 

@@ -3,6 +3,9 @@
  * consumer in a child process while one fault is injected on this machine's
  * own broker. At the end every id is acked after a success or parked with the
  * expected reason: zero lost. Duplicate handler calls are counted and printed.
+ * Every parked message also publishes a fault event (onFailure.faults), which
+ * the suite reads from a queue of its own: each parked id has one (or more:
+ * at least once), and no other id does.
  */
 import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
@@ -86,7 +89,23 @@ interface Run extends KitRun {
   faultAt?: number;
 }
 
-const startConsumer = (run: Run) => start(run, DELAYS, INBOX ? { FAULT_INBOX: INBOX } : {});
+/** The exchange of `run`'s fault events (onFailure.faults), and the queue the suite reads them from. */
+const faultsExchange = (run: Run) => `${run.queue}.faults`;
+const faultsSeen = (run: Run) => `${run.queue}.faults-seen`;
+
+const startConsumer = (run: Run) => start(run, DELAYS, { FAULT_EXCHANGE: faultsExchange(run), ...(INBOX ? { FAULT_INBOX: INBOX } : {}) });
+
+/** The fault events of `run`, by message id: how many each parked id got. */
+async function faultEventsOf(run: Run): Promise<Map<string, number>> {
+  return withChannel(async (ch) => {
+    const seen = new Map<string, number>();
+    for (let m = await ch.get(faultsSeen(run), { noAck: true }); m; m = await ch.get(faultsSeen(run), { noAck: true })) {
+      const id = String((JSON.parse(m.content.toString()) as { messageId?: unknown }).messageId);
+      seen.set(id, (seen.get(id) ?? 0) + 1);
+    }
+    return seen;
+  });
+}
 
 /** With the inbox: the committed effects of `run`, how many of each id. */
 function effectsOf(run: Run): Map<string, number> {
@@ -141,12 +160,21 @@ interface Report {
   effectsTwice: string[];
   /** With the inbox: ids acked without their effect (their handler resolved, no effect, not parked, waiting nowhere): must be none. */
   ackedWithoutEffect: string[];
+  /** Parked ids without a fault event (must be none), and fault events of ids that did not park (must be none). */
+  faultsMissing: string[];
+  faultsUnparked: string[];
   events: string[];
 }
 
 async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promise<Report> {
   const run: Run = newRun(fault);
   try {
+    // Where the fault events are read: bound before the consumer's first park.
+    await withChannel(async (ch) => {
+      await ch.assertExchange(faultsExchange(run), 'topic', { durable: true });
+      await ch.assertQueue(faultsSeen(run), { durable: true });
+      await ch.bindQueue(faultsSeen(run), faultsExchange(run), run.queue);
+    });
     await startConsumer(run);
     const rr = await RabbitRetry.connect({ url: URL });
     for (let i = 0; i < N; i += 100) {
@@ -207,6 +235,10 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
     const minCalls = callsNeeded(ids, DELAYS) + swallowing;
     const swallowed = run.events.filter((e) => e.includes('"swallowed"')).length;
     const duplicateParked = [...parked.values()].reduce((n, r) => n + r.length - 1, 0);
+    const faults = await faultEventsOf(run);
+    const faultsMissing = [...parked.keys()].filter((id) => !faults.has(id));
+    const faultsUnparked = [...faults.keys()].filter((id) => !parked.has(id));
+    const faultsTwice = [...faults.values()].filter((n) => n > 1).length;
     const lost = missing.length;
     // What became of each lost id, in ms from the fault: its handler calls, its confirmed moves, and
     // where it was found after the deadline (a message the consumer held unacked is given back when it stops).
@@ -231,13 +263,15 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
       duplicateParked,
       effectsTwice,
       ackedWithoutEffect,
+      faultsMissing,
+      faultsUnparked,
       events: run.events,
     };
     const inbox = INBOX
       ? ` effects twice=${effectsTwice.length} acked without effect=${ackedWithoutEffect.length} swallowed failures caught=${swallowed} (of ${swallowing} planned first attempts) inbox duplicates skipped=${psql(`SELECT COALESCE(sum(n), 0) FROM rabbit_retry_inbox_duplicates WHERE consumer = '${run.queue}'`, 'test')}`
       : '';
     console.log(
-      `fault ${fault}: N=${N} lost=${lost}${run.deletedQueue ? ` (${destroyed} went with the deleted queue)` : ''} duplicate handler calls=${report.duplicateCalls} duplicate parked copies=${duplicateParked}${inbox} consumer events=${stuckEvents.length}`,
+      `fault ${fault}: N=${N} lost=${lost}${run.deletedQueue ? ` (${destroyed} went with the deleted queue)` : ''} duplicate handler calls=${report.duplicateCalls} duplicate parked copies=${duplicateParked}${inbox} fault events: ${faults.size} for ${parked.size} parked, missing=${faultsMissing.length} for unparked=${faultsUnparked.length} twice=${faultsTwice} consumer events=${stuckEvents.length}`,
     );
     if (effectsTwice.length) console.log(`fault ${fault}: effects committed twice: ${effectsTwice.slice(0, 20).join(', ')}`);
     if (ackedWithoutEffect.length) console.log(`fault ${fault}: acked without effect: ${ackedWithoutEffect.slice(0, 20).join(', ')}`);
@@ -245,6 +279,10 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
   } finally {
     await stopConsumer(run, 'SIGKILL');
     await withChannel((ch) => deleteFamily(ch, run.queue, DELAYS)).catch(() => undefined);
+    await withChannel(async (ch) => {
+      await ch.deleteQueue(faultsSeen(run));
+      await ch.deleteExchange(faultsExchange(run));
+    }).catch(() => undefined);
     if (INBOX) {
       psql(`DELETE FROM fault_effects WHERE queue = '${run.queue}'`, 'test');
       psql(`DELETE FROM rabbit_retry_inbox WHERE consumer = '${run.queue}'`, 'test');
@@ -280,6 +318,7 @@ describe(`fault suite (N=${N}, every message acked or parked${INBOX ? ', every e
     expect(r.wrong).toEqual([]);
     expect(r.effectsTwice).toEqual([]);
     expect(r.ackedWithoutEffect).toEqual([]);
+    expect([r.faultsMissing, r.faultsUnparked]).toEqual([[], []]);
     expect(r.events.some((e) => e.includes('"recovered"'))).toBe(true);
   });
 
@@ -300,6 +339,7 @@ describe(`fault suite (N=${N}, every message acked or parked${INBOX ? ', every e
     expect(r.wrong).toEqual([]);
     expect(r.effectsTwice).toEqual([]);
     expect(r.ackedWithoutEffect).toEqual([]);
+    expect([r.faultsMissing, r.faultsUnparked]).toEqual([[], []]);
     expect(r.events.some((e) => e.includes('"recovered"'))).toBe(true);
   });
 
@@ -314,6 +354,7 @@ describe(`fault suite (N=${N}, every message acked or parked${INBOX ? ', every e
     expect(r.wrong).toEqual([]);
     expect(r.effectsTwice).toEqual([]);
     expect(r.ackedWithoutEffect).toEqual([]);
+    expect([r.faultsMissing, r.faultsUnparked]).toEqual([[], []]);
   });
 
   it('(d) a retry queue deleted mid-run, then declared again by the consumer', async () => {
@@ -333,6 +374,7 @@ describe(`fault suite (N=${N}, every message acked or parked${INBOX ? ', every e
     expect(r.wrong).toEqual([]);
     expect(r.effectsTwice).toEqual([]);
     expect(r.ackedWithoutEffect).toEqual([]);
+    expect([r.faultsMissing, r.faultsUnparked]).toEqual([[], []]);
   });
 
   it("(e) with the inbox: the inbox's PostgreSQL backends terminated mid-run", async () => {
@@ -351,5 +393,6 @@ describe(`fault suite (N=${N}, every message acked or parked${INBOX ? ', every e
     expect(r.wrong).toEqual([]);
     expect(r.effectsTwice).toEqual([]);
     expect(r.ackedWithoutEffect).toEqual([]);
+    expect([r.faultsMissing, r.faultsUnparked]).toEqual([[], []]);
   });
 });
