@@ -203,6 +203,16 @@ export declare class NativeParkedSession {
    */
   replay(id: number, exchange: string, routingKey: string, traceparent?: string | undefined | null, tracestate?: string | undefined | null, keepAttempt?: boolean | undefined | null): Promise<void>
   /**
+   * Publishes an edited copy of held message `id` to `exchange`/`routingKey`
+   * (as `replay` does, its attempt count reset): `body` for the original's
+   * when given, the headers of `set` added or replaced and those of
+   * `remove` left out, with the audit trail of the edit by `by`; then acks
+   * the original. Resolves to what changed (`body`, `header <name>`).
+   * Refused with `INVALID_OPTIONS`, before anything is sent, when `set` or
+   * `remove` names a header that is not the operator's.
+   */
+  edit(id: number, exchange: string, routingKey: string, by: string, body?: Buffer | undefined | null, set?: any | undefined | null, remove?: Array<string> | undefined | null, traceparent?: string | undefined | null, tracestate?: string | undefined | null): Promise<Array<string>>
+  /**
    * Acks held message `id` without publishing it: it leaves the queue for
    * good, and the messages still held keep their places.
    */
@@ -505,7 +515,21 @@ export interface HeaderNames {
   originalUserId: string
   /** The producer's headers dropped to fit the frame. */
   droppedHeaders: string
+  /** When an operator sent it back from its parked queue. */
+  replayedAt: string
+  /** Who edited it last. */
+  editedBy: string
+  /** When it was edited last. */
+  editedAt: string
+  /** Every edit: a table each of `by`, `at` and `changed`, oldest first. */
+  edits: string
 }
+
+/**
+ * Why an operator's edit may not set or remove header `name` (a `retry-*`
+ * header, the broker's dead-letter history, `CC`/`BCC`), or `null` when it may.
+ */
+export declare function headerNotEditable(name: string): string | null
 
 /** Message properties as JavaScript reads and writes them. */
 export interface MessageProperties {

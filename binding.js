@@ -845,6 +845,7 @@ module.exports.consumeDefaults = nativeBinding.consumeDefaults
 module.exports.delayLabel = nativeBinding.delayLabel
 module.exports.errorCodes = nativeBinding.errorCodes
 module.exports.headerNames = nativeBinding.headerNames
+module.exports.headerNotEditable = nativeBinding.headerNotEditable
 module.exports.parkedQueueName = nativeBinding.parkedQueueName
 module.exports.parseDelays = nativeBinding.parseDelays
 module.exports.queueRole = nativeBinding.queueRole

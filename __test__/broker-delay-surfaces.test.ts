@@ -20,7 +20,7 @@ import { Injectable, type Type } from '@nestjs/common';
 import { Test, type TestingModule } from '@nestjs/testing';
 
 import { type Message, NonRetryableError, type OnFailureOptions, type RabbitRetry, parkedQueueName } from '../lib';
-import { type CliIo, run } from '../lib/cli';
+import { runCli } from './cli-run';
 import { type ConsoleServer, type ConsoleState, startConsole } from '../lib/console';
 import { Consume, OnFailure, RABBIT_RETRY, RabbitRetryConsumers, RabbitRetryModule, RabbitSubscribe } from '../lib/nestjs';
 import { ConsoleApi } from './console-fixture';
@@ -101,13 +101,7 @@ async function delayedMessages(rr: RabbitRetry, queue: string, n: number): Promi
   await waitFor(() => consumer.stats().retried === n, 10_000, `${n} returned to the broker`);
 }
 
-async function cli(argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const io: CliIo = { out: (t) => out.push(t), err: (t) => err.push(t), isTTY: false, env: { AMQP_URL } };
-  const code = await run(argv, io);
-  return { code, out: out.join('\n'), err: err.join('') };
-}
+const cli = runCli;
 
 interface StatusJson {
   queues: { queue: string; role: string; exists: boolean; messages: number }[];

@@ -6,7 +6,17 @@
 import type { NativeErrorCode } from './contract';
 
 /** The codes only the TypeScript layer gives its errors; the others are the native layer's (`NATIVE_ERROR_CODES`). */
-export const JS_ERROR_CODES = ['NON_RETRYABLE', 'NO_HANDLER', 'UNSUPPORTED_OPTION', 'INBOX', 'INBOX_REFUSED', 'REQUEST_TIMEOUT', 'REMOTE_ERROR'] as const;
+export const JS_ERROR_CODES = [
+  'NON_RETRYABLE',
+  'NO_HANDLER',
+  'UNSUPPORTED_OPTION',
+  'INBOX',
+  'INBOX_REFUSED',
+  'REQUEST_TIMEOUT',
+  'REMOTE_ERROR',
+  'NOT_PARKED',
+  'AMBIGUOUS_MESSAGE_ID',
+] as const;
 
 /** The codes of rabbit-retry's errors: the native layer's and the TypeScript layer's own. */
 export type ErrorCode = NativeErrorCode | (typeof JS_ERROR_CODES)[number];
@@ -152,6 +162,20 @@ export class NotFoundError extends RabbitRetryError {
 export class PreconditionFailedError extends RabbitRetryError {
   constructor(message: string) {
     super('PRECONDITION_FAILED', message);
+  }
+}
+
+/** No message of the parked queue has the id an edit named: nothing was edited. */
+export class NotParkedError extends RabbitRetryError {
+  constructor(message: string) {
+    super('NOT_PARKED', message);
+  }
+}
+
+/** Several messages of the parked queue have the id an edit named: nothing was edited. */
+export class AmbiguousMessageIdError extends RabbitRetryError {
+  constructor(message: string) {
+    super('AMBIGUOUS_MESSAGE_ID', message);
   }
 }
 

@@ -107,6 +107,8 @@ export {
   BrokerUnsupportedError,
   RequestTimeoutError,
   RemoteError,
+  NotParkedError,
+  AmbiguousMessageIdError,
   type ErrorCode,
   JS_ERROR_CODES,
 } from './errors';
@@ -121,6 +123,9 @@ export {
   type ReplayTarget,
   type PurgeOptions,
   type PurgeProgress,
+  type ParkedEdit,
+  type EditOptions,
+  type EditResult,
 } from './parked';
 export { parkedQueueName } from './native';
 

@@ -1,9 +1,11 @@
 /**
- * The commands on a work queue's parked queue: `parked peek`, `parked replay`
- * and `parked purge`.
+ * The commands on a work queue's parked queue: `parked peek`, `parked replay`,
+ * `parked edit` and `parked purge`.
  */
+import { readFile } from 'node:fs/promises';
+
 import { PARK_REASONS } from '../contract';
-import { type Command, Option } from 'commander';
+import { type Command, InvalidArgumentError, Option } from 'commander';
 
 import { HEADERS, parkedQueueName } from '../native';
 import type { ParkedFilter, ParkedMessage } from '../parked';
@@ -135,6 +137,57 @@ function replayCommand(parked: Command, cli: Cli): void {
   });
 }
 
+/** A `--header name=value`, added to those given before it. */
+function headerPair(value: string, earlier: Record<string, string> = {}): Record<string, string> {
+  const at = value.indexOf('=');
+  if (at <= 0) throw new InvalidArgumentError('expected name=value.');
+  return { ...earlier, [value.slice(0, at)]: value.slice(at + 1) };
+}
+
+/** A `--remove-header name`, added to those given before it. */
+function headerName(value: string, earlier: string[] = []): string[] {
+  if (value.length === 0) throw new InvalidArgumentError('expected a header name.');
+  return [...earlier, value];
+}
+
+/** `parked edit <queue> <messageId>`: one parked message, edited, back to the work queue. */
+function editCommand(parked: Command, cli: Cli): void {
+  const { io } = cli;
+  parked
+    .command('edit')
+    .description('send one parked message back to the work queue with a new body or headers, and an audit trail of the edit')
+    .argument('<queue>', 'the work queue')
+    .argument('<messageId>', 'the parked message’s id')
+    .option('--body-file <file>', 'the new body: the file’s bytes, as they are')
+    .option('--header <name=value>', 'set a header (repeat for more)', headerPair)
+    .option('--remove-header <name>', 'leave a header out of the copy (repeat for more)', headerName)
+    .requiredOption('--by <name>', 'who edits: the copy’s retry-edited-by')
+    .action((queue: string, messageId: string, o: { bodyFile?: string; header?: Record<string, string>; removeHeader?: string[]; by: string }) => {
+      if (o.bodyFile === undefined && o.header === undefined && o.removeHeader === undefined) {
+        throw new UsageError('give the edit: --body-file, --header or --remove-header');
+      }
+      cli.action = async (rr) => {
+        const headers: Record<string, string | undefined> | undefined =
+          o.header || o.removeHeader ? { ...o.header, ...Object.fromEntries((o.removeHeader ?? []).map((n) => [n, undefined])) } : undefined;
+        let body: Buffer | undefined;
+        if (o.bodyFile !== undefined) {
+          try {
+            body = await readFile(o.bodyFile);
+          } catch (e) {
+            throw new UsageError(`cannot read --body-file ${o.bodyFile}: ${(e as Error).message}`);
+          }
+        }
+        const edit = { ...(body === undefined ? {} : { body }), ...(headers === undefined ? {} : { headers }) };
+        const result = await rr.parked(queue).edit(messageId, edit, { by: o.by });
+        if (cli.json()) io.out(JSON.stringify({ ...result, parkedQueue: parkedQueueName(queue), by: o.by }, null, 2));
+        else {
+          const what = result.changed.length ? result.changed.join(', ') : 'nothing (the copy is the original’s)';
+          io.out(`edited ${messageId} (changed: ${what}) and sent it to ${queue}; the other parked messages stay in ${parkedQueueName(queue)}`);
+        }
+      };
+    });
+}
+
 /** `parked purge <queue> --yes`: every parked message deleted. */
 function purgeCommand(parked: Command, cli: Cli): void {
   const { io } = cli;
@@ -153,10 +206,11 @@ function purgeCommand(parked: Command, cli: Cli): void {
     });
 }
 
-/** `parked peek|replay|purge`. */
+/** `parked peek|replay|edit|purge`. */
 export function parkedCommands(program: Command, cli: Cli): void {
-  const parked = program.command('parked').description('inspect, replay or purge parked messages');
+  const parked = program.command('parked').description('inspect, replay, edit or purge parked messages');
   peekCommand(parked, cli);
   replayCommand(parked, cli);
+  editCommand(parked, cli);
   purgeCommand(parked, cli);
 }

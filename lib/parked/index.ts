@@ -1,42 +1,19 @@
-import { InvalidOptionsError, native } from '../errors';
-import { Message } from '../message';
-import { deliveriesOf, partsOf } from '../wire';
-import { type NativeClient, type NativeParkedSession, HEADERS, parkedQueueName } from '../native';
+/**
+ * The operators' calls on a work queue's parked queue: count, look, replay at
+ * a safe rate, edit one message and send it back, purge.
+ */
+import { InvalidOptionsError, NotParkedError, native } from '../errors';
+import { type NativeClient, type NativeParkedSession, parkedQueueName } from '../native';
 import { tracedPublish } from '../telemetry/tracing';
 import { checkKeys, checkObject } from '../options/check';
-import { BOOLEAN, fenceSync } from '../support/fence';
 import type { OptionKeys } from '../options';
+import { fenceSync } from '../support/fence';
+import { type ParkedFilter, type ParkedMessage, checkFilter, selects, taken } from './message';
 
-/**
- * Selects parked messages. Every field given must match; a message no filter
- * selects stays parked.
- */
-export interface ParkedFilter {
-  /** `retry-reason` is this value, or one of these (`exhausted`, `non-retryable`, ...). */
-  reason?: string | string[];
-  /** `retry-error-name` is exactly this. */
-  errorName?: string;
-  /** `retry-last-error` contains this text. */
-  errorMessage?: string;
-  /** Each of these headers has this value (compared as text). */
-  headers?: Record<string, string | number | boolean>;
-  /**
-   * Any other test: `true` selects, `false` leaves the message parked,
-   * decided synchronously. What it throws ends the call with that error;
-   * any other answer (a Promise, a truthy string) ends it with
-   * `INVALID_OPTIONS`, naming what came back.
-   */
-  where?: (msg: ParkedMessage) => boolean;
-}
+import { type EditOptions, type EditResult, type ParkedEdit, checkEdit, editParked } from './edit';
 
-/** The keys of {@link ParkedFilter}. */
-const PARKED_FILTER_KEYS = {
-  reason: true,
-  errorName: true,
-  errorMessage: true,
-  headers: true,
-  where: true,
-} satisfies OptionKeys<ParkedFilter>;
+export { type ParkedFilter, ParkedMessage, selects } from './message';
+export type { EditOptions, EditResult, ParkedEdit } from './edit';
 
 /** Options of {@link Parked.peek}. */
 export interface PeekOptions {
@@ -163,71 +140,6 @@ export interface Moved {
   skipped: number;
 }
 
-/** A parked message: a {@link Message} with its `retry-*` headers read out. */
-export class ParkedMessage extends Message {
-  /** `retry-reason`: `exhausted`, `non-retryable`, ... */
-  get reason(): string | undefined {
-    return str(this.headers[HEADERS.reason]);
-  }
-  /** `retry-error-name`. */
-  get errorName(): string | undefined {
-    return str(this.headers[HEADERS.errorName]);
-  }
-  /** `retry-last-error`. */
-  get errorMessage(): string | undefined {
-    return str(this.headers[HEADERS.lastError]);
-  }
-  /** `retry-error-stack`. */
-  get errorStack(): string | undefined {
-    return str(this.headers[HEADERS.errorStack]);
-  }
-  /** `retry-failed-at`, as a Date. */
-  get failedAt(): Date | undefined {
-    const s = str(this.headers[HEADERS.failedAt]);
-    return s === undefined ? undefined : new Date(s);
-  }
-  /** Every `retry-*` header. */
-  get retryHeaders(): Record<string, unknown> {
-    return Object.fromEntries(Object.entries(this.headers).filter(([k]) => k.startsWith('retry-')));
-  }
-}
-
-function str(v: unknown): string | undefined {
-  return typeof v === 'string' ? v : undefined;
-}
-
-/** Whether `filter` selects `m`. @internal */
-export function selects(filter: ParkedFilter | undefined, m: ParkedMessage): boolean {
-  if (!filter) return true;
-  if (filter.reason !== undefined) {
-    const reasons = Array.isArray(filter.reason) ? filter.reason : [filter.reason];
-    if (m.reason === undefined || !reasons.includes(m.reason)) return false;
-  }
-  if (filter.errorName !== undefined && m.errorName !== filter.errorName) return false;
-  if (filter.errorMessage !== undefined && !(m.errorMessage ?? '').includes(filter.errorMessage)) return false;
-  if (filter.headers) {
-    for (const [k, v] of Object.entries(filter.headers)) {
-      const actual = m.headers[k];
-      // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a header of any type matches by its text
-      if (actual === undefined || actual === null || String(actual) !== String(v)) return false;
-    }
-  }
-  return filter.where ? whereSelects(filter.where, m) : true;
-}
-
-/**
- * `where(m)`, fenced: what it throws ends the call that asked (as it was
- * thrown); an answer other than `true` or `false` (a Promise from an async
- * function, a truthy string) ends it with an {@link InvalidOptionsError}
- * naming what came back, before that message is touched.
- */
-function whereSelects(where: (msg: ParkedMessage) => boolean, m: ParkedMessage): boolean {
-  const r = fenceSync('filter.where', () => where(m), { expect: BOOLEAN });
-  if (r.ok) return r.value;
-  if (r.failure === 'threw') throw r.error;
-  throw new InvalidOptionsError(`${r.problem}: it must decide synchronously`);
-}
-
 /** Calls an `onProgress` callback, fenced: a throw ends the call that asked (as it was thrown); a Promise it returns is not awaited, its rejection caught. */
 function progress<P>(onProgress: ((p: P) => void) | undefined, p: P): void {
   if (!onProgress) return;
@@ -239,13 +151,6 @@ function positiveInt(name: string, v: number | undefined): void {
   if (v !== undefined && (!Number.isInteger(v) || v < 1)) {
     throw new InvalidOptionsError(`${name} must be a whole number of at least 1, got ${String(v)}`);
   }
-}
-
-/** Checks that the `filter` of `method` is an object of known keys. */
-function checkFilter(method: string, filter: unknown): void {
-  if (filter === undefined) return;
-  checkObject(`${method} filter`, filter, 'an object such as { reason }');
-  checkKeys(`${method} filter`, filter as object, PARKED_FILTER_KEYS);
 }
 
 /**
@@ -267,28 +172,6 @@ function pause(ms: number, signal?: AbortSignal): Promise<boolean> {
     const timer = setTimeout(() => end(true), ms);
     signal?.addEventListener('abort', aborted, { once: true });
   });
-}
-
-/** Messages a parked session takes from the broker in one call, at most. */
-const TAKE_AT_ONCE = 100;
-
-/**
- * The messages session `s` takes, one by one, while `room()` (read before
- * each) is above zero; each call to the broker takes at most `room()` of
- * them, and at most {@link TAKE_AT_ONCE}. Ends when the queue is empty.
- */
-async function* taken(s: NativeParkedSession, room: () => number): AsyncGenerator<{ id: number; message: ParkedMessage }> {
-  for (;;) {
-    const want = room();
-    if (want <= 0) return;
-    const { batch } = await native(() => s.get(Math.min(want, TAKE_AT_ONCE)));
-    const held = deliveriesOf(batch);
-    if (held.length === 0) return;
-    for (const d of held) {
-      if (room() <= 0) return;
-      yield { id: d.id, message: new ParkedMessage(partsOf(d, batch)) };
-    }
-  }
 }
 
 /**
@@ -379,6 +262,35 @@ export class Parked {
       onMoved: (_m, replayed, skipped) => progress(options.onProgress, { replayed, skipped, total }),
     });
     return { replayed, skipped, durationMs: Date.now() - started, stopped: signal?.aborted === true };
+  }
+
+  /**
+   * Sends the one parked message whose id is `messageId` back to the work
+   * queue, edited: `edit.body` for its body, `edit.headers` added, replaced
+   * or (given as `undefined`) left out. The copy keeps the original's message
+   * id and other properties, its attempt count starts again, and it carries
+   * the audit trail: `retry-edited-by` (`options.by`), `retry-edited-at`, and
+   * `retry-edits`, every edit of the message with who, when and what changed.
+   * The original leaves the parked queue only after the broker confirmed the
+   * copy; every other parked message stays, in its place.
+   *
+   * Rejects, with nothing moved, with a `NotParkedError` (`NOT_PARKED`) when
+   * no parked message has that id, an `AmbiguousMessageIdError`
+   * (`AMBIGUOUS_MESSAGE_ID`) when several have it, an `InvalidOptionsError`
+   * for an edit it cannot make, and as `rr.publish` does when the broker
+   * refuses the copy (a body over its limits, a work queue that refuses it).
+   */
+  async edit(messageId: string, edit: ParkedEdit, options: EditOptions): Promise<EditResult> {
+    const checked = checkEdit(messageId, edit, options);
+    const depth = await this.count();
+    const none = () => new NotParkedError(`no message of '${this.name}' has the id '${messageId}' (it holds none): nothing was edited`);
+    if (depth === 0) throw none();
+    let result: EditResult | undefined;
+    await this.withSession(async (s) => {
+      result = await editParked(s, { queue: this.queue, parked: this.name, depth }, checked);
+    });
+    if (!result) throw none();
+    return result;
   }
 
   /**

@@ -4,6 +4,8 @@
 //! publish was confirmed. Whatever the session still holds when it closes goes
 //! back to the queue.
 
+mod edit;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -19,8 +21,10 @@ use tokio::sync::Mutex;
 use super::connection::Broker;
 use super::fields::{now_ms, short_name, with_trace};
 use super::publisher::republish_properties;
+pub(crate) use edit::{not_editable, Edit};
+
 use crate::error::{amqp_reply, broker_error, Error, ErrorKind, Result};
-use crate::retry::headers::RETRY_ATTEMPT;
+use crate::retry::headers::{RETRY_ATTEMPT, RETRY_REPLAYED_AT};
 use crate::retry::{is_broker_death_header, is_routing_header, time::iso8601_utc};
 
 /// Depth and consumers of a queue.
@@ -170,6 +174,17 @@ pub(crate) struct HeldMessage {
     pub remaining: u32,
 }
 
+/// How [`ParkedSession::replay`] sends a message back.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Replay<'a> {
+    /// Its attempt count reset, with a `retry-replayed-at` header.
+    Reset,
+    /// Its headers as they are.
+    KeepAttempt,
+    /// As [`Replay::Reset`], with an operator's edit and its audit trail.
+    Edited(&'a Edit),
+}
+
 /// Takes messages from one queue without acking them.
 pub(crate) struct ParkedSession {
     queue: String,
@@ -220,29 +235,41 @@ impl ParkedSession {
 
     /// Publishes held message `id` to `exchange` with `routing_key` with its
     /// attempt count reset to 0 and a `retry-replayed-at` header (or, with
-    /// `keep_attempt`, its headers as they are: a message of a retry queue
-    /// sent back before its delay ends), waits for the confirm, then acks it.
-    /// On failure the message stays held (and goes back to the queue when the
-    /// session closes).
+    /// [`Replay::KeepAttempt`], its headers as they are: a message of a retry
+    /// queue sent back before its delay ends; or, with [`Replay::Edited`],
+    /// the edit's body and headers and its audit trail), waits for the
+    /// confirm, then acks it. On failure the message stays held (and goes
+    /// back to the queue when the session closes). Returns what an edit
+    /// changed (`body`, `header <name>`); nothing for a replay.
     pub(crate) async fn replay(
         &self,
         broker: &Broker,
         id: u64,
         (exchange, routing_key): (&str, &str),
         trace: Option<(String, Option<String>)>,
-        keep_attempt: bool,
-    ) -> Result<()> {
+        how: Replay<'_>,
+    ) -> Result<Vec<String>> {
         let delivery = self.held.lock().await.get(&id).cloned().ok_or_else(|| {
             Error::new(
                 ErrorKind::InvalidOptions,
                 format!("message {id} is not held by this session"),
             )
         })?;
+        let keep_attempt = matches!(how, Replay::KeepAttempt);
+        let edit = match how {
+            Replay::Edited(edit) => Some(edit),
+            _ => None,
+        };
         let mut headers = FieldTable::default();
+        let mut removed = Vec::new();
         if let Some(h) = delivery.properties.headers() {
             for (k, v) in h.inner() {
                 let name = k.as_str();
-                if (keep_attempt || !is_broker_death_header(name)) && !is_routing_header(name) {
+                if edit.is_some_and(|e| e.removes(name)) {
+                    removed.push(name.to_owned());
+                } else if (keep_attempt || !is_broker_death_header(name))
+                    && !is_routing_header(name)
+                {
                     headers.insert(k.clone(), v.clone());
                 }
             }
@@ -251,17 +278,23 @@ impl ParkedSession {
             // The replayed message continues the trace of the replay.
             headers = with_trace(headers, trace);
         }
+        let mut changed = Vec::new();
         if !keep_attempt {
+            let now = iso8601_utc(now_ms());
             headers.insert(RETRY_ATTEMPT.into(), AMQPValue::LongLongInt(0));
             headers.insert(
-                "retry-replayed-at".into(),
-                AMQPValue::LongString(LongString::from(iso8601_utc(now_ms()).into_bytes())),
+                RETRY_REPLAYED_AT.into(),
+                AMQPValue::LongString(LongString::from(now.clone().into_bytes())),
             );
+            if let Some(edit) = edit {
+                changed = edit.apply(&delivery.data, &removed, &mut headers, &now);
+            }
         }
         let props = republish_properties(&delivery.properties, headers, broker.user());
-        broker
-            .publish(exchange, routing_key, &delivery.data, props)
-            .await?;
+        let body = edit
+            .and_then(|e| e.body.as_deref())
+            .unwrap_or(&delivery.data);
+        broker.publish(exchange, routing_key, body, props).await?;
         delivery
             .acker
             .ack(BasicAckOptions::default())
@@ -272,7 +305,7 @@ impl ParkedSession {
                     format!("message {id} was replayed but its ack failed; it stays parked too, so it may run twice: {e}"), e)
             })?;
         self.held.lock().await.remove(&id);
-        Ok(())
+        Ok(changed)
     }
 
     /// Acks held message `id` without publishing it anywhere: it leaves the

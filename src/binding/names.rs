@@ -5,11 +5,13 @@ use napi::Either;
 use napi_derive::napi;
 
 use super::convert::invalid;
+use crate::amqp::parked::not_editable;
 use crate::retry::delay::{parse_delay, Delay};
 use crate::retry::headers::{
-    RETRY_ATTEMPT, RETRY_DROPPED_HEADERS, RETRY_ERROR_NAME, RETRY_ERROR_STACK, RETRY_FAILED_AT,
-    RETRY_FIRST_FAILED_AT, RETRY_LAST_ERROR, RETRY_ORIGINAL_EXCHANGE, RETRY_ORIGINAL_ROUTING_KEY,
-    RETRY_ORIGINAL_USER_ID, RETRY_QUEUE, RETRY_REASON,
+    RETRY_ATTEMPT, RETRY_DROPPED_HEADERS, RETRY_EDITED_AT, RETRY_EDITED_BY, RETRY_EDITS,
+    RETRY_ERROR_NAME, RETRY_ERROR_STACK, RETRY_FAILED_AT, RETRY_FIRST_FAILED_AT, RETRY_LAST_ERROR,
+    RETRY_ORIGINAL_EXCHANGE, RETRY_ORIGINAL_ROUTING_KEY, RETRY_ORIGINAL_USER_ID, RETRY_QUEUE,
+    RETRY_REASON, RETRY_REPLAYED_AT,
 };
 use crate::retry::names::retry_queue_name as retry_of;
 use crate::retry::names::{parked_queue_name as parked_of, queue_role as role_of, QueueRole};
@@ -101,6 +103,14 @@ pub(crate) struct HeaderNames {
     pub original_user_id: String,
     /// The producer's headers dropped to fit the frame.
     pub dropped_headers: String,
+    /// When an operator sent it back from its parked queue.
+    pub replayed_at: String,
+    /// Who edited it last.
+    pub edited_by: String,
+    /// When it was edited last.
+    pub edited_at: String,
+    /// Every edit: a table each of `by`, `at` and `changed`, oldest first.
+    pub edits: String,
 }
 
 /// The names of the headers the library writes.
@@ -119,7 +129,18 @@ pub(crate) fn header_names() -> HeaderNames {
         queue: RETRY_QUEUE.into(),
         original_user_id: RETRY_ORIGINAL_USER_ID.into(),
         dropped_headers: RETRY_DROPPED_HEADERS.into(),
+        replayed_at: RETRY_REPLAYED_AT.into(),
+        edited_by: RETRY_EDITED_BY.into(),
+        edited_at: RETRY_EDITED_AT.into(),
+        edits: RETRY_EDITS.into(),
     }
+}
+
+/// Why an operator's edit may not set or remove header `name` (a `retry-*`
+/// header, the broker's dead-letter history, `CC`/`BCC`), or `null` when it may.
+#[napi]
+pub(crate) fn header_not_editable(name: String) -> Option<String> {
+    not_editable(&name).map(str::to_owned)
 }
 
 #[cfg(test)]

@@ -5,11 +5,15 @@ use std::sync::Arc;
 
 use napi_derive::napi;
 
-use super::convert::js_error;
+use lapin::types::FieldTable;
+use napi::bindgen_prelude::Buffer;
+
+use super::convert::{invalid, js_error};
 use super::wire::{to_batch, NativeBatch};
 use crate::amqp::connection::Broker;
 use crate::amqp::fields::attempt_of;
-use crate::amqp::parked::ParkedSession;
+use crate::amqp::fields::table_from_json;
+use crate::amqp::parked::{Edit, ParkedSession, Replay};
 use crate::consumer::DeliveryView;
 
 /// Depth and consumers of a queue.
@@ -102,9 +106,54 @@ impl NativeParkedSession {
     ) -> napi::Result<()> {
         let trace = traceparent.map(|parent| (parent, tracestate));
         let to = (exchange.as_str(), routing_key.as_str());
-        let keep = keep_attempt.unwrap_or(false);
+        let how = if keep_attempt.unwrap_or(false) {
+            Replay::KeepAttempt
+        } else {
+            Replay::Reset
+        };
         self.session
-            .replay(&self.broker, id as u64, to, trace, keep)
+            .replay(&self.broker, id as u64, to, trace, how)
+            .await
+            .map(|_| ())
+            .map_err(js_error)
+    }
+
+    /// Publishes an edited copy of held message `id` to `exchange`/`routingKey`
+    /// (as `replay` does, its attempt count reset): `body` for the original's
+    /// when given, the headers of `set` added or replaced and those of
+    /// `remove` left out, with the audit trail of the edit by `by`; then acks
+    /// the original. Resolves to what changed (`body`, `header <name>`).
+    /// Refused with `INVALID_OPTIONS`, before anything is sent, when `set` or
+    /// `remove` names a header that is not the operator's.
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub async fn edit(
+        &self,
+        id: i64,
+        exchange: String,
+        routing_key: String,
+        by: String,
+        body: Option<Buffer>,
+        set: Option<serde_json::Value>,
+        remove: Option<Vec<String>>,
+        traceparent: Option<String>,
+        tracestate: Option<String>,
+    ) -> napi::Result<Vec<String>> {
+        let set = match set.filter(|s| !s.is_null()) {
+            Some(v) => table_from_json(&v).map_err(invalid)?,
+            None => FieldTable::default(),
+        };
+        let edit = Edit::new(
+            by,
+            body.map(|b| b.to_vec()),
+            set,
+            remove.unwrap_or_default(),
+        )
+        .map_err(invalid)?;
+        let trace = traceparent.map(|parent| (parent, tracestate));
+        let to = (exchange.as_str(), routing_key.as_str());
+        self.session
+            .replay(&self.broker, id as u64, to, trace, Replay::Edited(&edit))
             .await
             .map_err(js_error)
     }

@@ -42,6 +42,15 @@ pub(crate) const RETRY_ORIGINAL_USER_ID: &str = "retry-original-user-id";
 /// Header: the names of the producer's headers that were dropped because the
 /// message could not fit in one frame with them.
 pub(crate) const RETRY_DROPPED_HEADERS: &str = "retry-dropped-headers";
+/// Header: when an operator sent the message back from its parked queue.
+pub(crate) const RETRY_REPLAYED_AT: &str = "retry-replayed-at";
+/// Header: who edited the message last, as the edit named them.
+pub(crate) const RETRY_EDITED_BY: &str = "retry-edited-by";
+/// Header: when the message was edited last.
+pub(crate) const RETRY_EDITED_AT: &str = "retry-edited-at";
+/// Header: every edit of the message, oldest first: a table each of `by`,
+/// `at` and `changed` (`body`, `header <name>`).
+pub(crate) const RETRY_EDITS: &str = "retry-edits";
 
 /// The headers [`failure_headers`] writes. A republish replaces these and
 /// keeps every other header, `retry-*` ones of the producer's included.
