@@ -125,10 +125,9 @@ export declare class NativeConsumer {
   /**
    * Settles the deliveries whose handlers finished: the ids in `acked`
    * resolved (ack them), each of `failed` threw (retry or park it).
-   * `failed` is a JSON array of `FailureInfo`s, or `''` for none. One
-   * call for many.
+   * One call for many.
    */
-  settle(acked: Array<number>, failed: string): void
+  settle(acked: Array<number>, failed: Array<FailureInfo>): void
   /** Stops deliveries; unstarted ones go back to the queue. */
   stop(): Promise<void>
   /**

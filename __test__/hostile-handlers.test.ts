@@ -303,11 +303,10 @@ describe('when the native settle refuses a whole batch', () => {
       start: (_max: number, f: (b: NativeBatch) => void) => {
         onBatch = f;
       },
-      // The failures cross as a JSON array, or '' for none.
-      settle: (acked: number[], failed: string) => {
+      settle: (acked: number[], failed: NativeFailureInfo[]) => {
         const err = refuse(calls++);
         if (err) throw err;
-        settled.push({ acked, failed: failed === '' ? [] : (JSON.parse(failed) as NativeFailureInfo[]) });
+        settled.push({ acked, failed });
       },
       stop: async () => {
         setImmediate(() => onBatch({ meta: '[]', bodies: Buffer.alloc(0), large: [], strings: [], events: '[]', closed: true }));

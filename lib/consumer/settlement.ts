@@ -1,9 +1,7 @@
 /**
  * Handing the settled deliveries (acked, or failed with their failure) to the
  * native consumer: one call per turn of the event loop, and one call per
- * delivery when the call for the whole batch is refused. The failures cross
- * as one JSON text (`NativeFailureInfo[]`): one call to `JSON.stringify`
- * costs less than the native side reading every field of every object.
+ * delivery when the call for the whole batch is refused.
  */
 import { ClosedError, fromNativeCall } from '../errors';
 import type { NativeConsumer, NativeFailureInfo } from '../native';
@@ -51,11 +49,6 @@ function sanitized(f: NativeFailureInfo): NativeFailureInfo {
   } catch {
     return withId(f.id, UNREADABLE_FAILURE);
   }
-}
-
-/** `failed` as the native `settle` takes it: a JSON array, or `''` for none. */
-function failuresText(failed: readonly NativeFailureInfo[]): string {
-  return failed.length === 0 ? '' : JSON.stringify(failed);
 }
 
 function isClosedError(err: unknown): boolean {
@@ -120,7 +113,7 @@ export class Settlements {
     if (host.closed()) return;
     let batchErr: unknown;
     try {
-      host.inner.settle(acked, failuresText(failed));
+      host.inner.settle(acked, failed);
       return;
     } catch (err) {
       batchErr = fromNativeCall(err);
@@ -135,17 +128,17 @@ export class Settlements {
     );
     if (acked.length > 0) {
       try {
-        host.inner.settle(acked, '');
+        host.inner.settle(acked, []);
       } catch (err) {
         this.refused(fromNativeCall(err));
       }
     }
     for (const f of failed) {
       try {
-        host.inner.settle([], failuresText([sanitized(f)]));
+        host.inner.settle([], [sanitized(f)]);
       } catch {
         try {
-          host.inner.settle([], failuresText([withId(f.id, UNREADABLE_FAILURE)]));
+          host.inner.settle([], [withId(f.id, UNREADABLE_FAILURE)]);
         } catch (err) {
           this.refused(fromNativeCall(err));
         }

@@ -9,7 +9,7 @@ use napi::Status;
 use napi_derive::napi;
 
 use super::convert::js_error;
-use super::failures::failures_of;
+use super::failures::{failure_of, FailureInfo};
 use super::wire::{events_json, to_batch, NativeBatch};
 use crate::consumer::{ConsumerHandle, DeliveryView, Event, ProbeOutcome, Sink};
 
@@ -59,11 +59,13 @@ impl NativeConsumer {
 
     /// Settles the deliveries whose handlers finished: the ids in `acked`
     /// resolved (ack them), each of `failed` threw (retry or park it).
-    /// `failed` is a JSON array of `FailureInfo`s, or `''` for none. One
-    /// call for many.
-    #[napi(ts_args_type = "acked: Array<number>, failed: string")]
-    pub fn settle(&self, acked: Vec<i64>, failed: String) -> napi::Result<()> {
-        let fails = failures_of(&failed)?;
+    /// One call for many.
+    #[napi]
+    pub fn settle(&self, acked: Vec<i64>, failed: Vec<FailureInfo>) -> napi::Result<()> {
+        let fails = failed
+            .into_iter()
+            .map(failure_of)
+            .collect::<napi::Result<Vec<_>>>()?;
         self.handle
             .settle_many(acked.into_iter().map(|id| id as u64).collect(), fails)
             .map_err(js_error)

@@ -36,22 +36,12 @@ impl Delay {
     /// The delay in the largest unit that divides it exactly (`"5s"`, `"90m"`),
     /// so queue names stay short and the same delay always gets the same name.
     pub(crate) fn label(&self) -> String {
-        let mut out = String::with_capacity(12);
-        self.push_label(&mut out);
-        out
-    }
-
-    /// Appends [`label`](Self::label) to `out`: a retried failure names its
-    /// retry queue and its delay, without the formatting machinery.
-    pub(crate) fn push_label(&self, out: &mut String) {
         const UNITS: [(u64, &str); 4] = [(3_600_000, "h"), (60_000, "m"), (1_000, "s"), (1, "ms")];
-        for (size, unit) in UNITS {
-            if self.ms.is_multiple_of(size) {
-                out.push_str(itoa::Buffer::new().format(self.ms / size));
-                out.push_str(unit);
-                return;
-            }
-        }
+        let (size, unit) = UNITS
+            .into_iter()
+            .find(|(size, _)| self.ms.is_multiple_of(*size))
+            .unwrap_or((1, "ms"));
+        format!("{}{unit}", self.ms / size)
     }
 }
 

@@ -9,11 +9,7 @@ pub(crate) const MAX_NAME_BYTES: usize = 255;
 
 /// The retry queue for `delay`: `"{queue}.retry.{label}"`.
 pub(crate) fn retry_queue_name(queue: &str, delay: Delay) -> String {
-    let mut name = String::with_capacity(queue.len() + 7 + 12);
-    name.push_str(queue);
-    name.push_str(".retry.");
-    delay.push_label(&mut name);
-    name
+    format!("{queue}.retry.{}", delay.label())
 }
 
 /// The queue where messages go when they will not be retried: `"{queue}.parked"`.

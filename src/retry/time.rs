@@ -9,33 +9,7 @@ pub(crate) fn iso8601_utc(ms_since_epoch: u64) -> String {
     let (h, rest) = (ms_of_day / 3_600_000, ms_of_day % 3_600_000);
     let (m, rest) = (rest / 60_000, rest % 60_000);
     let (s, ms) = (rest / 1_000, rest % 1_000);
-    // Written digit group by digit group: `format!` with padding cost a
-    // failure's headers more than the rest of them.
-    let mut out = String::with_capacity(24);
-    let groups = [
-        (year, 4, '-'),
-        (month, 2, '-'),
-        (day, 2, 'T'),
-        (h, 2, ':'),
-        (m, 2, ':'),
-        (s, 2, '.'),
-        (ms, 3, 'Z'),
-    ];
-    for (n, width, after) in groups {
-        push_padded(&mut out, n, width);
-        out.push(after);
-    }
-    out
-}
-
-/// Appends `n` in decimal, with leading zeros to `width` digits.
-fn push_padded(out: &mut String, n: u64, width: usize) {
-    let mut digits = itoa::Buffer::new();
-    let digits = digits.format(n);
-    for _ in digits.len()..width {
-        out.push('0');
-    }
-    out.push_str(digits);
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z")
 }
 
 /// Parses what [`iso8601_utc`] writes (`2026-11-30T07:14:22.123Z`; the
