@@ -5,10 +5,13 @@
  * it and watches its count fall to 0 while the handler completes each
  * message, then purges another group after confirming its count. The
  * outbox's panel shows its backlog, parked rows and inbox duplicates, and
- * puts a parked row back.
+ * puts a parked row back. An operator fixes a parked message's body in the
+ * editor, confirms the diff, and the handler gets the fixed body once; the
+ * failure timeline draws each group's bars.
  *
  * Screenshots go to __test__/output/console/; with RR_DOCS=1 (`npm run
- * docs:console`) the one docs/console.md shows is written to docs/console.png too.
+ * docs:console`) the ones docs/console.md shows are written to docs/console.png,
+ * docs/console-edit.png and docs/console-timeline.png too.
  * Without a Chromium the test is skipped, and says why.
  */
 import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
@@ -16,9 +19,9 @@ import path from 'node:path';
 
 import { type Browser, type Page, chromium } from 'playwright-core';
 
-import { type RabbitRetry, parkedQueueName } from '../lib';
+import { type Message, NonRetryableError, type RabbitRetry, parkedQueueName } from '../lib';
 import { type ConsoleServer, startConsole } from '../lib/console';
-import { parkThreeKinds } from './console-fixture';
+import { parkPast, parkThreeKinds } from './console-fixture';
 import {
   cleanup,
   closeAmqp,
@@ -31,6 +34,7 @@ import {
   psql,
   queueDepth,
   seedParked,
+  sleep,
   testQueue,
   track,
   uniqueName,
@@ -40,6 +44,8 @@ import {
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const OUT = path.join(__dirname, 'output', 'console');
 const DOCS_SHOT = path.join(__dirname, '..', 'docs', 'console.png');
+const DOCS_EDIT_SHOT = path.join(__dirname, '..', 'docs', 'console-edit.png');
+const DOCS_TIMELINE_SHOT = path.join(__dirname, '..', 'docs', 'console-timeline.png');
 const hasChromium = existsSync(CHROMIUM);
 
 if (!hasChromium) {
@@ -252,4 +258,119 @@ const groupRow = (page: Page, errorName: string) => page.locator('tr.group', { h
     }
   },
   60_000,
+);
+
+(hasChromium ? test : test.skip)(
+  hasChromium
+    ? "an operator fixes a parked message's body in the editor, confirms the diff, and the handler gets the fixed body once; the timeline draws each group's bars"
+    : `edit and the timeline in a browser (skipped: no Chromium at ${CHROMIUM})`,
+  async () => {
+    const rr = await connectClient();
+    const queue = uniqueName('order.placed');
+    queues.push(queue);
+    // Earlier failures, for the timeline: a carrier outage from 40 to 12 minutes ago, and a handler's bug later on.
+    await parkPast(queue, [
+      ...Array.from({ length: 30 }, (_, i) => ({
+        messageId: `past-${i}`,
+        errorName: 'Error',
+        errorMessage: `carrier timeout after 3000 ms for order ${47_000 + i}`,
+        minutesAgo: 40 - Math.floor(i * 0.95),
+      })),
+      ...Array.from({ length: 8 }, (_, i) => ({
+        messageId: `bug-${i}`,
+        errorName: 'TypeError',
+        errorMessage: "Cannot read properties of undefined (reading 'rate')",
+        minutesAgo: 20 - 2 * i,
+      })),
+    ]);
+    // The handler parks an order whose qty is not a number, and records every order it completes.
+    const handled: { id?: string; body: string; editedBy: unknown }[] = [];
+    const consumer = track(
+      await rr.consume({ queue, onFailure: { delays: [] } }, async function placeOrder(msg: Message) {
+        const order = msg.json<{ orderId: number; qty: unknown }>();
+        if (typeof order.qty !== 'number') throw new NonRetryableError(`order ${order.orderId}: qty must be a number`);
+        handled.push({ id: msg.properties.messageId, body: msg.body.toString(), editedBy: msg.headers['retry-edited-by'] });
+      }),
+    );
+    for (const id of [1, 2]) {
+      await rr.publish('', queue, { orderId: id, qty: 'two' }, { messageId: `order-${id}`, headers: { tenant: 'us' } });
+    }
+    await waitFor(() => consumer.stats().parked === 2, 10_000, 'two orders parked');
+    const { page, pageErrors } = await openPage(rr);
+
+    // The timeline: each group's bars, their counts adding up to the group's parked messages in the last hour.
+    const qty = groupRow(page, 'NonRetryableError');
+    await qty.waitFor();
+    await page.locator('#timeline rect[data-group]').first().waitFor();
+    const barsOf = async (errorName: string) => {
+      const key = (await groupRow(page, errorName).getAttribute('data-key')) as string;
+      const counts = await page.locator(`#timeline rect[data-group="${key}"]`).evaluateAll((rs) => rs.map((r) => Number(r.getAttribute('data-count'))));
+      return { bars: counts.length, messages: counts.reduce((a, b) => a + b, 0) };
+    };
+    expect(await page.locator('#timeline').getAttribute('data-resolution')).toBe('minute');
+    expect((await barsOf('NonRetryableError')).messages).toBe(2);
+    expect(await barsOf('Error')).toMatchObject({ messages: 30 });
+    expect((await barsOf('Error')).bars).toBeGreaterThan(20);
+    expect(await barsOf('TypeError')).toEqual({ bars: 8, messages: 8 });
+    expect(await page.locator('#timeline .legend li').count()).toBe(3);
+    const timelineShot = await shot(page, '8-timeline.png');
+    await page.locator('#timeline [data-resolution=hour]').click();
+    await page.locator('#timeline[data-resolution=hour]').waitFor();
+    expect((await barsOf('Error')).messages).toBe(30);
+    expect((await barsOf('NonRetryableError')).messages).toBe(2);
+    await page.locator('#timeline [data-resolution=minute]').click();
+    await page.locator('#timeline[data-resolution=minute]').waitFor();
+
+    // Open the parked orders, and edit the first.
+    await qty.locator('[data-action=open]').click();
+    const card = page.locator('.message', { has: page.locator('.id', { hasText: /^order-1$/ }) });
+    await card.waitFor();
+    await card.locator('[data-action=edit-message]').click();
+    await page.locator('#editor .dialog').waitFor();
+    const body = page.locator('#edit-body');
+    expect(await body.inputValue()).toBe('{\n  "orderId": 1,\n  "qty": "two"\n}');
+    expect(JSON.parse(await page.locator('#edit-headers').inputValue())).toEqual({ tenant: 'us' });
+
+    // A body that is no longer JSON is flagged, and cannot be reviewed.
+    await body.fill('{\n  "orderId": 1,\n  "qty": 2,\n}');
+    expect(await page.locator('#edit-body-check').textContent()).toMatch(/^Not valid JSON .*The original body is JSON: fix it to send it\.$/);
+    expect(await page.locator('#edit-as-text-label').isVisible()).toBe(false);
+    expect(await page.locator('#edit-review').isDisabled()).toBe(true);
+    await body.fill('{\n  "orderId": 1,\n  "qty": 2\n}');
+    expect(await page.locator('#edit-body-check').textContent()).toBe('Valid JSON.');
+    await page.locator('#edit-headers').fill('{ "tenant": "eu" }');
+    await page.locator('#edit-by').fill('');
+    expect(await page.locator('#edit-review').isDisabled()).toBe(true);
+    expect(await page.locator('#edit-why').textContent()).toBe('Give your name: the copy records who edited it.');
+    await page.locator('#edit-by').fill('ana@example.com');
+
+    // The diff, before anything is sent.
+    await page.locator('#edit-review').click();
+    await page.locator('#edit-diff').waitFor();
+    expect(await page.locator('#edit-title').textContent()).toBe(`Send order-1 back to ${queue}, edited?`);
+    expect(await page.locator('#edit-diff span').allTextContents()).toEqual(['  {', '    "orderId": 1,', '-   "qty": "two"', '+   "qty": 2', '  }']);
+    expect(await page.locator('#edit-header-changes li').allTextContents()).toEqual(['tenant: "us" → "eu"']);
+    const editShot = await shot(page, '9-edit-review.png');
+    expect(handled).toEqual([]);
+    expect(await queueDepth(parkedQueueName(queue))).toBe(40);
+
+    // Confirmed: the handler gets the fixed body, once; the other order stays parked.
+    await page.locator('#edit-send').click();
+    await page.locator('#editor').waitFor({ state: 'hidden' });
+    expect(await page.locator('#toast').textContent()).toBe(`Edited order-1 (changed: body, header tenant) and sent it to ${queue}`);
+    await waitFor(() => handled.length === 1, 10_000, 'the edited order handled');
+    await sleep(300);
+    expect(handled).toEqual([{ id: 'order-1', body: '{"orderId":1,"qty":2}', editedBy: 'ana@example.com' }]);
+    await waitFor(async () => (await qty.locator('td.count').textContent()) === '1', 10_000, "the group's count to fall to 1");
+    await waitFor(async () => (await barsOf('NonRetryableError')).messages === 1, 10_000, 'the timeline to count 1 parked order');
+    expect(await queueDepth(parkedQueueName(queue))).toBe(39);
+    expect(consumer.stats().parked).toBe(2);
+    expect(pageErrors).toEqual([]);
+
+    if (process.env.RR_DOCS === '1') {
+      copyFileSync(editShot, DOCS_EDIT_SHOT);
+      copyFileSync(timelineShot, DOCS_TIMELINE_SHOT);
+    }
+  },
+  120_000,
 );

@@ -1,11 +1,12 @@
 /**
  * What the console's tests share: a consumer that parks messages for three
- * kinds of failure (and handles them once they are replayed), and a client
- * of the console's HTTP API.
+ * kinds of failure (and handles them once they are replayed), parked
+ * messages of the past, and a client of the console's HTTP API.
  */
 import { type Consumer, type Message, NonRetryableError, type RabbitRetry, parkedQueueName } from '../lib';
 import { CONSOLE_TOKEN_HEADER } from '../lib/console';
-import { queueDepth, waitFor } from './helpers';
+import { amqpConnection } from './broker';
+import { parkedHeaders, queueDepth, waitFor } from './helpers';
 
 /** The three kinds of failure, in the order messages are published. */
 export const KINDS = ['carrier', 'address', 'tax'] as const;
@@ -102,5 +103,38 @@ export class ConsoleApi {
       body: JSON.stringify(body),
     });
     return { status: res.status, body: (await res.json()) as T };
+  }
+}
+
+/** A parked message of the past: its id, its error, and how long ago it parked. */
+export interface PastFailure {
+  messageId: string;
+  errorName: string;
+  errorMessage: string;
+  /** Minutes before now that it parked (its `retry-failed-at`). */
+  minutesAgo: number;
+}
+
+/** Parks `failures` in `queue`'s parked queue, as the consumer would have parked them that long ago, in order. */
+export async function parkPast(queue: string, failures: readonly PastFailure[]): Promise<void> {
+  const ch = await (await amqpConnection()).createConfirmChannel();
+  try {
+    await ch.assertQueue(queue, { durable: true });
+    await ch.assertQueue(parkedQueueName(queue), { durable: true });
+    for (const f of failures) {
+      const headers = parkedHeaders(queue, { errorName: f.errorName, errorMessage: f.errorMessage });
+      const at = new Date(Date.now() - f.minutesAgo * 60_000).toISOString();
+      headers['retry-failed-at'] = at;
+      headers['retry-first-failed-at'] = at;
+      ch.sendToQueue(parkedQueueName(queue), Buffer.from(JSON.stringify({ id: f.messageId })), {
+        persistent: true,
+        contentType: 'application/json',
+        messageId: f.messageId,
+        headers,
+      });
+    }
+    await ch.waitForConfirms();
+  } finally {
+    await ch.close();
   }
 }

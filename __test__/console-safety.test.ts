@@ -1,7 +1,7 @@
 /**
  * The console's safety wherever it is served (its own server, a handler
  * mounted in a service, the NestJS module): which `Host` and `Origin` it
- * answers, which tokens it takes beyond the loopback; and how fast a replay
+ * answers, for its replays and its edits alike, which tokens it takes beyond the loopback; and how fast a replay
  * stops, from the page, on `close()` and on SIGTERM to `rabbit-retry ui`,
  * with what it had not moved still parked.
  */
@@ -15,7 +15,16 @@ import { Test, type TestingModule } from '@nestjs/testing';
 
 import { InvalidOptionsError, type RabbitRetry, parkedQueueName } from '../lib';
 import { type CliIo, run } from '../lib/cli';
-import { type ConsoleHandler, type ConsoleOptions, type ConsoleServer, type JobView, RabbitRetryConsole, startConsole } from '../lib/console';
+import {
+  type ConsoleHandler,
+  type ConsoleOptions,
+  type ConsoleServer,
+  type GroupsAnswer,
+  type JobView,
+  type MessageDetail,
+  RabbitRetryConsole,
+  startConsole,
+} from '../lib/console';
 import { RabbitRetryConsoleModule, RabbitRetryModule } from '../lib/nestjs';
 import { ConsoleApi } from './console-fixture';
 import { AMQP_URL, cleanup, closeAmqp, connectClient, drain, queueDepth, seedParked, startScript, testQueue, waitFor } from './helpers';
@@ -112,6 +121,18 @@ async function slowReplay(api: ConsoleApi, queue: string, count: number, ratePer
   return job;
 }
 
+/** The console's key of parked message `messageId` of `queue` (its group read as the page reads it). */
+async function keyOf(api: ConsoleApi, queue: string, messageId: string): Promise<string> {
+  const q = encodeURIComponent(queue);
+  const groups = await api.get<GroupsAnswer>(`api/queues/${q}/groups?refresh=1`);
+  for (const g of groups.body.grouping?.groups ?? []) {
+    const r = await api.get<{ messages: MessageDetail[] }>(`api/queues/${q}/groups/${g.key}/messages`);
+    const m = r.body.messages.find((x) => x.messageId === messageId);
+    if (m) return m.key;
+  }
+  throw new Error(`no parked message ${messageId} in ${queue}`);
+}
+
 /** Every message of `queue`'s work and parked queues, by id: each of the `n` seeded once, the parked ones still in order. */
 async function everyMessageOnce(queue: string, n: number): Promise<{ work: string[]; parked: string[] }> {
   const work = ids(await drain(queue)) as string[];
@@ -190,9 +211,13 @@ describe('which requests the console answers', () => {
     const { url, port } = await mounted(rr, { queues: [queue], token: TOKEN, allowedHosts: ['ops.example.com'] });
     const replay = `${url}api/queues/${encodeURIComponent(queue)}/replay`;
     const body = { scope: 'queue', count: 2, ratePerSec: 50 };
+    const edit = `${url}api/queues/${encodeURIComponent(queue)}/edit`;
+    const editBody = { messageId: 'm0', key: await keyOf(new ConsoleApi(url, TOKEN), queue, 'm0'), by: 'ana', body: '{"i":10}' };
     for (const origin of ['https://attacker.example', `http://attacker.example:${port}`, 'null', 'https://ops.example.com.attacker.example']) {
       const r = await send(replay, { method: 'POST', origin, token: TOKEN, body });
       expect({ origin, status: r.status, code: r.body.error?.code }).toEqual({ origin, status: 403, code: 'FORBIDDEN_ORIGIN' });
+      const e = await send(edit, { method: 'POST', origin, token: TOKEN, body: editBody });
+      expect({ origin, status: e.status, code: e.body.error?.code }).toEqual({ origin, status: 403, code: 'FORBIDDEN_ORIGIN' });
       expect((await send(`${url}api/jobs/1/stop`, { method: 'POST', origin, token: TOKEN, body: {} })).status).toBe(403);
       expect((await send(`${url}api/outbox/delete`, { method: 'POST', origin, token: TOKEN, body: { ids: [1] } })).status).toBe(403);
     }
@@ -206,7 +231,15 @@ describe('which requests the console answers', () => {
       body,
     });
     expect(other).toMatchObject({ status: 403, body: { error: { code: 'FORBIDDEN_ORIGIN' } } });
+    const otherEdit = await send(`${server.url}api/queues/${encodeURIComponent(queue)}/edit`, {
+      method: 'POST',
+      origin: 'https://attacker.example',
+      token: TOKEN,
+      body: editBody,
+    });
+    expect(otherEdit).toMatchObject({ status: 403, body: { error: { code: 'FORBIDDEN_ORIGIN' } } });
     expect(await rr.parked(queue).count()).toBe(2);
+    expect(await queueDepth(queue)).toBe(0);
     expect(await jobOf(new ConsoleApi(url, TOKEN), 1)).toBeUndefined();
 
     // Reading is not refused by its Origin (the browser keeps the answer from another site's page).
@@ -223,6 +256,42 @@ describe('which requests the console answers', () => {
     expect((await send(replay, { method: 'POST', origin: `http://localhost:${port}`, token: TOKEN, body })).status).toBe(202);
     await waitFor(async () => (await queueDepth(queue)) === 2, 10_000, 'both replayed');
     expect(await queueDepth(parkedQueueName(queue))).toBe(0);
+  });
+});
+
+describe('which requests may edit', () => {
+  test('edit is refused as replay is: without the token 401, for a foreign Host 403 FORBIDDEN_HOST, from a page of another Origin 403 FORBIDDEN_ORIGIN; nothing moves; an allowed page edits', async () => {
+    const rr = await connectClient();
+    const queue = testQueue();
+    await seedParked(queue, numbered(2));
+    const { url, port } = await mounted(rr, { queues: [queue], token: TOKEN, allowedHosts: ['ops.example.com'] });
+    const edit = `${url}api/queues/${encodeURIComponent(queue)}/edit`;
+    const editBody = { messageId: 'm0', key: await keyOf(new ConsoleApi(url, TOKEN), queue, 'm0'), by: 'ana', body: '{"i":10}' };
+    const replay = `${url}api/queues/${encodeURIComponent(queue)}/replay`;
+    const replayBody = { scope: 'queue', count: 2, ratePerSec: 50 };
+    for (const [route, body] of [
+      [edit, editBody],
+      [replay, replayBody],
+    ] as const) {
+      const refused = async (o: { host?: string; origin?: string; token?: string }) => {
+        const r = await send(route, { method: 'POST', body, ...o });
+        return { route, status: r.status, code: r.body.error?.code };
+      };
+      expect(await refused({})).toEqual({ route, status: 401, code: 'UNAUTHORIZED' });
+      expect(await refused({ token: `${TOKEN}x` })).toEqual({ route, status: 401, code: 'UNAUTHORIZED' });
+      expect(await refused({ host: `attacker.example:${port}`, token: TOKEN })).toEqual({ route, status: 403, code: 'FORBIDDEN_HOST' });
+      for (const origin of ['https://attacker.example', 'null', `http://127.0.0.1.attacker.example:${port}`]) {
+        expect(await refused({ origin, token: TOKEN })).toEqual({ route, status: 403, code: 'FORBIDDEN_ORIGIN' });
+      }
+    }
+    expect(await queueDepth(queue)).toBe(0);
+    expect(await queueDepth(parkedQueueName(queue))).toBe(2);
+
+    const allowed = await send(edit, { method: 'POST', host: 'ops.example.com', origin: 'https://ops.example.com', token: TOKEN, body: editBody });
+    expect(allowed).toMatchObject({ status: 200, body: { messageId: 'm0', changed: ['body'], by: 'ana' } });
+    const sent = await drain(queue);
+    expect(sent.map((m) => [m.properties.messageId, m.content.toString(), m.headers['retry-edited-by']])).toEqual([['m0', '{"i":10}', 'ana']]);
+    expect(ids(await drain(parkedQueueName(queue)))).toEqual(['m1']);
   });
 });
 

@@ -1,7 +1,8 @@
 /**
  * The console's pure parts, without a broker: the fingerprint that groups
  * parked messages, the body as the page shows it, which queues a broker's
- * queue list makes work queues, and where the management API is.
+ * queue list makes work queues, where the management API is, the failure
+ * timeline's buckets, and the editor's starting point and review.
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,6 +13,10 @@ import { managementTarget, mergeQueues, workQueuesOf } from '../lib/console/disc
 import { SCRIPTS, STYLES } from '../lib/console/assets';
 import { isLoopback } from '../lib/console/auth';
 import { assetAt } from '../lib/console/page';
+import { timelineOf, timelinesOf } from '../lib/console/timeline';
+import { editViewOf, minifyJson, prettyIsFaithful } from '../lib/console/edit-view';
+import { checkJson, diffLines, folded, headerChanges } from '../lib/console/assets/diff.js';
+import type { ParkedMessage } from '../lib';
 
 describe('normalizeMessage', () => {
   test.each([
@@ -209,5 +214,169 @@ describe("the page's files", () => {
     expect(assetAt('/index.html')).toBeUndefined();
     expect(assetAt('/api.js/x')).toBeUndefined();
     expect(assetAt('console.js')).toBeUndefined();
+  });
+});
+
+describe('the failure timeline', () => {
+  const now = Date.parse('2026-03-04T10:37:20.000Z');
+  const at = (iso: string) => Date.parse(iso);
+
+  test('per minute: 60 buckets ending with the minute of the reading, each message in the minute it parked, by group', () => {
+    const t = timelineOf(
+      [
+        { key: 'a', at: at('2026-03-04T10:37:05.000Z') },
+        { key: 'a', at: at('2026-03-04T10:37:59.999Z') },
+        { key: 'b', at: at('2026-03-04T10:36:59.999Z') },
+        { key: 'a', at: at('2026-03-04T09:38:00.000Z') },
+        { key: 'b', at: at('2026-03-04T09:37:59.999Z') },
+        { key: 'c', at: null },
+        { key: 'c', at: Number.NaN },
+      ],
+      now,
+      'minute',
+    );
+    expect(t).toMatchObject({
+      resolution: 'minute',
+      bucketMs: 60_000,
+      buckets: 60,
+      from: '2026-03-04T09:38:00.000Z',
+      to: '2026-03-04T10:38:00.000Z',
+      before: 1,
+      undated: 2,
+    });
+    expect(t.groups.map((g) => [g.key, g.total])).toEqual([
+      ['a', 3],
+      ['b', 1],
+    ]);
+    const [a, b] = t.groups;
+    expect(a.counts).toHaveLength(60);
+    expect(a.counts[59]).toBe(2);
+    expect(a.counts[0]).toBe(1);
+    expect(b.counts[58]).toBe(1);
+    expect(a.counts.reduce((x, y) => x + y, 0)).toBe(3);
+  });
+
+  test('per hour: 168 buckets, the last holding the hour of the reading; a message from a clock ahead counts in the last', () => {
+    const t = timelineOf(
+      [
+        { key: 'x', at: at('2026-03-04T10:00:00.000Z') },
+        { key: 'x', at: at('2026-03-04T10:59:00.000Z') },
+        { key: 'x', at: at('2026-03-04T11:30:00.000Z') },
+        { key: 'y', at: at('2026-02-25T11:00:00.000Z') },
+        { key: 'y', at: at('2026-02-25T10:59:59.999Z') },
+        { key: 'z', at: at('2026-03-03T10:15:00.000Z') },
+      ],
+      now,
+      'hour',
+    );
+    expect(t).toMatchObject({ buckets: 168, from: '2026-02-25T11:00:00.000Z', to: '2026-03-04T11:00:00.000Z', before: 1, undated: 0 });
+    const byKey = Object.fromEntries(t.groups.map((g) => [g.key, g.counts]));
+    expect(byKey.x[167]).toBe(3);
+    expect(byKey.y[0]).toBe(1);
+    expect(byKey.z[167 - 24]).toBe(1);
+    // Equal totals keep the order in which the groups were first seen.
+    expect(t.groups.map((g) => g.key)).toEqual(['x', 'y', 'z']);
+  });
+
+  test('both resolutions of the same messages; nothing parked, no group', () => {
+    const both = timelinesOf([{ key: 'a', at: now - 2 * 3_600_000 }], now);
+    expect(both.minute.groups).toEqual([]);
+    expect(both.minute.before).toBe(1);
+    expect(both.hour.groups.map((g) => [g.key, g.counts[165]])).toEqual([['a', 1]]);
+    expect(timelineOf([], now, 'minute')).toMatchObject({ groups: [], before: 0, undated: 0 });
+  });
+});
+
+describe("the editor's starting point", () => {
+  const message = (body: string, headers: Record<string, unknown> = {}, messageId: string | null = 'm1') =>
+    ({ properties: { messageId: messageId ?? undefined }, headers, body: Buffer.from(body) }) as unknown as Pick<
+      ParkedMessage,
+      'properties' | 'headers' | 'body'
+    >;
+  const shown = (body: string, type?: string) => bodyView(Buffer.from(body), type);
+
+  test('JSON loses nothing written again: the page edits the pretty text; the headers offered are the operator’s only', () => {
+    const raw = '{"order":1,"qty":"two"}';
+    const v = editViewOf(message(raw, { tenant: 'us', 'retry-attempt': 3, 'x-death': [], CC: ['a'] }), shown(raw));
+    expect(v).toEqual({ editable: true, json: true, text: null, headers: { tenant: 'us' } });
+  });
+
+  test('JSON that writing again would change (a number past 2^53, an escape) is edited as it is', () => {
+    for (const raw of ['{"id":12345678901234567890}', '{"name":"\\u00e9"}', '{"n":1.0}']) {
+      expect(prettyIsFaithful(raw)).toBe(false);
+      expect(editViewOf(message(raw), shown(raw))).toMatchObject({ editable: true, json: true, text: raw });
+    }
+    expect(prettyIsFaithful('{ "a" : [1, 2],\n "b": "x y" }')).toBe(true);
+  });
+
+  test('minifyJson drops the spaces between tokens, never inside a string', () => {
+    expect(minifyJson('{\n  "a b": "c  d",\n  "e": [ 1, 2 ],\n  "f": "say \\"hi there\\""\n}')).toBe('{"a b":"c  d","e":[1,2],"f":"say \\"hi there\\""}');
+    expect(minifyJson('{"id": 12345678901234567890}')).toBe('{"id":12345678901234567890}');
+  });
+
+  test('text is edited as text; binary, a body longer than the page shows, and a message without an id are not editable here', () => {
+    expect(editViewOf(message('plain words'), shown('plain words'))).toMatchObject({ editable: true, json: false, text: null });
+    expect(editViewOf(message('\u0000\u0001'), shown('\u0000\u0001'))).toMatchObject({
+      editable: false,
+      why: expect.stringContaining('binary') as unknown,
+    });
+    const big = 'a'.repeat(100_000);
+    expect(editViewOf(message(big), shown(big))).toMatchObject({ editable: false, why: expect.stringContaining('longer') as unknown });
+    expect(editViewOf(message('{}', {}, null), shown('{}'))).toMatchObject({
+      editable: false,
+      why: expect.stringContaining('no message id') as unknown,
+    });
+  });
+});
+
+describe("the edit's review", () => {
+  test('a changed line shows as removed then added, the lines around it kept', () => {
+    const before = '{\n  "order": 1,\n  "qty": "two",\n  "tenant": "us"\n}';
+    const after = '{\n  "order": 1,\n  "qty": 2,\n  "tenant": "us"\n}';
+    expect(diffLines(before, after)).toEqual([
+      { op: 'same', text: '{' },
+      { op: 'same', text: '  "order": 1,' },
+      { op: 'del', text: '  "qty": "two",' },
+      { op: 'add', text: '  "qty": 2,' },
+      { op: 'same', text: '  "tenant": "us"' },
+      { op: 'same', text: '}' },
+    ]);
+  });
+
+  test('added and removed lines amid kept ones, and identical texts', () => {
+    const ops = (a: string, b: string) => diffLines(a, b).map((l) => `${l.op} ${l.text}`);
+    expect(ops('a\nb\nc\nd', 'a\nc\nx\nd\ne')).toEqual(['same a', 'del b', 'same c', 'add x', 'same d', 'add e']);
+    expect(ops('same', 'same')).toEqual(['same same']);
+    expect(ops('', 'new')).toEqual(['del ', 'add new']);
+  });
+
+  test('long runs of unchanged lines are folded to the lines next to a change', () => {
+    const before = Array.from({ length: 20 }, (_, i) => `line ${i}`).join('\n');
+    const after = before.replace('line 10', 'line ten');
+    const shown = folded(diffLines(before, after), 2);
+    expect(shown).toEqual([
+      { op: 'fold', count: 8 },
+      { op: 'same', text: 'line 8' },
+      { op: 'same', text: 'line 9' },
+      { op: 'del', text: 'line 10' },
+      { op: 'add', text: 'line ten' },
+      { op: 'same', text: 'line 11' },
+      { op: 'same', text: 'line 12' },
+      { op: 'fold', count: 7 },
+    ]);
+  });
+
+  test('headers changed, added and left out, values compared as JSON', () => {
+    expect(headerChanges({ tenant: 'us', stale: 'x', n: [1, 2], same: { a: 1 } }, { tenant: 'eu', n: [1, 2], same: { a: 1 }, carrier: 'dhl' })).toEqual([
+      { name: 'tenant', op: 'changed', from: 'us', to: 'eu' },
+      { name: 'stale', op: 'removed', from: 'x' },
+      { name: 'carrier', op: 'added', to: 'dhl' },
+    ]);
+    expect(headerChanges({ a: 1 }, { a: 1 })).toEqual([]);
+  });
+
+  test('checkJson says why a text is not JSON', () => {
+    expect(checkJson('{"a":1}')).toEqual({ ok: true, value: { a: 1 } });
+    expect(checkJson('{"a":1,}')).toMatchObject({ ok: false, error: expect.any(String) as unknown });
   });
 });

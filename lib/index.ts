@@ -186,4 +186,10 @@ export {
   type JobScope,
   type KnownQueue,
   type ManagementStatus,
+  type EditAnswer,
+  type EditView,
+  type Timeline,
+  type Timelines,
+  type TimelineGroup,
+  type TimelineResolution,
 } from './console';

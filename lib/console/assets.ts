@@ -13,12 +13,15 @@ export const SCRIPTS = [
   'console.js',
   'actions.js',
   'api.js',
+  'diff.js',
   'dom.js',
+  'edit.js',
   'reading.js',
   'render.js',
   'render-outbox.js',
   'render-queue.js',
   'store.js',
+  'timeline.js',
 ] as const;
 
 /** The page's style sheets, linked in this order by `index.html`. */

@@ -4,20 +4,21 @@
  * mount it) that serves the page and its JSON API. The page shows the work
  * queues with retry topology, their parked messages grouped by failure, and
  * the retry table, and the transactional outbox's backlog and the inbox's
- * duplicates; it replays and purges parked messages, pauses, resumes and
+ * duplicates; it replays, purges and edits parked messages, pauses, resumes and
  * retries the table's dependencies, and retries or deletes the outbox's
  * parked rows, through the same code as the API.
  *
  * This class wires the parts: {@link RequestGate} (hosts, origins, token),
  * the page ({@link servePage}), the API ({@link serveApi}) over the state
- * ({@link ConsoleStateCache}), the groupings ({@link Groupings}) and the
- * actions ({@link Actions}).
+ * ({@link ConsoleStateCache}), the groupings ({@link Groupings}), the
+ * actions ({@link Actions}) and the edits ({@link Editor}).
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 import { Actions } from './actions';
 import { RequestGate } from './auth';
+import { Editor } from './edit';
 import { Groupings } from './groups';
 import { type ConsoleHandler, HttpError, requestPath, sendError } from './http';
 import { type JobView, Jobs, KeyedQueue } from './jobs';
@@ -76,7 +77,8 @@ export class RabbitRetryConsole {
     const state = new ConsoleStateCache({ client, jobs, order, queues, table, outbox }, s.scanLimit, s.ratePerSec);
     const groupings = new Groupings({ client, jobs, order, closing }, s.scanLimit);
     const actions = new Actions({ client, jobs, groupings, state, table, outbox, closing }, s.ratePerSec);
-    this.#api = { state, queues, groupings, actions, jobs };
+    const editor = new Editor({ client, jobs, order, groupings, state, closing }, s.scanLimit);
+    this.#api = { state, queues, groupings, actions, editor, jobs };
     this.handle = (req, res) => {
       void this.#serve(req, res);
     };

@@ -28,6 +28,8 @@ export type ConsoleErrorCode =
   | 'BUSY'
   | 'NO_RETRY_TABLE'
   | 'NO_OUTBOX'
+  | 'MESSAGE_CHANGED'
+  | 'BODY_NOT_JSON'
   | 'INTERNAL';
 
 /** An error the console answers with its HTTP status. */
@@ -50,6 +52,10 @@ function statusOf(code: RabbitRetryError['code']): number {
       return 400;
     case 'CLOSED':
       return 503;
+    case 'NOT_PARKED':
+      return 404;
+    case 'AMBIGUOUS_MESSAGE_ID':
+      return 409;
     default:
       return 502;
   }
@@ -123,11 +129,11 @@ export function requestPath(req: IncomingMessage, basePath: string): RequestPath
   return { sub: own.pathname, full: full.pathname, query: own.searchParams };
 }
 
-/** The most a request body may hold, in bytes. */
+/** The most a request body may hold, in bytes, unless its route says otherwise. */
 const MAX_BODY = 16 * 1024;
 
-/** The request's JSON object body (already parsed by a framework, or read here). */
-export async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
+/** The request's JSON object body (already parsed by a framework, or read here), of at most `maxBytes`. */
+export async function readJson(req: IncomingMessage, maxBytes = MAX_BODY): Promise<Record<string, unknown>> {
   const type = req.headers['content-type'] ?? '';
   if (!/^application\/json\b/i.test(type)) throw new HttpError(400, 'BAD_REQUEST', 'send the body as application/json');
   const parsed = (req as IncomingMessage & { body?: unknown }).body;
@@ -140,7 +146,7 @@ export async function readJson(req: IncomingMessage): Promise<Record<string, unk
       let size = 0;
       for await (const chunk of req) {
         size += (chunk as Buffer).length;
-        if (size > MAX_BODY) throw new HttpError(400, 'BAD_REQUEST', 'the body is too large');
+        if (size > maxBytes) throw new HttpError(400, 'BAD_REQUEST', `the body is too large (over ${Math.round(maxBytes / 1024)} KiB)`);
         chunks.push(chunk as Buffer);
       }
       text = Buffer.concat(chunks).toString('utf8');

@@ -1,12 +1,13 @@
 /**
  * The console's JSON API: which request reads or does what, by method and
  * path (`state`, `queues/<queue>/groups[/<key>/messages]`,
- * `queues/<queue>/replay|purge`, `jobs/<id>/stop`, `table/pause|resume|retry-now`,
+ * `queues/<queue>/replay|purge|edit`, `jobs/<id>/stop`, `table/pause|resume|retry-now`,
  * `outbox/retry|delete`).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 import type { Actions } from './actions';
+import type { Editor } from './edit';
 import type { Groupings } from './groups';
 import { HttpError, readJson, sendJson } from './http';
 import type { Jobs } from './jobs';
@@ -19,11 +20,15 @@ export interface ApiHost {
   readonly queues: Pick<KnownQueues, 'known'>;
   readonly groupings: Pick<Groupings, 'read' | 'messages'>;
   readonly actions: Pick<Actions, 'replay' | 'purge' | 'table' | 'outbox'>;
+  readonly editor: Pick<Editor, 'edit'>;
   readonly jobs: Pick<Jobs, 'stop'>;
 }
 
 /** The most messages of a group one request reads. */
 const MAX_MESSAGES = 100;
+
+/** The most an edit request may hold, in bytes: the page edits bodies of up to 64 KiB of text. */
+const MAX_EDIT_REQUEST = 512 * 1024;
 
 /**
  * Answers the API request `parts` (the path under `api/`, decoded), or
@@ -63,6 +68,12 @@ export async function serveApi(
       const body = await readJson(req);
       const job = third === 'replay' ? host.actions.replay(queue, body) : host.actions.purge(queue, body);
       sendJson(res, 202, { job });
+      return;
+    }
+    if (parts.length === 3 && third === 'edit') {
+      if (!post) throw new HttpError(405, 'METHOD_NOT_ALLOWED', 'edit with POST');
+      const body = await readJson(req, MAX_EDIT_REQUEST);
+      sendJson(res, 200, await host.editor.edit(queue, body));
       return;
     }
   }

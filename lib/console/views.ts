@@ -6,7 +6,9 @@ import { createHash } from 'node:crypto';
 
 import { HEADERS } from '../native';
 import type { Parked, ParkedMessage } from '../parked';
+import { type EditView, editViewOf } from './edit-view';
 import { fingerprint } from './fingerprint';
+import { type ParkedStamp, type Timelines, timelinesOf } from './timeline';
 
 /** A JSON value with its object keys sorted, so that equal values write equal text. */
 function stable(v: unknown): unknown {
@@ -123,6 +125,11 @@ export interface MessageDetail extends MessageSummary {
   headers: Record<string, unknown>;
   /** Its body. */
   body: BodyView;
+  /**
+   * What the console's editor starts from, or why it cannot edit the message
+   * (docs/console.md, "Edit one message").
+   */
+  edit: EditView;
 }
 
 function text(v: unknown): string | null {
@@ -145,13 +152,15 @@ export function summaryOf(m: ParkedMessage): MessageSummary {
 
 /** `m` in full; `position` is where it stood in the queue. */
 export function detailOf(m: ParkedMessage, position: number): MessageDetail {
+  const body = bodyView(m.body, m.properties.contentType);
   return {
     ...summaryOf(m),
     position,
     stack: m.errorStack ?? null,
     properties: { ...m.properties },
     headers: m.headers,
-    body: bodyView(m.body, m.properties.contentType),
+    body,
+    edit: editViewOf(m, body),
   };
 }
 
@@ -191,6 +200,12 @@ export interface Grouping {
   truncated: boolean;
   /** The groups, largest first. */
   groups: ParkedGroup[];
+  /**
+   * The messages read, counted over time by group, from when each parked:
+   * per minute over the last hour and per hour over the last week
+   * (docs/console.md, "The failure timeline").
+   */
+  timeline: Timelines;
   /** Milliseconds the reading and grouping took. */
   tookMs: number;
   /** When it was read, ISO 8601. */
@@ -220,6 +235,7 @@ export async function groupParked(parked: Parked, scanLimit: number, signal?: Ab
   const at = new Date(started).toISOString();
   const depth = await parked.count();
   const groups = new Map<string, ParkedGroup>();
+  const stamps: ParkedStamp[] = [];
   const scanned = await parked.scan(scanLimit, (m) => {
     const f = fingerprint(m);
     const failedAt = text(m.headers[HEADERS.failedAt]);
@@ -234,6 +250,7 @@ export async function groupParked(parked: Parked, scanLimit: number, signal?: Ab
     g.reasons[reason] = (g.reasons[reason] ?? 0) + 1;
     g.firstFailedAt = earlier(g.firstFailedAt, firstFailedAt);
     g.lastFailedAt = later(g.lastFailedAt, failedAt);
+    stamps.push({ key: f.key, at: failedAt === null ? null : Date.parse(failedAt) });
     return signal?.aborted !== true;
   });
   const ordered = [...groups.values()];
@@ -246,6 +263,7 @@ export async function groupParked(parked: Parked, scanLimit: number, signal?: Ab
     scanLimit,
     truncated: depth > scanned,
     groups: ordered,
+    timeline: timelinesOf(stamps, started),
     tookMs: Date.now() - started,
     at,
   };

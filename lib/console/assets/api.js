@@ -9,6 +9,13 @@ import { S } from './store.js';
 /** @typedef {import('./store.js').GroupsAnswer} GroupsAnswer */
 /** @typedef {import('./store.js').JobView} JobView */
 /** @typedef {import('./store.js').MessageDetail} MessageDetail */
+/** @typedef {import('../edit').EditAnswer} EditAnswer */
+
+/**
+ * An edit of one parked message: which (`messageId`, and `key`, the console's id of the message opened), who edits,
+ * the body as typed (`asText` sends one that is not JSON as text), the headers set and those left out.
+ * @typedef {{ messageId: string, key: string, by: string, body?: string, asText?: boolean, headers: Record<string, unknown>, removeHeaders: string[] }} EditBody
+ */
 
 var TOKEN_HEADER = 'x-rabbit-retry-token';
 /** Where the tab keeps the token the operator gave. */
@@ -142,6 +149,16 @@ export function getMessages(queue, key) {
  */
 export function startJob(kind, queue, body) {
   return /** @type {Promise<{ job: JobView }>} */ (api('queues/' + q(queue) + '/' + kind, body));
+}
+
+/**
+ * Sends the parked message `body` names back to `queue`'s work queue, edited.
+ * @param {string} queue
+ * @param {EditBody} body
+ * @returns {Promise<EditAnswer>}
+ */
+export function editMessage(queue, body) {
+  return /** @type {Promise<EditAnswer>} */ (api('queues/' + q(queue) + '/edit', body));
 }
 
 /**

@@ -6,9 +6,11 @@
 //
 // console.js (this file) starts the page; store.js holds what it knows,
 // api.js asks the console, reading.js polls it, actions.js acts,
-// render.js and render-queue.js draw, dom.js builds elements.
+// edit.js edits one message (diff.js compares it with the original),
+// render.js, render-queue.js and timeline.js draw, dom.js builds elements.
 
 import { closeModal } from './actions.js';
+import { closeEditor, editing } from './edit.js';
 import { TOKEN_KEY, readToken, showLogin } from './api.js';
 import { $, input } from './dom.js';
 import { poll } from './reading.js';
@@ -26,6 +28,7 @@ document.addEventListener('DOMContentLoaded', function () {
   });
   document.addEventListener('keydown', function (e) {
     if (e.key === 'Escape' && !$('modal').hidden) closeModal(false);
+    else if (e.key === 'Escape' && editing()) closeEditor();
   });
   $('login-form').addEventListener('submit', function (e) {
     e.preventDefault();

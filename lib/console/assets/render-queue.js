@@ -4,8 +4,10 @@
 
 import { purgeGroup, purgeMessage, rate, replayGroup, replayMessage, replayQueue, toggleGroup } from './actions.js';
 import { $, h, ms, n, replace, tile, when } from './dom.js';
+import { openEditor } from './edit.js';
 import { readGroups } from './reading.js';
 import { S, activeJobs, liveCount, queueView } from './store.js';
+import { colorOf, timelineSection } from './timeline.js';
 
 /** @typedef {import('./store.js').ConsoleState} ConsoleState */
 /** @typedef {import('./store.js').JobView} JobView */
@@ -133,6 +135,7 @@ export function renderQueue() {
     h('div', { class: 'tiles' }, tiles),
     controls,
     scan,
+    grouping?.groups.length ? timelineSection(grouping) : null,
     grouping ? groupsTable(queue, grouping, active) : null,
   );
   if (focused) rateInput.focus();
@@ -152,12 +155,12 @@ function groupsTable(queue, grouping, active) {
   var shown = {};
   grouping.groups.forEach(function (g) {
     shown[g.key] = true;
-    rows.push(groupRow(queue, g, liveCount(queue, g), active, null));
+    rows.push(groupRow(queue, g, liveCount(queue, g), active, null, colorOf(grouping, g.key)));
     if (S.open === g.key) rows.push(openRow(queue, g));
   });
   Object.keys(settled).forEach(function (key) {
     if (shown[key]) return;
-    rows.push(groupRow(queue, settled[key].group, 0, active, settled[key].note));
+    rows.push(groupRow(queue, settled[key].group, 0, active, settled[key].note, null));
   });
   if (!rows.length) return h('p', { class: 'empty', text: 'No parked messages.' });
   return h(
@@ -189,8 +192,9 @@ function groupsTable(queue, grouping, active) {
  * @param {number} count
  * @param {JobView[]} active
  * @param {string | null} settledNote what a finished job did, when it emptied the group
+ * @param {string | null} color the group's color in the failure timeline
  */
-function groupRow(queue, g, count, active, settledNote) {
+function groupRow(queue, g, count, active, settledNote, color) {
   var job = active.find(function (j) {
     return j.scope === 'group' && j.key === g.key;
   });
@@ -218,6 +222,8 @@ function groupRow(queue, g, count, active, settledNote) {
         }),
       )
     : null;
+  var swatch = color ? h('span', { class: 'swatch', 'aria-hidden': 'true' }) : null;
+  if (swatch && color) swatch.style.background = color;
   return h(
     'tr',
     { class: 'group' + (settledNote ? ' settled' : '') + (S.open === g.key ? ' opened' : ''), 'data-key': g.key },
@@ -225,7 +231,7 @@ function groupRow(queue, g, count, active, settledNote) {
     h(
       'td',
       null,
-      h('div', { class: 'ename', text: g.errorName }),
+      h('div', { class: 'ename' }, swatch, g.errorName),
       h('div', { class: 'emsg mono', text: g.message || '(no message)' }),
       g.frame ? h('div', { class: 'frame mono', text: 'at ' + g.frame }) : null,
       settledNote ? h('div', { class: 'settled-note', text: settledNote }) : null,
@@ -348,6 +354,19 @@ function messageCard(queue, m, open) {
       h(
         'div',
         { class: 'actions' },
+        h(
+          'button',
+          {
+            class: 'secondary',
+            'data-action': 'edit-message',
+            disabled: busy || !m.edit.editable,
+            title: m.edit.editable ? 'Edit its body or headers, review the changes, and send it back' : 'Not editable here: ' + m.edit.why,
+            onclick: function () {
+              openEditor(queue, m);
+            },
+          },
+          'Edit',
+        ),
         h(
           'button',
           {

@@ -34,7 +34,7 @@ export function render() {
   });
   once(
     'queue',
-    [queue && queueView(queue), answer, queue && jobsOf(queue), S.open, openSig(), queue && S.settled[queue], queue && S.reading[queue]],
+    [queue && queueView(queue), answer, queue && jobsOf(queue), S.open, openSig(), queue && S.settled[queue], queue && S.reading[queue], S.timelineRes],
     function () {
       renderQueue();
     },

@@ -34,6 +34,7 @@
  * @property {ReturnType<typeof setTimeout> | undefined} pollTimer The next poll.
  * @property {HTMLInputElement | null} rateInput The rate's input, kept across draws.
  * @property {Record<string, boolean>} detailsOpen Message key -> whether its details are open.
+ * @property {import('../timeline').TimelineResolution} timelineRes The failure timeline's resolution: per minute or per hour.
  */
 
 /** @type {PageState} */
@@ -52,6 +53,7 @@ export var S = {
   pollTimer: undefined,
   rateInput: null,
   detailsOpen: {},
+  timelineRes: 'minute',
 };
 
 /** @type {() => void} */
