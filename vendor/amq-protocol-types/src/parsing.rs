@@ -486,6 +486,30 @@ mod test {
     }
 
     #[test]
+    fn test_parse_short_string_not_utf8() {
+        // "café" in Latin-1: RabbitMQ passes such a short string on from other clients.
+        let wire = [4, b'c', b'a', b'f', 0xE9];
+        let (rest, s) = parse_short_string(&wire[..]).expect("a short string that is not UTF-8");
+        assert_eq!(rest, EMPTY);
+        let mut out = [0u8; 5];
+        let (_, len) = cookie_factory::r#gen(
+            crate::generation::gen_short_string(s.as_str()),
+            &mut out[..],
+        )
+        .expect("written back");
+        assert_eq!((&out[..], len), (&wire[..], 5));
+    }
+
+    #[test]
+    fn test_parse_field_table_with_a_key_not_utf8() {
+        // A header table whose one key is the Latin-1 byte 0xE9, holding the long string "x".
+        let wire = [0, 0, 0, 8, 1, 0xE9, b'S', 0, 0, 0, 1, b'x'];
+        let (rest, table) = parse_field_table(&wire[..]).expect("a key that is not UTF-8");
+        assert_eq!(rest, EMPTY);
+        assert_eq!(table.inner().len(), 1);
+    }
+
+    #[test]
     fn test_parse_long_string() {
         assert_eq!(
             parse_long_string(&[0, 0, 0, 0][..]),

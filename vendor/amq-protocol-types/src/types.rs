@@ -424,6 +424,23 @@ mod test {
     use super::*;
 
     #[test]
+    fn test_short_string_from_wire() {
+        let utf8 = ShortString::from_wire("café".as_bytes().to_vec());
+        assert_eq!(utf8.as_str(), "café");
+        assert!(!utf8.is_undecodable());
+        assert_eq!(&*utf8.wire_bytes(), "café".as_bytes());
+
+        let latin1 = ShortString::from_wire(vec![b'c', b'a', b'f', 0xE9]);
+        assert!(latin1.is_undecodable());
+        assert_eq!(&*latin1.wire_bytes(), &[b'c', b'a', b'f', 0xE9][..]);
+
+        // A string that merely starts with the mark is written as it is.
+        let marked = ShortString::from(format!("{UNDECODABLE_MARK}abc"));
+        assert!(!marked.is_undecodable());
+        assert_eq!(&*marked.wire_bytes(), marked.as_str().as_bytes());
+    }
+
+    #[test]
     fn test_type_from_id() {
         assert_eq!(AMQPType::from_id('T'), Some(AMQPType::Timestamp));
         assert_eq!(AMQPType::from_id('S'), Some(AMQPType::LongString));

@@ -181,9 +181,9 @@ impl Inner {
             }
             let pending = &self.pending;
             for (_, _, _, returned) in completed.iter_mut().filter(|c| c.3.is_none()) {
-                *returned = self.returned_messages.take_waiting_message(|m| {
-                    !pending.values().any(|(_, target)| target.is_of(m))
-                });
+                *returned = self
+                    .returned_messages
+                    .take_waiting_message(|m| !pending.values().any(|(_, target)| target.is_of(m)));
                 if returned.is_none() {
                     break;
                 }
@@ -276,7 +276,9 @@ mod tests {
         let mut confirm = pin!(confirm);
         let mut cx = task::Context::from_waker(task::Waker::noop());
         match confirm.as_mut().poll(&mut cx) {
-            task::Poll::Ready(Ok(Confirmation::Ack(m))) => m.map(|m| m.delivery.routing_key.to_string()),
+            task::Poll::Ready(Ok(Confirmation::Ack(m))) => {
+                m.map(|m| m.delivery.routing_key.to_string())
+            }
             other => panic!("not acked: {other:?}"),
         }
     }
@@ -296,7 +298,11 @@ mod tests {
             acks.ack_all_before(10).expect("ack");
             let got: Vec<_> = confirms.into_iter().map(outcome).collect();
             for (i, o) in got.iter().enumerate() {
-                assert_eq!(o.as_deref(), (i == returned_at).then_some("nowhere"), "publish {i}");
+                assert_eq!(
+                    o.as_deref(),
+                    (i == returned_at).then_some("nowhere"),
+                    "publish {i}"
+                );
             }
         }
     }

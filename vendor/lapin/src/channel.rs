@@ -648,10 +648,11 @@ impl Channel {
         size: usize,
     ) -> Option<PublisherConfirm> {
         if self.status.confirm() {
-            Some(
-                self.acknowledgements
-                    .register_pending(PublishTarget::new(exchange, routing_key, size)),
-            )
+            Some(self.acknowledgements.register_pending(PublishTarget::new(
+                exchange,
+                routing_key,
+                size,
+            )))
         } else {
             None
         }
@@ -1409,3 +1410,109 @@ impl Channel {
 include!(concat!(env!("OUT_DIR"), "/channel.rs"));
 #[cfg(not(feature = "codegen"))]
 include!("generated/channel.rs");
+
+#[cfg(test)]
+mod confirm_tests {
+    use crate::{
+        BasicProperties, Connection, ConnectionProperties,
+        options::{BasicPublishOptions, ConfirmSelectOptions},
+        test_broker::TestBroker,
+        types::FieldTable,
+    };
+    use std::{sync::mpsc, time::Duration};
+
+    /// A broker that opens a channel in confirm mode, then reads nothing more
+    /// until told, and then resets the connection with what it did not read.
+    fn stalling_broker() -> (String, mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+        let broker = TestBroker::bind();
+        let uri = broker.uri();
+        let (reset, told) = mpsc::channel();
+        let script = std::thread::spawn(move || {
+            let mut peer = broker.accept(131_072, FieldTable::default());
+            let channel = peer.open_channel();
+            peer.select_confirms(channel);
+            let _ = told.recv_timeout(Duration::from_secs(30));
+            drop(peer);
+        });
+        (uri, reset, script)
+    }
+
+    async fn confirm_channel(uri: &str) -> crate::Channel {
+        let connection = Connection::connect(uri, ConnectionProperties::default())
+            .await
+            .expect("connect");
+        let channel = connection.create_channel().await.expect("channel");
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .expect("confirm.select");
+        channel
+    }
+
+    /// A publish's outcome on a confirm channel is its confirm: the publish
+    /// returns it once its frames are queued, not written. The body here is
+    /// larger than the socket's buffers and the broker reads none of it.
+    #[tokio::test]
+    async fn a_confirmed_publish_returns_once_its_frames_are_queued() {
+        let (uri, reset, script) = stalling_broker();
+        let channel = confirm_channel(&uri).await;
+        let body = vec![0u8; 32 << 20];
+        let published = tokio::time::timeout(
+            Duration::from_secs(2),
+            channel.basic_publish(
+                "".into(),
+                "work".into(),
+                BasicPublishOptions::default(),
+                &body,
+                BasicProperties::default(),
+            ),
+        )
+        .await;
+        let _ = reset.send(());
+        script.join().expect("the broker's script");
+        let confirm = published
+            .expect("the publish waited for its frames to be written")
+            .expect("published");
+        let outcome = tokio::time::timeout(Duration::from_secs(5), confirm)
+            .await
+            .expect("an outcome within 5 s");
+        assert!(
+            outcome.is_err(),
+            "a publish never written was confirmed: {outcome:?}"
+        );
+    }
+
+    /// A write that fails after publishes returned their confirms rejects
+    /// every one of them: none is left pending, none is acked.
+    #[tokio::test]
+    async fn a_failed_write_rejects_every_publish_confirmed_on_queueing() {
+        let (uri, reset, script) = stalling_broker();
+        let channel = confirm_channel(&uri).await;
+        let body = vec![0u8; 4 << 20];
+        let mut confirms = Vec::new();
+        for _ in 0..20 {
+            let published = tokio::time::timeout(
+                Duration::from_secs(2),
+                channel.basic_publish(
+                    "".into(),
+                    "work".into(),
+                    BasicPublishOptions::default(),
+                    &body,
+                    BasicProperties::default(),
+                ),
+            )
+            .await
+            .expect("the publish waited for its frames to be written");
+            confirms.push(published.expect("published"));
+        }
+        // The broker resets the connection while the frames are being written.
+        let _ = reset.send(());
+        script.join().expect("the broker's script");
+        for (i, confirm) in confirms.into_iter().enumerate() {
+            let outcome = tokio::time::timeout(Duration::from_secs(5), confirm)
+                .await
+                .unwrap_or_else(|_| panic!("publish {i} got no outcome within 5 s"));
+            assert!(outcome.is_err(), "publish {i} was confirmed: {outcome:?}");
+        }
+    }
+}

@@ -179,3 +179,36 @@ impl RecoveryConfig {
         self.0 && error.can_be_recovered()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{
+        Connection, ConnectionProperties,
+        test_broker::TestBroker,
+        types::{AMQPValue, FieldTable, LongString},
+    };
+
+    /// The broker's `connection.start` tells its product and version; they
+    /// are kept for the client to read once connected.
+    #[tokio::test]
+    async fn the_server_properties_of_connection_start_are_kept() {
+        let broker = TestBroker::bind();
+        let uri = broker.uri();
+        let mut properties = FieldTable::default();
+        properties.insert(
+            "product".into(),
+            AMQPValue::LongString(LongString::from("RabbitMQ")),
+        );
+        properties.insert(
+            "version".into(),
+            AMQPValue::LongString(LongString::from("4.3.6")),
+        );
+        let sent = properties.clone();
+        let script = std::thread::spawn(move || broker.accept(131_072, sent));
+        let connection = Connection::connect(&uri, ConnectionProperties::default())
+            .await
+            .expect("connect");
+        assert_eq!(connection.configuration().server_properties(), properties);
+        script.join().expect("the broker's script");
+    }
+}

@@ -766,4 +766,16 @@ mod tests {
             assert!(channel.status().connected());
         }
     }
+
+    /// A frame's lookup of its channel shares the table's channel, one
+    /// reference count, where it cloned each of the channel's handles.
+    #[test]
+    fn a_channel_lookup_shares_the_table_s_channel() {
+        let (conn, channels, _) = create_connection();
+        conn.configuration.negotiated_config.set_channel_max(2047);
+        let channel = channels.create(conn.closer.clone()).unwrap();
+        let first = channels.get(channel.id()).unwrap();
+        let second = channels.get(channel.id()).unwrap();
+        assert!(Arc::ptr_eq(&first, &second));
+    }
 }

@@ -351,7 +351,8 @@ impl Inner {
         }
 
         if let Some(last_frame) = last_frame {
-            self.low_prio_frames.push_back((last_frame, resolver).into());
+            self.low_prio_frames
+                .push_back((last_frame, resolver).into());
         } else if let Some(resolver) = resolver {
             resolver.resolve(());
         }

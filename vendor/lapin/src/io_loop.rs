@@ -746,3 +746,132 @@ fn io_loop_span(connect_span: tracing::Span) -> tracing::Span {
     span.follows_from(&connect_span);
     span
 }
+
+#[cfg(test)]
+mod frame_max_tests {
+    use crate::{
+        Connection, ConnectionProperties,
+        options::BasicConsumeOptions,
+        test_broker::{TestBroker, header_frame_of_size},
+        types::{AMQPValue, FieldTable},
+    };
+    use futures_lite::StreamExt;
+    use std::time::Duration;
+
+    // RabbitMQ's default.
+    const FRAME_MAX: u32 = 131_072;
+
+    /// RabbitMQ takes a content header of frame_max bytes from a producer and
+    /// delivers it in a frame of frame_max + 8 bytes: the consumer gets the
+    /// message and the connection stays open.
+    #[tokio::test]
+    async fn a_content_header_of_frame_max_bytes_keeps_the_connection() {
+        let frame_size = FRAME_MAX as usize + 8;
+        let broker = TestBroker::bind();
+        let uri = broker.uri();
+        let script = std::thread::spawn(move || {
+            let mut peer = broker.accept(FRAME_MAX, FieldTable::default());
+            let channel = peer.open_channel();
+            let tag = peer.consume(channel);
+            let header = header_frame_of_size(channel, 4, frame_size);
+            peer.deliver(channel, &tag, header, b"body");
+            // What the client sends next is a channel.open, not a connection.close.
+            peer.open_channel();
+            peer
+        });
+        let connection = Connection::connect(&uri, ConnectionProperties::default())
+            .await
+            .expect("connect");
+        let channel = connection.create_channel().await.expect("channel");
+        let mut consumer = channel
+            .basic_consume(
+                "work".into(),
+                "frame-max".into(),
+                BasicConsumeOptions {
+                    no_ack: true,
+                    ..BasicConsumeOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .expect("consume");
+        let delivery = tokio::time::timeout(Duration::from_secs(5), consumer.next())
+            .await
+            .expect("a delivery within 5 s")
+            .expect("a delivery")
+            .expect("a delivery");
+        assert_eq!(delivery.data, b"body");
+        let headers = delivery.properties.headers().clone().unwrap_or_default();
+        let Some(AMQPValue::LongString(pad)) = headers.inner().get("pad") else {
+            panic!("the header table lost its pad");
+        };
+        assert!(pad.as_bytes().len() > 130_000);
+        // A refused frame closes the connection through the runtime: let it run.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(connection.status().connected(), "the connection closed");
+        let second = tokio::time::timeout(Duration::from_secs(5), connection.create_channel())
+            .await
+            .expect("a channel within 5 s");
+        assert!(second.is_ok(), "the connection closed: {second:?}");
+        script.join().expect("the broker's script");
+    }
+}
+
+#[cfg(test)]
+mod task_tests {
+    use crate::{Connection, ConnectionProperties, test_broker::TestBroker, types::FieldTable};
+    use std::{
+        io,
+        sync::{Arc, Mutex},
+    };
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    /// What the subscriber of the test's own thread writes.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The connected loop's turns run on the connection's runtime: on the
+    /// test's current-thread runtime, the test's own thread, where a
+    /// subscriber set for this thread alone sees them.
+    #[tokio::test]
+    async fn the_connected_loop_runs_on_the_runtime() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = subscriber.set_default();
+        let broker = TestBroker::bind();
+        let uri = broker.uri();
+        let script = std::thread::spawn(move || {
+            let mut peer = broker.accept(131_072, FieldTable::default());
+            peer.open_channel();
+            peer
+        });
+        let runtime = async_rs::Runtime::tokio_current();
+        let connection =
+            Connection::connect_with_runtime(&uri, ConnectionProperties::default(), runtime)
+                .await
+                .expect("connect");
+        connection.create_channel().await.expect("channel");
+        let _peer = script.join().expect("the broker's script");
+        let captured = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+        assert!(
+            captured.contains("io_loop run"),
+            "no turn of the loop ran on the runtime's thread"
+        );
+    }
+}

@@ -218,5 +218,7 @@ mod returned_messages;
 mod secret_update;
 mod shared;
 mod socket_state;
+#[cfg(test)]
+mod test_broker;
 mod thread;
 mod topology;

@@ -221,3 +221,32 @@ impl DerefMut for BasicReturnMessage {
         &mut self.delivery
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A body within frame_max comes in one frame: the delivery's body is
+    /// that frame's payload, not a copy of it.
+    #[test]
+    fn a_body_of_one_frame_is_that_frame_s_payload() {
+        let mut delivery = Delivery::new(
+            1,
+            1,
+            "".into(),
+            "work".into(),
+            false,
+            None,
+            ErrorHolder::default(),
+        );
+        let payload = vec![7u8; 1024];
+        let at = payload.as_ptr();
+        delivery.receive_content(payload);
+        assert_eq!(delivery.data.as_ptr(), at);
+
+        // A body of several frames is their payloads in order.
+        delivery.receive_content(vec![8u8; 16]);
+        assert_eq!(delivery.data.len(), 1040);
+        assert_eq!(delivery.data[1024..], [8u8; 16]);
+    }
+}
