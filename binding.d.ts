@@ -457,7 +457,7 @@ export declare function errorCodes(): Array<string>
 
 /**
  * A delivery whose handler threw, and its error, passed as data so its
- * stack survives. `settle` takes a JSON array of these.
+ * stack survives. `settle` takes an array of these.
  */
 export interface FailureInfo {
   /** The delivery's id. */
