@@ -9,7 +9,20 @@ import { type Message, NonRetryableError, type RabbitRetry, parkedQueueName } fr
 import { type ConsoleServer, type EditAnswer, type GroupsAnswer, type MessageDetail, startConsole } from '../lib/console';
 import { amqpConnection, deleteQueue } from './broker';
 import { ConsoleApi } from './console-fixture';
-import { cleanup, closeAmqp, connectClient, drain, parkedHeaders, queueDepth, seedParked, sleep, testQueue, track, waitFor } from './helpers';
+import {
+  cleanup,
+  closeAmqp,
+  connectClient,
+  drain,
+  parkedHeaders,
+  parkedNow as parkedMessages,
+  queueDepth,
+  seedParked,
+  sleep,
+  testQueue,
+  track,
+  waitFor,
+} from './helpers';
 
 const servers: ConsoleServer[] = [];
 
@@ -36,15 +49,7 @@ async function opened(api: ConsoleApi, queue: string): Promise<MessageDetail[]> 
 
 /** The ids and bodies of the parked queue of `queue`, taken and put back in their order. */
 async function parkedNow(queue: string): Promise<{ id?: string; body: string }[]> {
-  const msgs = await drain(parkedQueueName(queue));
-  const ch = await (await amqpConnection()).createConfirmChannel();
-  try {
-    for (const m of msgs) ch.sendToQueue(parkedQueueName(queue), m.content, { ...m.properties, headers: m.headers });
-    await ch.waitForConfirms();
-  } finally {
-    await ch.close();
-  }
-  return msgs.map((m) => ({ id: m.properties.messageId, body: m.content.toString() }));
+  return (await parkedMessages(queue)).map((m) => ({ id: m.properties.messageId, body: m.content.toString() }));
 }
 
 /** Parks `raw` (bytes as they are, of `contentType`) in `queue`'s parked queue with id `messageId`. */

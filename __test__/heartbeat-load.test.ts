@@ -22,12 +22,12 @@ import {
   cleanup,
   closeAmqp,
   connectClient,
+  connectionPid,
   createTestDatabase,
   dropTestDatabase,
   pgUrl,
   psql,
   queueDepth,
-  rabbitmqctl,
   testQueue,
   track,
   uniqueName,
@@ -58,14 +58,6 @@ afterAll(async () => {
   await closeAmqp();
   dropTestDatabase(db);
 });
-
-/** The broker's process for the connection named `name`, or undefined when it has none. */
-async function connectionPid(name: string): Promise<string | undefined> {
-  const listing = await rabbitmqctl(['list_connections', '-q', '--no-table-headers', 'pid', 'client_properties']);
-  const lines = listing.split('\n').filter((l) => l.includes(`{"connection_name","${name}"}`));
-  if (lines.length > 1) throw new Error(`${lines.length} connections are named '${name}'`);
-  return lines[0]?.split('\t')[0];
-}
 
 /** Counts the `disconnected` events of `consumer` into `into`. */
 function watch(consumer: Consumer, label: string, into: string[]): Consumer {
@@ -186,7 +178,7 @@ test('clients with a 1 s heartbeat keep their connections while the runtime repu
   await waitFor(async () => (await queueDepth(outboxQueue)) === OUTBOX_ROWS, 300_000, 'every outbox row relayed', 250);
   loadDone = true;
   await probing;
-  await waitFor(() => probesSeen.size === probesSent, 10_000, 'every probe handled');
+  await waitFor(() => probesSeen.size === probesSent, 60_000, 'every probe handled');
   // What a reader of the run wants to know: how long the load took, and the slowest probe's trip through it.
   console.info(
     `heartbeat under load: ${((Date.now() - began) / 1000).toFixed(1)} s of load, ${probesSent} probes, the slowest handled ${slowestProbeMs} ms after it was sent`,

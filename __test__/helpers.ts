@@ -253,6 +253,19 @@ export async function drain(name: string): Promise<GotMessage[]> {
   });
 }
 
+/** The messages of `queue`'s parked queue, taken and put back in their order: a look that leaves the queue as it was. */
+export async function parkedNow(queue: string): Promise<GotMessage[]> {
+  const msgs = await drain(parkedQueueName(queue));
+  const ch = await (await amqpConnection()).createConfirmChannel();
+  try {
+    for (const m of msgs) ch.sendToQueue(parkedQueueName(queue), m.content, { ...m.properties, headers: m.headers });
+    await ch.waitForConfirms();
+  } finally {
+    await ch.close();
+  }
+  return msgs;
+}
+
 /** A queue as `rabbitmqctl list_queues` shows it. */
 export interface BrokerQueue {
   name: string;
@@ -344,10 +357,17 @@ export function startScript(script: string, args: readonly string[] = [], env: R
  * `connectionName` (and no other): a connection loss that disturbs nobody else.
  */
 export async function closeOwnConnection(connectionName: string, reason = 'closed by a test'): Promise<void> {
+  const pid = await connectionPid(connectionName);
+  if (pid === undefined) throw new Error(`expected one connection named '${connectionName}', found none`);
+  await rabbitmqctl(['close_connection', pid, reason]);
+}
+
+/** The broker's process for the connection named `name` (it changes when the client connects again), or undefined when there is none. */
+export async function connectionPid(name: string): Promise<string | undefined> {
   const listing = await rabbitmqctl(['list_connections', '-q', '--no-table-headers', 'pid', 'client_properties']);
-  const lines = listing.split('\n').filter((l) => l.includes(`{"connection_name","${connectionName}"}`));
-  if (lines.length !== 1) throw new Error(`expected one connection named '${connectionName}', found ${lines.length}`);
-  await rabbitmqctl(['close_connection', lines[0].split('\t')[0], reason]);
+  const lines = listing.split('\n').filter((l) => l.includes(`{"connection_name","${name}"}`));
+  if (lines.length > 1) throw new Error(`expected one connection named '${name}', found ${lines.length}`);
+  return lines[0]?.split('\t')[0];
 }
 
 // ---------------------------------------------------------------------------

@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { type Message, NonRetryableError, type RabbitRetry, parkedQueueName } from '../lib';
-import { amqpConnection, deleteQueue } from './broker';
+import { deleteQueue } from './broker';
 import { runCli } from './cli-run';
-import { type GotMessage, cleanup, closeAmqp, connectClient, drain, queueDepth, seedParked, sleep, testQueue, track, waitFor } from './helpers';
+import { type GotMessage, cleanup, closeAmqp, connectClient, drain, parkedNow, queueDepth, seedParked, sleep, testQueue, track, waitFor } from './helpers';
 
 afterEach(cleanup);
 afterAll(closeAmqp);
@@ -44,19 +44,6 @@ async function parkOrders(rr: RabbitRetry, queue: string, n: number): Promise<vo
   }
   await waitFor(() => consumer.stats().parked === n, 10_000, `${n} parked orders`);
   await consumer.close();
-}
-
-/** The parked queue's messages, taken and put back in their order (the test's own view). */
-async function parkedNow(queue: string): Promise<GotMessage[]> {
-  const msgs = await drain(parkedQueueName(queue));
-  const ch = await (await amqpConnection()).createConfirmChannel();
-  try {
-    for (const m of msgs) ch.sendToQueue(parkedQueueName(queue), m.content, { ...m.properties, headers: m.headers });
-    await ch.waitForConfirms();
-  } finally {
-    await ch.close();
-  }
-  return msgs;
 }
 
 const view = (ms: readonly GotMessage[]) => ms.map((m) => ({ id: m.properties.messageId, body: m.content.toString(), headers: m.headers }));

@@ -85,6 +85,9 @@ async fn a_delivery_refused_before_its_handler_is_handed_over_only_when_moves_ar
         let sink = FakeSink::default();
         handle.attach(Box::new(sink.clone())).unwrap();
         handle.heard(true, true, watched).unwrap();
+        // The task takes the listeners in before the first delivery: a
+        // delivery that came first would not be watched yet.
+        tokio::time::sleep(Duration::from_millis(10)).await;
         script.deliver_counted(1, 3);
         script.deliver(2);
         until("the park", || sink.events().contains(&"parked")).await;
