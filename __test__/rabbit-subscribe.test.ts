@@ -396,7 +396,9 @@ describe('@RabbitSubscribe: queues golevelup declared, and options', () => {
     }
     const noQueue = await bootError({ imports: [rabbit()], providers: [NoQueue] });
     expect(noQueue).toBeInstanceOf(InvalidOptionsError);
-    expect(noQueue.message).toMatch(/NoQueue\.handler could not consume '\(no queue\)' \(INVALID_OPTIONS\): @RabbitSubscribe without a queue needs an exchange/);
+    expect(noQueue.message).toMatch(
+      /NoQueue\.handler could not consume '\(no queue\)' \(INVALID_OPTIONS\): @RabbitSubscribe without a queue needs an exchange/,
+    );
 
     @Injectable()
     class Typo {
