@@ -48,7 +48,9 @@ describe("RabbitRetryModule: golevelup's exchanges, queues and exchangeBindings"
     const amqp = app.get(AmqpConnection);
     await amqp.publish(source, 'orders.created', { id: 1 });
     await waitFor(async () => (await queueDepth(queue)) === 1, 10_000, 'the bound queue');
-    await expect(amqp.publish(source, 'invoices.created', { id: 2 })).rejects.toMatchObject({ code: 'UNROUTABLE' });
+    await expect(amqp.publish(source, 'invoices.created', { id: 2 }, { mandatory: true })).rejects.toMatchObject({ code: 'UNROUTABLE' });
+    // As golevelup's: without `mandatory`, a message no queue takes resolves.
+    await expect(amqp.publish(source, 'invoices.created', { id: 3 })).resolves.toBe(true);
   });
 
   test('createExchangeIfNotExists: false on a missing exchange fails the start with TOPOLOGY_MISMATCH, naming it; the queues after it are not declared', async () => {

@@ -356,12 +356,11 @@ describe('@RabbitSubscribe: queues golevelup declared, and options', () => {
     ['errorHandler', { errorHandler: () => undefined }, 'errorHandler'],
     ['errorBehavior', { errorBehavior: 'REQUEUE' }, 'errorBehavior'],
     ['assertQueueErrorHandler', { assertQueueErrorHandler: () => 'q' }, 'assertQueueErrorHandler'],
-    ["a batch's errorHandler", { batchOptions: { size: 10, errorHandler: () => undefined } }, 'batchOptions.errorHandler'],
     ['usePersistentReplyTo', { usePersistentReplyTo: true }, 'usePersistentReplyTo'],
     [
       'several options at once',
-      { batchOptions: { size: 10, errorHandler: () => undefined }, errorHandler: () => undefined, queueOptions: { consumerOptions: { noAck: true } } },
-      'errorHandler, queueOptions.consumerOptions.noAck, batchOptions.errorHandler',
+      { errorHandler: () => undefined, queueOptions: { consumerOptions: { noAck: true } } },
+      'errorHandler, queueOptions.consumerOptions.noAck',
     ],
     ['a non-durable queue', { queueOptions: { durable: false } }, 'queueOptions.durable'],
     ['an exclusive queue', { queueOptions: { exclusive: true } }, 'queueOptions.exclusive'],
@@ -387,17 +386,19 @@ describe('@RabbitSubscribe: queues golevelup declared, and options', () => {
     expect((await brokerQueues([queue, `${queue}.parked`]))[queue]).toBeUndefined();
   });
 
-  test('a missing queue, a typo, onFailure given twice, or @Consume beside it fail the bootstrap, naming the handler and what is wrong', async () => {
+  test('a missing queue and exchange, a typo, onFailure given twice, or @Consume beside it fail the bootstrap, naming the handler and what is wrong', async () => {
     const queue = testQueue(DELAYS);
 
     @Injectable()
     class NoQueue {
-      @RabbitSubscribe({ exchange: 'orders', routingKey: 'orders.created' })
+      @RabbitSubscribe({ routingKey: 'orders.created' })
       async handler(): Promise<void> {}
     }
     const noQueue = await bootError({ imports: [rabbit()], providers: [NoQueue] });
     expect(noQueue).toBeInstanceOf(InvalidOptionsError);
-    expect(noQueue.message).toMatch(/NoQueue\.handler could not consume '\(no queue\)' \(INVALID_OPTIONS\): queue must be a queue name/);
+    expect(noQueue.message).toMatch(
+      /NoQueue\.handler could not consume '\(no queue\)' \(INVALID_OPTIONS\): @RabbitSubscribe without a queue needs an exchange/,
+    );
 
     @Injectable()
     class Typo {

@@ -8,15 +8,19 @@
  */
 import { randomUUID } from 'node:crypto';
 
-import type { RabbitRetry } from '../client';
+import { RabbitRetry } from '../client';
 import type { Consumer } from '../consumer';
-import { InvalidOptionsError, UnsupportedOptionError } from '../errors';
+import { ClosedError, InvalidOptionsError, UnroutableError, UnsupportedOptionError } from '../errors';
 import type { Message } from '../message';
 import type { PublishOptions } from '../options';
 import { checkTimeout, sendRequest } from '../messaging/request';
 import type { Replies } from '../messaging/replies';
 import { type AmqpPublishOptions, type MessageDeserializer, type MessageSerializer, defaultDeserializer, defaultSerializer } from './serialize';
 import { type RabbitSubscribeOptions, bindOthers, subscribePlan } from './subscribe';
+import { type AmqplibChannel, type AmqplibConnection, type AmqplibLink, closeAmqplib, noChannelError, openAmqplib } from './amqplib';
+import { DEFAULT_HEARTBEAT, connectModule, firstUrl } from './connect';
+import { rawOf } from './raw';
+import type { RabbitRetryModuleOptions } from './options';
 
 /** What {@link AmqpConnection} takes from the module's options. */
 export interface AmqpConnectionOptions {
@@ -50,6 +54,12 @@ export interface AmqpRequestOptions {
   publishOptions?: AmqpPublishOptions;
 }
 
+/** {@link AmqpConnection.configuration}: the connection's options, with its name. */
+export interface AmqpConnectionConfiguration extends RabbitRetryModuleOptions {
+  /** The module's `name`, `'default'` when the options give none. */
+  name: string;
+}
+
 /** What {@link AmqpConnection.createSubscriber} returns. */
 export interface SubscriptionResult {
   /** Names the subscription for {@link AmqpConnection.cancelConsumer} and {@link AmqpConnection.resumeConsumer}. */
@@ -60,44 +70,136 @@ export interface SubscriptionResult {
 interface Subscription {
   options: RabbitSubscribeOptions;
   handler: (msg: unknown, raw: Message, headers: Record<string, unknown>) => unknown;
+  /** The last part of the name of a queue derived for options without `queue`. */
+  name: string;
   consumer?: Consumer;
 }
 
 /**
- * golevelup's `AmqpConnection`, injectable by its class from a RabbitRetryModule:
+ * golevelup's `AmqpConnection`, injectable by its class from a RabbitRetryModule,
+ * or made on its own (`new AmqpConnection({ url })`, then `init()`):
  * `publish`, `request`, `createSubscriber`, `cancelConsumer` and `resumeConsumer`.
- * `client` is the module's {@link RabbitRetry}.
+ * `client` is its {@link RabbitRetry}; `channel` an amqplib confirm channel when
+ * amqplib is installed.
  */
 export class AmqpConnection {
-  readonly #rr: RabbitRetry;
-  readonly #options: AmqpConnectionOptions;
+  #rr?: RabbitRetry;
+  readonly #own: boolean;
+  readonly #options: AmqpConnectionOptions & RabbitRetryModuleOptions;
   readonly #serialize: MessageSerializer;
   readonly #deserialize: MessageDeserializer;
   readonly #subscriptions = new Map<string, Subscription>();
   #replies?: Replies;
+  #amqplib?: AmqplibLink;
+  #noChannel = 'the connection is not initialised yet (init())';
 
-  /** @internal */
-  constructor(rr: RabbitRetry, options: AmqpConnectionOptions = {}) {
-    this.#rr = rr;
+  /**
+   * A connection of its own, with a module's options (`url`, `heartbeat`,
+   * `exchanges`, `queues`, …, golevelup's `RabbitMQConfig`): it connects at
+   * {@link AmqpConnection.init}, and {@link AmqpConnectionManager.addConnection}
+   * registers it.
+   */
+  constructor(config: RabbitRetryModuleOptions);
+  /** The module's connection, over its client. @internal */
+  constructor(rr: RabbitRetry, options?: RabbitRetryModuleOptions);
+  constructor(first: RabbitRetry | RabbitRetryModuleOptions, options: RabbitRetryModuleOptions = {}) {
+    if (first instanceof RabbitRetry) {
+      this.#rr = first;
+      this.#own = false;
+    } else {
+      if (first === null || typeof first !== 'object')
+        throw new InvalidOptionsError('new AmqpConnection(config) takes the options of a module, such as { url }');
+      options = first;
+      this.#own = true;
+    }
     this.#options = options;
     this.#serialize = options.serializer ?? defaultSerializer;
     this.#deserialize = options.deserializer ?? defaultDeserializer;
   }
 
-  /** The module's rabbit-retry client. */
+  /**
+   * Connects a connection made with `new AmqpConnection(config)`: its client,
+   * the topology of its options, and its amqplib channel. Resolves at once for
+   * the module's, which the module connected.
+   */
+  async init(): Promise<void> {
+    if (this.#rr) return;
+    const rr = await connectModule(this.#options);
+    this.#rr = rr;
+    try {
+      await this.openChannel();
+    } catch (err) {
+      this.#rr = undefined;
+      await rr.close().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** Opens the amqplib connection and channel of {@link AmqpConnection.channel}, when amqplib is installed. @internal */
+  async openChannel(): Promise<void> {
+    const warn = (m: string): void => this.#options.logger?.warn(m);
+    this.#amqplib = await openAmqplib(firstUrl(this.#options), this.#options.heartbeat ?? DEFAULT_HEARTBEAT, warn);
+    if (!this.#amqplib) this.#noChannel = 'amqplib is not installed';
+  }
+
+  /** golevelup's `configuration`: the options, and `name` (`'default'` when they give none). */
+  get configuration(): AmqpConnectionConfiguration {
+    return { ...this.#options, name: this.#options.name ?? 'default' };
+  }
+
+  /** The rabbit-retry client. Throws `CLOSED` before `init()` of a connection of its own. */
   get client(): RabbitRetry {
+    if (!this.#rr) throw new ClosedError('the AmqpConnection is not initialised: call init() first');
     return this.#rr;
+  }
+
+  /**
+   * golevelup's `channel`: amqplib's `ConfirmChannel` (an amqplib type: cast it,
+   * `amqpConnection.channel as Channel`), on an amqplib connection of its own
+   * (golevelup's URL, `?heartbeat=5`), for declaring, checking and deleting.
+   * Handlers are not consumed on it, so it does not ack their messages. Throws
+   * `UNSUPPORTED_OPTION`, naming the client's methods to use instead, when
+   * amqplib is not installed.
+   */
+  get channel(): AmqplibChannel {
+    if (!this.#amqplib) throw noChannelError('channel', this.#noChannel);
+    return this.#amqplib.channel;
+  }
+
+  /** golevelup's `connection`: the amqplib connection of {@link AmqpConnection.channel}; throws as `channel` does. */
+  get connection(): AmqplibConnection {
+    if (!this.#amqplib) throw noChannelError('connection', this.#noChannel);
+    return this.#amqplib.connection;
+  }
+
+  /**
+   * golevelup's `managedChannel` (amqp-connection-manager's `ChannelWrapper`):
+   * not available, always throws `UNSUPPORTED_OPTION`; `publish` here
+   * reconnects as the wrapper did, and {@link AmqpConnection.channel} declares.
+   */
+  get managedChannel(): never {
+    throw noChannelError(
+      'managedChannel',
+      "there is no amqp-connection-manager wrapper: publish with amqpConnection.publish, which reconnects, and use amqpConnection.channel for amqplib's calls",
+    );
   }
 
   /**
    * Publishes `message` as golevelup does: a Buffer or Uint8Array as it is,
    * `null` or `undefined` as an empty body, anything else (strings too) through
    * the serializer (JSON by default). Resolves with `true` once the broker
-   * confirmed it; rejects as `rr.publish` does (`UNROUTABLE` when no queue
-   * takes it).
+   * confirmed it, also when no queue takes it, as golevelup's; with
+   * `mandatory: true` such a publish rejects with `UNROUTABLE`.
    */
   async publish(exchange: string, routingKey: string, message: unknown, options?: AmqpPublishOptions): Promise<boolean> {
-    await this.#rr.publish(exchange, routingKey, this.encode(message), publishOptionsOf({ ...this.#options.defaultPublishOptions, ...options }));
+    const { mandatory, ...publish } = { ...this.#options.defaultPublishOptions, ...options } as AmqpPublishOptions & { mandatory?: unknown };
+    if (mandatory !== undefined && typeof mandatory !== 'boolean') throw new InvalidOptionsError('mandatory must be true or false');
+    try {
+      await this.client.publish(exchange, routingKey, this.encode(message), publishOptionsOf(publish));
+    } catch (err) {
+      if (mandatory !== true && err instanceof UnroutableError) return true;
+      throw err;
+    }
     return true;
   }
 
@@ -112,7 +214,7 @@ export class AmqpConnection {
     const publish = publishOptionsOf({ ...publishOptions, correlationId: correlationId ?? randomUUID() });
     if (headers !== undefined) publish.headers = headers;
     if (expiration !== undefined) publish.expiration = expiration;
-    this.#replies ??= this.#rr.replies();
+    this.#replies ??= this.client.replies();
     const body = this.encode(payload ?? {});
     const reply = await sendRequest(this.#replies, { exchange, routingKey, body, options: publish, timeoutMs });
     return (reply.body.length > 0 ? this.#deserialize(reply.body, reply) : undefined) as T;
@@ -126,10 +228,10 @@ export class AmqpConnection {
   async createSubscriber<T>(
     handler: (msg: T | undefined, raw: Message, headers: Record<string, unknown>) => unknown,
     options: RabbitSubscribeOptions,
-    _originalHandlerName?: string,
+    originalHandlerName?: string,
   ): Promise<SubscriptionResult> {
     const consumerTag = `rabbit-retry-${randomUUID()}`;
-    const subscription: Subscription = { options, handler: handler as Subscription['handler'] };
+    const subscription: Subscription = { options, handler: handler as Subscription['handler'], name: originalHandlerName ?? 'subscriber' };
     await this.start(subscription);
     this.#subscriptions.set(consumerTag, subscription);
     return { consumerTag };
@@ -152,19 +254,32 @@ export class AmqpConnection {
     return consumerTag;
   }
 
-  /** Closes the reply channel and the subscriptions. @internal */
+  /** Closes the reply channel, the subscriptions and the amqplib connection; and the client of a connection of its own. */
   async close(): Promise<void> {
     const consumers = [...this.#subscriptions.values()].flatMap((s) => (s.consumer ? [s.consumer] : []));
     this.#subscriptions.clear();
-    await Promise.allSettled([this.#replies?.close(), ...consumers.map((c) => c.close())]);
+    const link = this.#amqplib;
+    this.#amqplib = undefined;
+    this.#noChannel = 'the connection is closed';
+    await Promise.allSettled([this.#replies?.close(), ...consumers.map((c) => c.close()), closeAmqplib(link)]);
+    this.#replies = undefined;
+    if (this.#own && this.#rr) {
+      const rr = this.#rr;
+      this.#rr = undefined;
+      await rr.close().catch(() => undefined);
+    }
   }
 
   private async start(subscription: Subscription): Promise<void> {
-    const plan = subscribePlan(subscription.options, { deserializer: this.#deserialize });
-    subscription.consumer = await this.#rr.consume({ ...plan.consume, onFailure: plan.onFailure }, async (msg) => {
-      await subscription.handler(plan.body(msg), msg, msg.headers);
+    const plan = subscribePlan(subscription.options, {
+      deserializer: this.#deserialize,
+      handler: subscription.name,
+      serviceName: this.#options.serviceName,
     });
-    await bindOthers(this.#rr, plan.consume.queue, plan.bindings);
+    subscription.consumer = await this.client.consume({ ...plan.consume, onFailure: plan.onFailure }, async (msg) => {
+      await subscription.handler(plan.body(msg), rawOf(msg), msg.headers);
+    });
+    await bindOthers(this.client, plan.consume.queue, plan.bindings);
   }
 
   /** The bytes golevelup would send for `message`. */
@@ -178,13 +293,7 @@ export class AmqpConnection {
 
 /** amqplib's publish options as rabbit-retry's. */
 function publishOptionsOf(options: AmqpPublishOptions): PublishOptions {
-  const { deliveryMode, mandatory, ...rest } = options as AmqpPublishOptions & Record<string, unknown>;
-  if (mandatory === false) {
-    throw new UnsupportedOptionError(
-      'mandatory',
-      '`mandatory: false` is not supported: every publish is mandatory, and one no queue takes fails with UNROUTABLE',
-    );
-  }
+  const { deliveryMode, ...rest } = options as AmqpPublishOptions & Record<string, unknown>;
   for (const key of ['CC', 'BCC']) {
     if (key in rest) throw new UnsupportedOptionError(key, `\`${key}\` is not supported: publish to each destination instead`);
   }
@@ -202,6 +311,16 @@ function publishOptionsOf(options: AmqpPublishOptions): PublishOptions {
  */
 export class AmqpConnectionManager {
   static readonly #connections = new Map<string, AmqpConnection>();
+
+  /** golevelup's `addConnection`: registers `connection` under its `configuration.name`. */
+  addConnection(connection: AmqpConnection): void {
+    AmqpConnectionManager.#connections.set(connection.configuration.name, connection);
+  }
+
+  /** Forgets every connection (without closing them). */
+  clearConnections(): void {
+    AmqpConnectionManager.#connections.clear();
+  }
 
   /** Registers the connection of the module named `name`. @internal */
   static add(name: string, connection: AmqpConnection): void {

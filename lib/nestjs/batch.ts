@@ -7,7 +7,8 @@
  * parked queue), never requeued. A message whose body cannot be read never
  * joins a batch: it parks alone.
  */
-import { checkKeys, checkObject, checkWhole, foreignOptions, type ForeignOption } from '../options/check';
+import { checkFunction, checkKeys, checkObject, checkWhole, foreignOptions, type ForeignOption } from '../options/check';
+import { NonRetryableError } from '../errors';
 import type { Message } from '../message';
 import type { OptionKeys } from '../options';
 
@@ -17,22 +18,39 @@ export interface RabbitSubscribeBatchOptions {
   size?: number;
   /** How long a partial batch waits for another message, in milliseconds, from the last one's arrival. @default 200 */
   timeout?: number;
-  /** Refused at start-up: a batch that throws takes the failure path, each of its messages on its own. */
-  errorHandler?: unknown;
+  /**
+   * golevelup's batch error handler: called when the method throws, with a
+   * channel, the batch's messages and the error. `channel.ack(msg)` acks a
+   * message; `nack(msg, false, true)` or `reject(msg, true)` sends it to the next
+   * retry queue (never requeued at once); `nack(msg, false, false)` or
+   * `reject(msg, false)` parks it. A message it leaves unsettled takes the failure
+   * path with the method's error.
+   */
+  // A method (checked bivariantly), so that golevelup's handlers typed with amqplib's Channel and ConsumeMessage compile.
+  // eslint-disable-next-line @typescript-eslint/no-invalid-void-type -- `this: void`: it is called unbound
+  errorHandler?(this: void, channel: BatchErrorChannel, msgs: Message[], error: unknown): unknown;
+}
+
+/** The channel a batch's `errorHandler` settles its messages on. */
+export interface BatchErrorChannel {
+  /** Acks `msg`. */
+  ack(msg: Message): void;
+  /** `requeue` (the default): the next retry queue; `false`: parks it. */
+  nack(msg: Message, allUpTo?: boolean, requeue?: boolean): void;
+  /** As {@link BatchErrorChannel.nack}. */
+  reject(msg: Message, requeue?: boolean): void;
 }
 
 /** The checked batch options. @internal */
 export interface BatchPlan {
   size: number;
   timeoutMs: number;
+  errorHandler?: RabbitSubscribeBatchOptions['errorHandler'];
 }
 
 const BATCH_OPTION_KEYS = { size: true, timeout: true, errorHandler: true } satisfies OptionKeys<RabbitSubscribeBatchOptions>;
 
-const REFUSED_BATCH_OPTIONS: Readonly<Record<string, string>> = {
-  errorHandler:
-    'a batch whose method throws takes the failure path, each of its messages on its own (a retry queue, then the parked queue): set `onFailure` or @OnFailure',
-};
+const REFUSED_BATCH_OPTIONS: Readonly<Record<string, string>> = {};
 
 /** The batch options' keys with no meaning here, for the decorator's one refusal of them all. @internal */
 export function refusedBatchOptions(where: string, batch: unknown): ForeignOption[] {
@@ -47,7 +65,8 @@ export function batchPlan(where: string, batch: unknown): BatchPlan | undefined 
   checkKeys(`${where} batchOptions`, o, BATCH_OPTION_KEYS);
   checkWhole('batchOptions.size', o.size, 1, 0xffff, 'a whole number of messages from 1 to 65535');
   checkWhole('batchOptions.timeout', o.timeout, 1, 2_147_483_647, 'a whole number of milliseconds, at least 1');
-  return { size: o.size ?? 10, timeoutMs: o.timeout ?? 200 };
+  checkFunction('batchOptions.errorHandler', o.errorHandler, 'a function (channel, msgs, error) => void');
+  return { size: o.size ?? 10, timeoutMs: o.timeout ?? 200, errorHandler: o.errorHandler };
 }
 
 /** What a batch's method is called with: the bodies, the messages and their headers, in arrival order. @internal */
@@ -66,7 +85,12 @@ interface Waiting {
  * into the method's value; a message it throws for fails alone, at once.
  * @internal
  */
-export function batching(plan: BatchPlan, read: (msg: Message) => unknown, run: BatchRun): (msg: Message) => Promise<void> {
+export function batching(
+  plan: BatchPlan,
+  read: (msg: Message) => unknown,
+  run: BatchRun,
+  raw: (msg: Message) => Message = (m) => m,
+): (msg: Message) => Promise<void> {
   let open: Waiting[] = [];
   let timer: NodeJS.Timeout | undefined;
   const flush = (): void => {
@@ -77,16 +101,25 @@ export function batching(plan: BatchPlan, read: (msg: Message) => unknown, run: 
     if (batch.length === 0) return;
     // The method runs outside the message's own call: its outcome reaches every message of the batch.
     void (async () => {
+      const msgs = batch.map((w) => raw(w.msg));
       let failure: { err: unknown } | undefined;
       try {
         await run(
           batch.map((w) => w.body),
-          batch.map((w) => w.msg),
+          msgs,
         );
       } catch (err) {
         failure = { err };
       }
-      for (const w of batch) w.done(failure);
+      if (!failure || !plan.errorHandler) {
+        for (const w of batch) w.done(failure);
+        return;
+      }
+      const verdicts = await settleByHandler(plan.errorHandler, msgs, failure.err);
+      batch.forEach((w, i) => {
+        const msg = msgs[i];
+        w.done(verdicts.has(msg) ? verdicts.get(msg) : failure);
+      });
     })();
   };
   return (msg: Message): Promise<void> => {
@@ -105,4 +138,29 @@ export function batching(plan: BatchPlan, read: (msg: Message) => unknown, run: 
       }
     });
   };
+}
+
+/** Runs a batch's `errorHandler`: what it says of each message (`undefined` for an ack), by message. */
+async function settleByHandler(
+  handler: NonNullable<RabbitSubscribeBatchOptions['errorHandler']>,
+  msgs: Message[],
+  error: unknown,
+): Promise<Map<Message, { err: unknown } | undefined>> {
+  const verdicts = new Map<Message, { err: unknown } | undefined>();
+  const fail = (msg: Message, requeue: boolean | undefined): void => {
+    const err =
+      requeue === false ? new NonRetryableError('the batch error handler rejected the message without requeue: it is parked', { cause: error }) : error;
+    verdicts.set(msg, { err });
+  };
+  const channel: BatchErrorChannel = {
+    ack: (msg) => verdicts.set(msg, undefined),
+    nack: (msg, _allUpTo, requeue) => fail(msg, requeue),
+    reject: (msg, requeue) => fail(msg, requeue),
+  };
+  try {
+    await handler(channel, msgs, error);
+  } catch (err) {
+    return new Map(msgs.map((m) => [m, { err }]));
+  }
+  return verdicts;
 }

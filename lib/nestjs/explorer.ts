@@ -33,6 +33,7 @@ import { logMoves } from './follow';
 import { type RabbitRPCOptions, RPC_OPTIONS, answer, answerFailure, checkErrorBehavior } from './rpc';
 import { defaultSerializer } from './serialize';
 import { handlerConfigs, keysOf, prefetchOf, routeByKey } from './golevelup';
+import { rawOf } from './raw';
 
 /** One decorated method, found at bootstrap. */
 interface HandlerRef {
@@ -297,7 +298,10 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
         deserializer: this.options.deserializer,
         where: ref.rpc ? '@RabbitRPC' : '@RabbitSubscribe',
         allowed: ref.rpc ? RPC_OPTIONS : undefined,
+        handler: ref.rpc ? undefined : ref.name,
+        serviceName: this.options.serviceName,
       });
+      if (plan.derived) this.info(`${ref.name} gives no queue: it consumes the durable queue '${plan.consume.queue}'`);
       ref.channel = plan.channel;
       ref.bindings = plan.bindings;
       ref.batch = plan.batch;
@@ -406,20 +410,25 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
       : undefined;
     if (ref.batch) {
       // golevelup's batch method: the bodies, the messages and their headers, each an array.
-      return batching(ref.batch, read, async (bodies, msgs) => {
-        const returned: unknown = await invoke(
-          bodies,
-          msgs,
-          msgs.map((m) => m.headers),
-        );
-        checkReturned(returned, ref.name);
-      });
+      return batching(
+        ref.batch,
+        read,
+        async (bodies, msgs) => {
+          const returned: unknown = await invoke(
+            bodies,
+            msgs,
+            msgs.map((m) => m.headers),
+          );
+          checkReturned(returned, ref.name);
+        },
+        rawOf,
+      );
     }
     return async (msg: Message, tx?: InboxContext<unknown>): Promise<void> => {
       let returned: unknown;
       try {
         // golevelup's handlers take the headers third; @Consume handlers the inbox's { tx } (or nothing).
-        returned = await invoke(read(msg), msg, inbox ? tx : msg.headers, tx);
+        returned = await invoke(read(msg), subscriber ? rawOf(msg) : msg, inbox ? tx : msg.headers, tx);
       } catch (err) {
         // A guard's refusal will not change on the next attempt.
         const failure = isForbidden(err) ? new NonRetryableError(`${ref.name} refused the message: ${reasonOf(err)}`, { cause: err }) : err;

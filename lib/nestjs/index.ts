@@ -16,9 +16,18 @@ export {
   type RabbitSubscribeBinding,
   type RabbitSubscribeConsumerOptions,
 } from './subscribe';
-export type { RabbitSubscribeBatchOptions } from './batch';
+export type { RabbitSubscribeBatchOptions, BatchErrorChannel } from './batch';
+export { RabbitSubscribeMessage, type ConsumeMessageFields, type ConsumeMessageProperties } from './raw';
+export type { AmqplibChannel, AmqplibConnection } from './amqplib';
 export { RabbitRPC, MessageHandlerErrorBehavior, type RabbitRPCOptions, type RpcErrorHandler, type RpcErrorChannel } from './rpc';
-export { AmqpConnection, AmqpConnectionManager, type AmqpConnectionOptions, type AmqpRequestOptions, type SubscriptionResult } from './amqp-connection';
+export {
+  AmqpConnection,
+  AmqpConnectionManager,
+  type AmqpConnectionOptions,
+  type AmqpConnectionConfiguration,
+  type AmqpRequestOptions,
+  type SubscriptionResult,
+} from './amqp-connection';
 export type { MessageSerializer, MessageDeserializer, AmqpPublishOptions } from './serialize';
 export {
   RABBIT_RETRY_MODULE_OPTIONS,

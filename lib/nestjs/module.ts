@@ -1,53 +1,23 @@
-import { type DynamicModule, Logger, Module } from '@nestjs/common';
+import { type DynamicModule, Module } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner, ModulesContainer } from '@nestjs/core';
 import { ExternalContextCreator } from '@nestjs/core/helpers/external-context-creator';
 
 import { RabbitRetry } from '../client';
-import { UnsupportedOptionError } from '../errors';
 import { AmqpConnection, AmqpConnectionManager } from './amqp-connection';
 import { RABBIT_RETRY } from './constants';
 import { RabbitRetryConsumers } from './consumers';
 import { RabbitRetryExplorer } from './explorer';
-import { declareTopology } from './topology';
+import { connectModule } from './connect';
 import {
   ConfigurableModuleClass,
-  GOLEVELUP_OPTION_KEYS,
-  MODULE_OPTION_KEYS,
   RABBIT_RETRY_MODULE_OPTIONS,
   ROOT_OPTION_KEYS,
   checkAsyncOptions,
   checkModuleOptions,
-  infoLogger,
   type RabbitRetryModuleAsyncOptions,
   type RabbitRetryModuleOptions,
   type RabbitRetryModuleRootOptions,
 } from './options';
-
-async function connect(options: RabbitRetryModuleOptions): Promise<RabbitRetry> {
-  checkModuleOptions('RabbitRetryModule options', options, MODULE_OPTION_KEYS);
-  if (options.enableControllerDiscovery === false) {
-    throw new UnsupportedOptionError(
-      'enableControllerDiscovery',
-      '`enableControllerDiscovery: false` is not supported: controllers are always scanned, as providers are; remove it',
-    );
-  }
-  const { defaultOnFailure: _defaults, prefetch: _prefetch, ...rest } = options;
-  const connectOptions = Object.fromEntries(Object.entries(rest).filter(([k]) => !(k in GOLEVELUP_OPTION_KEYS)));
-  const logger = new Logger('RabbitRetry');
-  const rr = await RabbitRetry.connect({
-    logger: { warn: (m) => logger.warn(m), error: (m) => logger.error(m) },
-    connectTimeoutMs: options.connectionInitOptions?.timeout,
-    ...connectOptions,
-  });
-  try {
-    await declareTopology(rr, options);
-  } catch (err) {
-    await rr.close().catch(() => undefined);
-    throw err;
-  }
-  infoLogger(options, logger)(`connected to ${rr.url}`);
-  return rr;
-}
 
 /**
  * rabbit-retry for NestJS: one connection per imported module, closed on
@@ -96,12 +66,13 @@ export class RabbitRetryModule extends ConfigurableModuleClass {
 Module({
   imports: [DiscoveryModule],
   providers: [
-    { provide: RABBIT_RETRY, useFactory: connect, inject: [RABBIT_RETRY_MODULE_OPTIONS] },
+    { provide: RABBIT_RETRY, useFactory: connectModule, inject: [RABBIT_RETRY_MODULE_OPTIONS] },
     { provide: RabbitRetry, useExisting: RABBIT_RETRY },
     {
       provide: AmqpConnection,
-      useFactory: (rr: RabbitRetry, o: RabbitRetryModuleOptions) => {
+      useFactory: async (rr: RabbitRetry, o: RabbitRetryModuleOptions) => {
         const connection = new AmqpConnection(rr, o);
+        await connection.openChannel();
         AmqpConnectionManager.add(o.name ?? 'default', connection);
         return connection;
       },

@@ -106,6 +106,12 @@ export interface RabbitRetryModuleOptions extends ConnectOptions, GolevelupModul
   defaultOnFailure?: OnFailureOptions;
   /** Handlers in flight per consumer, unless `@Consume({ prefetch })` says otherwise. @default 10 */
   prefetch?: number;
+  /**
+   * The first part of the queue name of a `@RabbitSubscribe` handler without
+   * `queue`: `<serviceName>.<exchange>.<routingKey>.<Class>.<method>`.
+   * @default 'app'
+   */
+  serviceName?: string;
 }
 
 /** The keys of {@link RabbitRetryModuleOptions}. @internal */
@@ -114,6 +120,7 @@ export const MODULE_OPTION_KEYS = {
   ...GOLEVELUP_OPTION_KEYS,
   defaultOnFailure: true,
   prefetch: true,
+  serviceName: true,
 } satisfies OptionKeys<RabbitRetryModuleOptions>;
 
 /** What {@link Consume} takes: {@link ConsumeOptions} without `onFailure`, which {@link OnFailure} sets. */

@@ -20,11 +20,11 @@ export const defaultDeserializer: MessageDeserializer = (body) => JSON.parse(bod
 /**
  * amqplib's publish options, as golevelup's `publish` takes them: rabbit-retry's
  * {@link PublishOptions}, plus `deliveryMode` (1 or `false` transient, 2 or
- * `true` persistent) and `mandatory` (every publish is mandatory here).
+ * `true` persistent) and `mandatory`.
  */
 export interface AmqpPublishOptions extends PublishOptions {
   /** 1 (or `false`): transient; 2 (or `true`): persistent. */
   deliveryMode?: boolean | number;
-  /** Only `true`: a message no queue takes fails with `UNROUTABLE`. */
+  /** `true`: a message no queue takes rejects with `UNROUTABLE`. @default false: it resolves, as golevelup's */
   mandatory?: boolean;
 }

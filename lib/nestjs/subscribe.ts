@@ -127,7 +127,12 @@ const ARGUMENT_OF: Readonly<Record<string, string>> = {
  * with `UNSUPPORTED_OPTION`, naming it.
  */
 export interface RabbitSubscribeOptions {
-  /** The work queue. Required: its retry and parked queues are named after it. */
+  /**
+   * The work queue; its retry and parked queues are named after it. Without one
+   * (golevelup's server-named queue), a durable queue named
+   * `<serviceName>.<exchange>.<routingKey>.<Class>.<method>`, the same at every start
+   * (`serviceName`: the module's, `app` by default).
+   */
   queue?: string;
   /** An exchange to declare and bind the queue to (a topic exchange unless `exchangeType` says otherwise). */
   exchange?: string;
@@ -266,6 +271,8 @@ export interface SubscribePlan {
   bindings: readonly RabbitSubscribeBinding[];
   /** `batchOptions`: the method takes its messages in batches. */
   batch?: BatchPlan;
+  /** Whether the queue's name was derived (the handler gives none). */
+  derived: boolean;
 }
 
 /** What the module gives every {@link subscribePlan}. @internal */
@@ -276,6 +283,20 @@ export interface PlanContext {
   where?: string;
   /** Options the decorator takes beyond @RabbitSubscribe's (`errorHandler` of @RabbitRPC). */
   allowed?: ReadonlySet<string>;
+  /** `Class.method` of the handler: the last part of a queue name derived for a handler without `queue`. */
+  handler?: string;
+  /** The module's `serviceName`: the first part of a derived queue name. @default 'app' */
+  serviceName?: string;
+}
+
+/**
+ * The durable queue of a handler without `queue`:
+ * `<serviceName>.<exchange>.<routingKey>.<Class>.<method>` (empty parts left
+ * out, several routing keys joined by `,`), the same at every start.
+ * @internal
+ */
+export function derivedQueue(serviceName: string | undefined, exchange: string | undefined, keys: readonly string[], handler: string): string {
+  return [serviceName ?? 'app', exchange ?? '', keys.join(','), handler].filter((p) => p !== '').join('.');
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -311,14 +332,18 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
   refuseAll(where, refused);
   const batch = batchPlan(where, o.batchOptions);
   const { exchange, keys: bindingKeys, others } = bindingKeysOf(o);
-  checkString('queue', o.queue, {
-    optional: false,
-    nonEmpty: true,
-    what: "a queue name: rabbit-retry's retry and parked queues are named after it, so a server-named queue cannot have them",
-  });
+  checkString('queue', o.queue);
   checkString('exchange', exchange);
   const keys = [...(Array.isArray(o.routingKey) ? (o.routingKey as unknown[]) : o.routingKey === undefined ? [] : [o.routingKey]), ...bindingKeys];
   for (const key of keys) checkString('routingKey', key);
+  const derived = o.queue === undefined || o.queue === '';
+  if (derived && context.handler === undefined) {
+    throw new InvalidOptionsError(`${where} needs a queue: rabbit-retry's retry and parked queues are named after it`);
+  }
+  if (derived && exchange === undefined) {
+    throw new InvalidOptionsError(`${where} without a queue needs an exchange: its queue is named after it and bound to it`);
+  }
+  const queue = derived ? derivedQueue(context.serviceName, exchange, keys as string[], context.handler as string) : (o.queue as string);
   const routingKey = keys.length === 0 ? undefined : keys.length === 1 ? (keys[0] as string) : (keys as string[]);
   checkBoolean('createQueueIfNotExists', o.createQueueIfNotExists);
   checkBoolean('allowNonJsonMessages', o.allowNonJsonMessages);
@@ -336,8 +361,11 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
       checkString('queueOptions.consumerOptions.consumerTag', q.consumerOptions.consumerTag, { nonEmpty: true });
     }
     requireValue('durable', q.durable, true, 'the work queue is durable, as its retry queues dead-letter back to it');
-    requireValue('exclusive', q.exclusive, false, 'the work queue outlives its connection, as its retry queues dead-letter back to it');
-    requireValue('autoDelete', q.autoDelete, false, 'the work queue outlives its consumers, as its retry queues dead-letter back to it');
+    const durableWhy = derived
+      ? 'the queue of a handler without `queue` is durable and named after the service and the handler, so that its retries and parked messages outlive a restart'
+      : 'the work queue outlives its connection, as its retry queues dead-letter back to it';
+    requireValue('exclusive', q.exclusive, false, durableWhy);
+    requireValue('autoDelete', q.autoDelete, false, durableWhy);
     const args: Record<string, string | number | boolean> = {};
     if (q.arguments !== undefined) {
       if (!isRecord(q.arguments)) throw new InvalidOptionsError('queueOptions.arguments must be an object of argument names to values');
@@ -364,10 +392,12 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
     if (Object.keys(args).length > 0) queueArguments = args;
   }
 
-  const consume: ConsumeHandlerOptions = { queue: o.queue as string };
+  const consume: ConsumeHandlerOptions = { queue };
   if (exchange !== undefined) consume.exchange = exchange;
   if (o.exchangeType !== undefined) consume.exchangeType = o.exchangeType;
+  // A derived queue is bound with the keys given, `''` included (a fanout's), never by its own name.
   if (routingKey !== undefined) consume.routingKey = routingKey;
+  else if (derived) consume.routingKey = '';
   if (o.prefetch !== undefined) consume.prefetch = o.prefetch;
   if (queueType !== undefined) consume.queueType = queueType;
   if (queueArguments !== undefined) consume.queueArguments = queueArguments;
@@ -395,7 +425,7 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
       return msg.text();
     }
   };
-  return { consume, onFailure: o.onFailure, body, channel: q?.channel, bindings: others, batch };
+  return { consume, onFailure: o.onFailure, body, channel: q?.channel, bindings: others, batch, derived };
 }
 
 /**

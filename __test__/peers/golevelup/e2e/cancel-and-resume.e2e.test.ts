@@ -5,7 +5,6 @@ import { INestApplication, LoggerService } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { createMock } from '@golevelup/ts-jest';
 import { getRabbitMQUri } from './utils';
-import { closeAmqp, withChannel } from '../../../helpers';
 
 const exchange = 'testCancelAndResumeExchange';
 const queue = 'testCancelAndResumeQueue';
@@ -40,13 +39,12 @@ describe('Rabbit Cancel and Resume', () => {
 
     app = moduleFixture.createNestApplication();
     amqpConnection = app.get<AmqpConnection>(AmqpConnection);
-    await withChannel((ch) => ch.assertQueue(queue));
+    await amqpConnection.channel.assertQueue(queue);
     await app.init();
   });
 
   afterAll(async () => {
     await app?.close();
-    await closeAmqp();
   });
 
   beforeEach(() => {

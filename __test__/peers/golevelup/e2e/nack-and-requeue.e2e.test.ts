@@ -87,7 +87,7 @@ describe('Nack and Requeue', () => {
     await app?.close();
   });
 
-  // rabbit-retry: no amqplib channel to spy on: Nack() parks the message (__test__/peers/CHANGES.md)
+  // rabbit-retry: it spies on amqpConnection.channel.nack; rabbit-retry's core settles the message on its own channel: Nack() parks it (__test__/peers/CHANGES.md)
   it.skip('should nack the message when handler returns a Nack object', async () => {
     const spy = jest.spyOn(amqpConnection.channel, 'nack');
 
@@ -100,7 +100,7 @@ describe('Nack and Requeue', () => {
     expect(spy).toHaveBeenCalledWith(expect.anything(), false, false);
   });
 
-  // rabbit-retry: no amqplib channel to spy on: Nack(true) goes to the retry queue, not requeued at once (__test__/peers/CHANGES.md)
+  // rabbit-retry: Nack(true) sends the message to the next retry queue, never back to the queue at once (a deliberate difference) (__test__/peers/CHANGES.md)
   it.skip('should nack and requeue 3 times', async () => {
     const spy = jest.spyOn(amqpConnection.channel, 'nack');
 

@@ -97,7 +97,7 @@ describe('Rabbit Subscribe', () => {
     await app.init();
   });
 
-  afterEach(async () => {
+  afterAll(async () => {
     await app?.close();
   });
 
