@@ -137,6 +137,10 @@ export class AmqpConnection {
 
   /** Opens the amqplib connection and channel of {@link AmqpConnection.channel}, when amqplib is installed. @internal */
   async openChannel(): Promise<void> {
+    if (this.#options.amqplibChannel === false) {
+      this.#noChannel = 'the module was given `amqplibChannel: false`';
+      return;
+    }
     const warn = (m: string): void => this.#options.logger?.warn(m);
     this.#amqplib = await openAmqplib(firstUrl(this.#options), this.#options.heartbeat ?? DEFAULT_HEARTBEAT, warn);
     if (!this.#amqplib) this.#noChannel = 'amqplib is not installed';
@@ -159,7 +163,7 @@ export class AmqpConnection {
    * (golevelup's URL, `?heartbeat=5`), for declaring, checking and deleting.
    * Handlers are not consumed on it, so it does not ack their messages. Throws
    * `UNSUPPORTED_OPTION`, naming the client's methods to use instead, when
-   * amqplib is not installed.
+   * amqplib is not installed or the module was given `amqplibChannel: false`.
    */
   get channel(): AmqplibChannel {
     if (!this.#amqplib) throw noChannelError('channel', this.#noChannel);

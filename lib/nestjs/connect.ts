@@ -6,7 +6,7 @@
 import { Logger } from '@nestjs/common';
 
 import { DEFAULT_URL, RabbitRetry } from '../client';
-import { brokerUrls, checkString } from '../options/check';
+import { brokerUrls, checkBoolean, checkString } from '../options/check';
 import { UnsupportedOptionError } from '../errors';
 import { declareTopology } from './topology';
 import { GOLEVELUP_OPTION_KEYS, MODULE_OPTION_KEYS, checkModuleOptions, infoLogger, type RabbitRetryModuleOptions } from './options';
@@ -32,8 +32,9 @@ export async function connectModule(options: RabbitRetryModuleOptions): Promise<
       '`enableControllerDiscovery: false` is not supported: controllers are always scanned, as providers are; remove it',
     );
   }
-  const { defaultOnFailure: _defaults, prefetch: _prefetch, serviceName, ...rest } = options;
+  const { defaultOnFailure: _defaults, prefetch: _prefetch, serviceName, amqplibChannel, ...rest } = options;
   checkString('serviceName', serviceName, { nonEmpty: true });
+  checkBoolean('amqplibChannel', amqplibChannel);
   const connectOptions = Object.fromEntries(Object.entries(rest).filter(([k]) => !(k in GOLEVELUP_OPTION_KEYS)));
   const logger = new Logger('RabbitRetry');
   const rr = await RabbitRetry.connect({

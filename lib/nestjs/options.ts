@@ -112,6 +112,14 @@ export interface RabbitRetryModuleOptions extends ConnectOptions, GolevelupModul
    * @default 'app'
    */
   serviceName?: string;
+  /**
+   * Whether `AmqpConnection` opens golevelup's amqplib channel (`channel`,
+   * `connection`) on an amqplib connection of its own, when amqplib is
+   * installed. `false`: no second connection, and `channel` throws
+   * `UNSUPPORTED_OPTION`, naming the client's methods to use instead.
+   * @default true
+   */
+  amqplibChannel?: boolean;
 }
 
 /** The keys of {@link RabbitRetryModuleOptions}. @internal */
@@ -121,6 +129,7 @@ export const MODULE_OPTION_KEYS = {
   defaultOnFailure: true,
   prefetch: true,
   serviceName: true,
+  amqplibChannel: true,
 } satisfies OptionKeys<RabbitRetryModuleOptions>;
 
 /** What {@link Consume} takes: {@link ConsumeOptions} without `onFailure`, which {@link OnFailure} sets. */
