@@ -1,6 +1,7 @@
 import { RmqContext } from '@nestjs/microservices';
 
-import { Message, type MessageProperties } from '../message';
+import type { Message } from '../message';
+import { RabbitSubscribeMessage, type ConsumeMessageFields, type ConsumeMessageProperties } from '../nestjs/raw';
 
 /** What a handler asked of its message through the channel of its context. */
 export type ChannelVerdict =
@@ -52,50 +53,19 @@ export class RabbitRetryChannelRef {
 }
 
 /** amqplib's `fields` of a delivery, as far as the transport knows them. */
-export interface RmqMessageFields {
-  /** The exchange the message was delivered through (`''` after a retry hop). */
-  exchange: string;
-  /** The routing key it was delivered with. */
-  routingKey: string;
-  /** Whether the broker delivered it before. */
-  redelivered: boolean;
-}
+export type RmqMessageFields = ConsumeMessageFields;
 
 /** The properties of a {@link RabbitRetryRmqMessage}: amqplib's, with the headers among them. */
-export type RmqMessageProperties = MessageProperties & {
-  /** The application headers. */
-  headers: Record<string, unknown>;
-};
+export type RmqMessageProperties = ConsumeMessageProperties;
 
 /**
  * The message `RabbitRetryContext.getMessage()` gives: shaped as amqplib's
  * message that Nest's `RmqContext` gives (`content`, `fields`, `properties`
  * with `headers`), and rabbit-retry's {@link Message} besides (`body`,
- * `headers`, `attempt`, `json()`).
+ * `headers`, `attempt`, `json()`); the same shape a `@RabbitSubscribe`
+ * handler gets.
  */
-export class RabbitRetryRmqMessage extends Message {
-  /** The body, as amqplib's `content`. */
-  readonly content: Buffer;
-  /** The exchange, routing key and redelivered flag, as amqplib's `fields`. */
-  readonly fields: RmqMessageFields;
-  readonly #properties: RmqMessageProperties;
-
-  /** @internal */
-  constructor(msg: Message) {
-    const body = msg.body;
-    const properties = { ...msg.properties, headers: msg.headers };
-    const { exchange, routingKey, redelivered, attempt } = msg;
-    super({ exchange, routingKey, redelivered, attempt, properties, bytes: body, start: 0, end: body.length });
-    this.content = body;
-    this.fields = { exchange: msg.exchange, routingKey: msg.routingKey, redelivered: msg.redelivered };
-    this.#properties = properties;
-  }
-
-  /** The message's properties, with `headers` among them as in amqplib. */
-  override get properties(): RmqMessageProperties {
-    return this.#properties;
-  }
-}
+export class RabbitRetryRmqMessage extends RabbitSubscribeMessage {}
 
 /**
  * What `@Ctx()` gives a handler run by {@link RabbitRetryServer}: the
