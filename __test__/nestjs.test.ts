@@ -888,7 +888,7 @@ describe('unknown options of the module and the decorators', () => {
     await expect(failure).rejects.toMatchObject({
       code: 'INVALID_OPTIONS',
       message: expect.stringMatching(
-        /^`maxInFlight` is not an option of RabbitRetryModule options; its options are `url`, .*`defaultOnFailure`, `prefetch`$/,
+        /^`maxInFlight` is not an option of RabbitRetryModule options; its options are `url`, .*`defaultOnFailure`, `prefetch`, `serviceName`, `amqplibChannel`$/,
       ),
     });
   });

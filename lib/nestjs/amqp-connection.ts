@@ -18,7 +18,7 @@ import type { Replies } from '../messaging/replies';
 import { type AmqpPublishOptions, type MessageDeserializer, type MessageSerializer, defaultDeserializer, defaultSerializer } from './serialize';
 import { type RabbitSubscribeOptions, bindOthers, subscribePlan } from './subscribe';
 import { type AmqplibChannel, type AmqplibConnection, type AmqplibLink, closeAmqplib, noChannelError, openAmqplib } from './amqplib';
-import { DEFAULT_HEARTBEAT, connectModule, firstUrl } from './connect';
+import { DEFAULT_HEARTBEAT, connectModule, moduleUrls } from './connect';
 import { rawOf } from './raw';
 import type { RabbitRetryModuleOptions } from './options';
 
@@ -142,7 +142,7 @@ export class AmqpConnection {
       return;
     }
     const warn = (m: string): void => this.#options.logger?.warn(m);
-    this.#amqplib = await openAmqplib(firstUrl(this.#options), this.#options.heartbeat ?? DEFAULT_HEARTBEAT, warn);
+    this.#amqplib = await openAmqplib(moduleUrls(this.#options), this.#options.heartbeat ?? DEFAULT_HEARTBEAT, warn);
     if (!this.#amqplib) this.#noChannel = 'amqplib is not installed';
   }
 

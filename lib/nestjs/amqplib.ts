@@ -57,21 +57,33 @@ export interface AmqplibLink {
 }
 
 /**
- * Opens the amqplib connection and channel of {@link AmqpConnection.channel},
- * or resolves `undefined` when amqplib is not installed.
+ * Opens the amqplib connection and channel of {@link AmqpConnection.channel}
+ * on the first of `urls` (a cluster's nodes, in order) that answers, or
+ * resolves `undefined` when amqplib is not installed. Rejects with the last
+ * node's error when none answers.
  * @internal
  */
-export async function openAmqplib(url: string, heartbeat: number, warn: (m: string) => void): Promise<AmqplibLink | undefined> {
+export async function openAmqplib(urls: readonly string[], heartbeat: number, warn: (m: string) => void): Promise<AmqplibLink | undefined> {
   const amqplib = loadAmqplib();
   if (!amqplib) return undefined;
-  const connection = await amqplib.connect(amqplibUrl(url, heartbeat), undefined);
-  connection.on('error', (err) => warn(`the amqplib connection of AmqpConnection.channel failed: ${err.message}`));
-  try {
-    return { connection, channel: await connection.createConfirmChannel() };
-  } catch (err) {
-    await connection.close().catch(() => undefined);
-    throw err;
+  let lastErr: unknown = new Error('no broker URL');
+  for (const url of urls) {
+    let connection: AmqplibConnection;
+    try {
+      connection = await amqplib.connect(amqplibUrl(url, heartbeat), undefined);
+    } catch (err) {
+      lastErr = err;
+      continue;
+    }
+    connection.on('error', (err) => warn(`the amqplib connection of AmqpConnection.channel failed: ${err.message}`));
+    try {
+      return { connection, channel: await connection.createConfirmChannel() };
+    } catch (err) {
+      await connection.close().catch(() => undefined);
+      throw err;
+    }
   }
+  throw lastErr;
 }
 
 /** Closes what {@link openAmqplib} opened. @internal */

@@ -14,9 +14,9 @@ import { GOLEVELUP_OPTION_KEYS, MODULE_OPTION_KEYS, checkModuleOptions, infoLogg
 /** golevelup's heartbeat, in seconds (amqp-connection-manager's `?heartbeat=5`): the module's default. */
 export const DEFAULT_HEARTBEAT = 5;
 
-/** The module's first node's URL, as given (with its credentials): amqplib connects to it. @internal */
-export function firstUrl(options: RabbitRetryModuleOptions): string {
-  return brokerUrls(options.url, process.env.AMQP_URL, DEFAULT_URL)[0] ?? DEFAULT_URL;
+/** The module's nodes' URLs, as given (with their credentials), in order: amqplib connects to the first that answers. @internal */
+export function moduleUrls(options: RabbitRetryModuleOptions): string[] {
+  return brokerUrls(options.url, process.env.AMQP_URL, DEFAULT_URL);
 }
 
 /**
