@@ -7,7 +7,7 @@
  * parked queue), never requeued. A message whose body cannot be read never
  * joins a batch: it parks alone.
  */
-import { checkFunction, checkKeys, checkObject, checkWhole, foreignOptions, type ForeignOption } from '../options/check';
+import { checkFunction, checkKeys, checkObject, checkWhole } from '../options/check';
 import { NonRetryableError } from '../errors';
 import type { Message } from '../message';
 import type { OptionKeys } from '../options';
@@ -50,14 +50,7 @@ export interface BatchPlan {
 
 const BATCH_OPTION_KEYS = { size: true, timeout: true, errorHandler: true } satisfies OptionKeys<RabbitSubscribeBatchOptions>;
 
-const REFUSED_BATCH_OPTIONS: Readonly<Record<string, string>> = {};
-
-/** The batch options' keys with no meaning here, for the decorator's one refusal of them all. @internal */
-export function refusedBatchOptions(where: string, batch: unknown): ForeignOption[] {
-  return batch !== null && typeof batch === 'object' ? foreignOptions(where, batch, REFUSED_BATCH_OPTIONS, 'batchOptions.') : [];
-}
-
-/** Checks `batchOptions` (their refused keys already refused); `undefined` without them. @internal */
+/** Checks `batchOptions`; `undefined` without them. @internal */
 export function batchPlan(where: string, batch: unknown): BatchPlan | undefined {
   if (batch === undefined) return undefined;
   checkObject('batchOptions', batch, 'an object such as { size: 10, timeout: 200 }');

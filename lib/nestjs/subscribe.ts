@@ -16,7 +16,7 @@ import type { ConsumeOptions, OnFailureOptions, OptionKeys, QueueArguments } fro
 import { RABBIT_SUBSCRIBE_METADATA } from './constants';
 import type { ConsumeHandlerOptions } from './options';
 import type { MessageDeserializer } from './serialize';
-import { type BatchPlan, type RabbitSubscribeBatchOptions, batchPlan, refusedBatchOptions } from './batch';
+import { type BatchPlan, type RabbitSubscribeBatchOptions, batchPlan } from './batch';
 
 /**
  * The queue options of {@link RabbitSubscribe}, as golevelup (and amqplib's
@@ -328,7 +328,6 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
   if (isRecord(q)) refused.push(...foreignOptions(where, q, REFUSED_QUEUE_OPTIONS, 'queueOptions.'));
   const consumerOptions: unknown = isRecord(q) ? q.consumerOptions : undefined;
   if (isRecord(consumerOptions)) refused.push(...foreignOptions(where, consumerOptions, REFUSED_CONSUMER_OPTIONS, 'queueOptions.consumerOptions.'));
-  refused.push(...refusedBatchOptions(where, o.batchOptions));
   refuseAll(where, refused);
   const batch = batchPlan(where, o.batchOptions);
   const { exchange, keys: bindingKeys, others } = bindingKeysOf(o);
