@@ -13,6 +13,7 @@ import { rmSync } from 'node:fs';
 import * as amqp from 'amqplib';
 
 import { RabbitRetry, parkedQueueName, retryQueueName, type Delay } from '../../lib';
+import { parseDelay } from '../../lib/options/check';
 import { RABBITMQCTL } from '../broker';
 import { PG_HOST, PG_PORT, PG_USER, psql } from '../helpers';
 import { expectedEnd, expectedOutcome, swallowsFirstAttempt } from './plan';
@@ -20,6 +21,7 @@ import {
   type Run as KitRun,
   callsNeeded,
   deleteFamily,
+  eventsOf,
   drainParked as parkedOf,
   lines,
   newRun,
@@ -36,6 +38,9 @@ const DELAYS: Delay[] = ['100ms', '200ms'];
 // FAULT_BROKER_DELAY=100ms,200ms,2 runs the suite with onFailure.brokerDelay on RabbitMQ 4.3: the same
 // number of attempts as DELAYS, so the same handler calls are needed, and no retry queue to delete.
 const BROKER_DELAY = Boolean(process.env.FAULT_BROKER_DELAY);
+// Retry queues that dead-letter back to a classic work queue: RabbitMQ does that hop at most once.
+const CLASSIC_HOP = !BROKER_DELAY && process.env.FAULT_QUEUE_TYPE !== 'quorum';
+const delayMs = (d: Delay) => parseDelay(d, 'delay').ms;
 const DEADLINE_MS = 150_000;
 // FAULT_RESTARTS=K restarts the broker K times in one run of (b) (default 1).
 const RESTARTS = Number(process.env.FAULT_RESTARTS ?? 1);
@@ -87,6 +92,8 @@ interface Run extends KitRun {
   deletedAt?: number;
   /** When the fault was injected (ms since the epoch), for the account of a lost message. */
   faultAt?: number;
+  /** Each broker restart's stop_app (ms since the epoch). */
+  restarts?: number[];
 }
 
 /** The exchange of `run`'s fault events (onFailure.faults), and the queue the suite reads them from. */
@@ -153,6 +160,12 @@ interface Report {
   /** What became of each lost id (the first 20): empty when none was lost. */
   lostAccount: string[];
   destroyed: number;
+  /**
+   * Ids RabbitMQ dropped while it shut down: confirmed into a classic retry queue, whose delay
+   * ended during the broker's shutdown, when the broker's dead-lettering (at most once on
+   * classic queues) found the work queue already stopped. Printed with their times, not lost.
+   */
+  droppedAtShutdown: string[];
   wrong: string[];
   duplicateCalls: number;
   duplicateParked: number;
@@ -213,6 +226,25 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
       const m = lastMove.get(id);
       return m !== undefined && m.target === run.deletedQueue && m.at > deletedAt - 2000 && m.at < deletedAt + 1000;
     };
+    // The broker's shutdown: from the fault to the consumer's first `disconnected` after it. A message
+    // confirmed into a classic retry queue then, whose delay ended before its queue stopped, was
+    // dead-lettered to a work queue that may have stopped first: RabbitMQ's classic dead-lettering is
+    // at most once (docs/reliability.md). Not with brokerDelay (no hop) nor quorum queues (at least once).
+    const faultAt = run.faultAt ?? 0;
+    const disconnects = eventsOf(run, 'disconnected').map((e) => Number(e.at));
+    const shutdowns = (run.restarts ?? []).flatMap((from) => {
+      const to = disconnects.find((t) => t >= from);
+      return to === undefined ? [] : [{ from, to }];
+    });
+    const disconnectedAt = shutdowns.at(-1)?.to;
+    const delayOf = new Map(DELAYS.map((d) => [retryQueueName(run.queue, d), delayMs(d)] as const));
+    const hopDuringShutdown = (id: string) => {
+      const m = lastMove.get(id);
+      const delay = m && delayOf.get(m.target);
+      if (!CLASSIC_HOP || !m || delay === undefined) return false;
+      return shutdowns.some(({ from, to }) => m.at + delay >= from && m.at <= to);
+    };
+    const droppedAtShutdown: string[] = [];
     const wrong: string[] = [];
     const missing: string[] = [];
     const ackedWithoutEffect: string[] = [];
@@ -225,6 +257,7 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
       const reasons = parked.get(id);
       if (!acked.has(id) && !reasons) {
         if (wentWithQueue(id)) destroyed++;
+        else if (hopDuringShutdown(id)) droppedAtShutdown.push(id);
         else if (INBOX && resolved.has(id) && !waiting.has(id)) ackedWithoutEffect.push(id);
         else missing.push(id);
       } else if (want === 'acked' ? !acked.has(id) : !reasons?.includes(want)) wrong.push(`${id}: wanted ${want}`);
@@ -242,13 +275,20 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
     const lost = missing.length;
     // What became of each lost id, in ms from the fault: its handler calls, its confirmed moves, and
     // where it was found after the deadline (a message the consumer held unacked is given back when it stops).
-    const at = run.faultAt ?? 0;
+    const at = faultAt;
     const moves = lines(run.retriesFile).map((l) => l.split(' '));
-    const lostAccount = missing.slice(0, 20).map((id) => {
+    const account = (id: string) => {
       const its = moves.filter(([m]) => m === id).map(([, target, t]) => `${target}@${Number(t) - at}ms`);
       const left = leftover.filter((l) => l.startsWith(`${id}@`)).map((l) => l.slice(id.length + 1));
       return `${id}: calls ${calls.filter((c) => c === id).length}; moves ${its.join(', ') || 'none'}; after the deadline in ${left.join(', ') || 'no queue'}`;
-    });
+    };
+    const lostAccount = missing.slice(0, 20).map(account);
+    if (lost && disconnectedAt !== undefined) lostAccount.push(`the consumer disconnected at ${disconnectedAt - at}ms`);
+    if (droppedAtShutdown.length) {
+      console.log(
+        `fault ${fault}: dropped by the broker's dead-lettering during its shutdown (the consumer disconnected at ${(disconnectedAt ?? at) - at}ms): ${droppedAtShutdown.slice(0, 20).map(account).join(' | ')}`,
+      );
+    }
     const closing = run.events.filter((e) => e.includes('"closing"')).pop();
     if (lost && closing) lostAccount.push(`the consumer, told to stop: ${closing}`);
     if (lost) console.log(`fault ${fault}: lost ${lostAccount.join(' | ')}`);
@@ -258,6 +298,7 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
       lost,
       lostAccount,
       destroyed,
+      droppedAtShutdown,
       wrong,
       duplicateCalls: calls.length - minCalls,
       duplicateParked,
@@ -271,7 +312,7 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
       ? ` effects twice=${effectsTwice.length} acked without effect=${ackedWithoutEffect.length} swallowed failures caught=${swallowed} (of ${swallowing} planned first attempts) inbox duplicates skipped=${psql(`SELECT COALESCE(sum(n), 0) FROM rabbit_retry_inbox_duplicates WHERE consumer = '${run.queue}'`, 'test')}`
       : '';
     console.log(
-      `fault ${fault}: N=${N} lost=${lost}${run.deletedQueue ? ` (${destroyed} went with the deleted queue)` : ''} duplicate handler calls=${report.duplicateCalls} duplicate parked copies=${duplicateParked}${inbox} fault events: ${faults.size} for ${parked.size} parked, missing=${faultsMissing.length} for unparked=${faultsUnparked.length} twice=${faultsTwice} consumer events=${stuckEvents.length}`,
+      `fault ${fault}: N=${N} lost=${lost}${run.deletedQueue ? ` (${destroyed} went with the deleted queue)` : ''}${droppedAtShutdown.length ? ` (${droppedAtShutdown.length} dropped by the broker's dead-lettering during its shutdown)` : ''} duplicate handler calls=${report.duplicateCalls} duplicate parked copies=${duplicateParked}${inbox} fault events: ${faults.size} for ${parked.size} parked, missing=${faultsMissing.length} for unparked=${faultsUnparked.length} twice=${faultsTwice} consumer events=${stuckEvents.length}`,
     );
     if (effectsTwice.length) console.log(`fault ${fault}: effects committed twice: ${effectsTwice.slice(0, 20).join(', ')}`);
     if (ackedWithoutEffect.length) console.log(`fault ${fault}: acked without effect: ${ackedWithoutEffect.slice(0, 20).join(', ')}`);
@@ -327,6 +368,7 @@ describe(`fault suite (N=${N}, every message acked or parked${INBOX ? ', every e
       for (let k = 1; k <= RESTARTS; k++) {
         await waitForProgress(run, (k * N) / (RESTARTS + 3));
         run.faultAt = Date.now();
+        run.restarts = [...(run.restarts ?? []), run.faultAt];
         rabbitmqctl('stop_app');
         await sleep(2000);
         rabbitmqctl('start_app');
