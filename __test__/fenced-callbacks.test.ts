@@ -72,6 +72,7 @@ function message(body = '{"id":1}'): Message {
     exchange: '',
     routingKey: 'orders',
     redelivered: false,
+    deliveryTag: 1,
     attempt: 0,
     properties: { messageId: 'm-1', headers: {} },
     bytes,

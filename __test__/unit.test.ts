@@ -30,6 +30,7 @@ function message(body: string | Buffer, overrides: Partial<Delivery> = {}): Mess
     exchange: 'orders',
     routingKey: 'order.created',
     redelivered: false,
+    deliveryTag: 1,
     attempt: 0,
     properties: { messageId: 'm-1', contentType: 'application/json', headers: { tenant: 'acme' } },
     ...overrides,

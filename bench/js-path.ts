@@ -58,6 +58,7 @@ function batch(): NativeBatch {
       exchange: '',
       routingKey: 'orders',
       redelivered: false,
+      deliveryTag: id,
       attempt: 0,
       offset: i * SIZE,
       length: SIZE,

@@ -7,6 +7,7 @@ export interface DeliveryParts {
   exchange: string;
   routingKey: string;
   redelivered: boolean;
+  deliveryTag: number;
   attempt: number;
   consumerTag?: string;
   properties: NativeMessageProperties;
@@ -69,6 +70,12 @@ export class Message {
   readonly routingKey: string;
   /** Whether the broker delivered it before (after a crash or a close). */
   readonly redelivered: boolean;
+  /**
+   * The broker's delivery tag, on the channel the message came on (a new
+   * channel after a reconnect counts from 1 again). For logs and tracing: the
+   * handler settles the message by resolving or throwing.
+   */
+  readonly deliveryTag: number;
   /** How many earlier attempts of this message failed: 0 on the first delivery. */
   readonly attempt: number;
   /** The tag of the consumer it was delivered to, when its options named one (`consumerTag`); else `undefined`. */
@@ -83,6 +90,7 @@ export class Message {
     this.exchange = d.exchange;
     this.routingKey = d.routingKey;
     this.redelivered = d.redelivered;
+    this.deliveryTag = d.deliveryTag;
     this.attempt = d.attempt;
     if (d.consumerTag !== undefined) this.consumerTag = d.consumerTag;
   }

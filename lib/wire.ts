@@ -59,6 +59,8 @@ export interface DeliveryMeta {
   routingKey: string;
   /** Whether the broker delivered it before. */
   redelivered: boolean;
+  /** The broker's delivery tag, on the channel it came on. */
+  deliveryTag: number;
   /** Earlier failed attempts. */
   attempt: number;
   /** Properties and headers. */
@@ -101,6 +103,7 @@ export function partsOf(d: DeliveryMeta, batch: NativeBatch, consumerTag?: strin
     exchange: d.exchange,
     routingKey: d.routingKey,
     redelivered: d.redelivered,
+    deliveryTag: d.deliveryTag,
     attempt: d.attempt,
     properties,
     bytes: own ?? batch.bodies,

@@ -15,6 +15,8 @@ export interface ConsumeMessageFields {
   routingKey: string;
   /** Whether the broker delivered it before. */
   redelivered: boolean;
+  /** The broker's delivery tag, on the channel the message came on (rabbit-retry settles it: see {@link Message.deliveryTag}). */
+  deliveryTag: number;
 }
 
 /** amqplib's message properties: rabbit-retry's, with the headers among them. */
@@ -27,7 +29,7 @@ export type ConsumeMessageProperties = MessageProperties & {
 export class RabbitSubscribeMessage extends Message {
   /** The body, as amqplib's `content`. */
   readonly content: Buffer;
-  /** The consumer's tag, the exchange, the routing key and `redelivered`, as amqplib's `fields`. */
+  /** The consumer's tag, the exchange, the routing key, `redelivered` and the delivery tag, as amqplib's `fields`. */
   readonly fields: ConsumeMessageFields;
   readonly #properties: ConsumeMessageProperties;
 
@@ -35,10 +37,10 @@ export class RabbitSubscribeMessage extends Message {
   constructor(msg: Message) {
     const body = msg.body;
     const properties = { ...msg.properties, headers: msg.headers };
-    const { exchange, routingKey, redelivered, attempt, consumerTag } = msg;
-    super({ exchange, routingKey, redelivered, attempt, consumerTag, properties, bytes: body, start: 0, end: body.length });
+    const { exchange, routingKey, redelivered, deliveryTag, attempt, consumerTag } = msg;
+    super({ exchange, routingKey, redelivered, deliveryTag, attempt, consumerTag, properties, bytes: body, start: 0, end: body.length });
     this.content = body;
-    this.fields = { exchange, routingKey, redelivered };
+    this.fields = { exchange, routingKey, redelivered, deliveryTag };
     if (consumerTag !== undefined) this.fields.consumerTag = consumerTag;
     this.#properties = properties;
   }

@@ -53,7 +53,7 @@ const SHARED_BODY_MAX: usize = 16 * 1024;
 
 /// One delivery's metadata, appended to `out` as a JSON object (`DeliveryMeta`
 /// in `lib/wire.ts`): `id`, `exchange`, `routingKey`, `redelivered`,
-/// `attempt`, `table: true` when a retryable failure of this attempt goes to
+/// `deliveryTag` (the broker's, on the channel it came on), `attempt`, `table: true` when a retryable failure of this attempt goes to
 /// the retry table, `parks: true` when it parks, either `offset` and `length` (its body in the shared
 /// buffer) or `large` (the index of its own buffer), and `properties` (as
 /// [`MessageProperties`](super::convert::MessageProperties) names them,
@@ -68,8 +68,8 @@ fn delivery_meta(out: &mut Vec<u8>, d: &DeliveryView<'_>, body: BodyAt, strings:
     json_str(out, d.delivery.routing_key.as_str());
     let _ = write!(
         out,
-        ",\"redelivered\":{},\"attempt\":{},",
-        d.delivery.redelivered, d.attempt
+        ",\"redelivered\":{},\"deliveryTag\":{},\"attempt\":{},",
+        d.delivery.redelivered, d.delivery.delivery_tag, d.attempt
     );
     if d.table_bound {
         out.extend_from_slice(b"\"table\":true,");
@@ -312,6 +312,7 @@ mod tests {
         }
         assert_eq!(meta[1]["id"], 2);
         assert_eq!(meta[1]["redelivered"], true);
+        assert_eq!(meta[1]["deliveryTag"], 2);
         assert_eq!(meta[0]["exchange"], "shipments");
         assert_eq!(meta[0]["routingKey"], "shipment.requested");
         assert_eq!(meta[0]["attempt"], 1);
