@@ -20,6 +20,7 @@ import {
   RabbitRequest,
   RabbitRetryModule,
   RabbitSubscribe,
+  RabbitSubscribeMessage,
   type RabbitSubscribeOptions,
 } from '../lib/nestjs';
 import {
@@ -70,13 +71,25 @@ describe('@RabbitSubscribe: the handlers of golevelup, on rabbit-retry', () => {
     const app = await boot({ imports: [rabbit()], providers: [MessagingService] });
     const rr = app.get(RabbitRetry);
     await rr.publish(exchange, 'subscribe-route', { hello: 'world' }, { messageId: 'm-1', headers: { 'x-request-id': 'r-1' } });
-    await waitFor(() => received.length === 1, 10_000, 'the handler');
+    await rr.publish(exchange, 'subscribe-route', { hello: 'again' }, { messageId: 'm-2' });
+    await waitFor(() => received.length === 2, 10_000, 'the handler');
 
     expect(received[0].msg).toEqual({ hello: 'world' });
     expect(received[0].amqpMsg).toBeInstanceOf(Message);
     expect((received[0].amqpMsg as Message).routingKey).toBe('subscribe-route');
     expect((received[0].amqpMsg as Message).exchange).toBe(exchange);
     expect(received[0].headers).toMatchObject({ 'x-request-id': 'r-1' });
+    // amqplib's ConsumeMessage, as golevelup handed it: content, fields (the delivery tags of one channel, in order), properties.headers.
+    const raw = received.map((r) => r.amqpMsg as RabbitSubscribeMessage);
+    expect(raw.map((m) => m.content.toString())).toEqual(['{"hello":"world"}', '{"hello":"again"}']);
+    const tag = raw[0].fields.deliveryTag;
+    expect(tag).toBeGreaterThanOrEqual(1);
+    expect(raw.map((m) => m.fields)).toEqual([
+      { exchange, routingKey: 'subscribe-route', redelivered: false, deliveryTag: tag },
+      { exchange, routingKey: 'subscribe-route', redelivered: false, deliveryTag: tag + 1 },
+    ]);
+    expect(raw.map((m) => m.deliveryTag)).toEqual([tag, tag + 1]);
+    expect(raw[0].properties.headers).toMatchObject({ 'x-request-id': 'r-1' });
     await waitFor(async () => (await queueUnacked(queue)) === 0, 5_000, 'the ack');
     expect(await topologyDepths(queue, DELAYS)).toEqual({ work: 0, retry: { [`${queue}.retry.100ms`]: 0, [`${queue}.retry.200ms`]: 0 }, parked: 0 });
     // Not bound under any other key.
@@ -127,7 +140,7 @@ describe('@RabbitSubscribe: the handlers of golevelup, on rabbit-retry', () => {
     expect(await queueDepth(q1)).toBe(0);
   });
 
-  test('a body that is not JSON parks once; allowNonJsonMessages hands its text to the handler; a deserializer reads the body', async () => {
+  test('a body that is not JSON, or empty, parks once; allowNonJsonMessages hands its text to the handler; a deserializer reads the body', async () => {
     const strict = testQueue(DELAYS);
     const lenient = testQueue(DELAYS);
     const custom = testQueue(DELAYS);
@@ -157,18 +170,65 @@ describe('@RabbitSubscribe: the handlers of golevelup, on rabbit-retry', () => {
     const app = await boot({ imports: [rabbit()], providers: [MessagingService] });
     const rr = app.get(RabbitRetry);
     const body = Buffer.from('order=7;status=open', 'utf8');
-    for (const q of [strict, lenient]) await rr.publish('', q, body, { contentType: 'text/plain' });
+    for (const q of [strict, lenient]) {
+      await rr.publish('', q, body, { contentType: 'text/plain', messageId: 'text' });
+      await rr.publish('', q, Buffer.alloc(0), { messageId: 'empty' });
+    }
     await rr.publish('', custom, Buffer.from('a,b,c'), { contentType: 'text/csv' });
-    await waitFor(async () => (await queueDepth(`${strict}.parked`)) === 1 && seen.lenient.length === 1 && seen.custom.length === 1, 10_000, 'all three');
+    await waitFor(async () => (await queueDepth(`${strict}.parked`)) === 2 && seen.lenient.length === 2 && seen.custom.length === 1, 10_000, 'all five');
 
-    const parked = await getOne(`${strict}.parked`);
-    expect(parked?.content.equals(body)).toBe(true);
-    expect(parked?.headers).toMatchObject({ 'retry-reason': 'non-retryable', 'retry-attempt': 0, 'retry-error-name': 'NonRetryableError' });
-    expect(String(parked?.headers['retry-last-error'])).toMatch(/^the message body is not valid JSON/);
-    expect(seen).toEqual({ strict: [], lenient: ['order=7;status=open'], custom: [{ csv: ['a', 'b', 'c'], type: 'text/csv' }] });
+    const parked = [await getOne(`${strict}.parked`), await getOne(`${strict}.parked`)];
+    expect(parked.map((m) => [m?.properties.messageId, m?.content.length]).sort()).toEqual([
+      ['empty', 0],
+      ['text', body.length],
+    ]);
+    for (const m of parked) {
+      expect(m?.headers).toMatchObject({ 'retry-reason': 'non-retryable', 'retry-attempt': 0, 'retry-error-name': 'NonRetryableError' });
+      expect(String(m?.headers['retry-last-error'])).toMatch(/^the message body is not valid JSON/);
+    }
+    expect(seen.lenient.sort()).toEqual(['', 'order=7;status=open']);
+    expect(seen).toEqual({ strict: [], lenient: ['', 'order=7;status=open'], custom: [{ csv: ['a', 'b', 'c'], type: 'text/csv' }] });
     await sleep(400);
     expect(await queueDepth(`${strict}.retry.100ms`)).toBe(0);
     expect(await queueDepth(`${lenient}.parked`)).toBe(0);
+  });
+
+  test('handlers of one queue, each bound with keys of its own, share its consumer: a message goes to the handler its key was bound for, one sent to the queue directly to each in turn', async () => {
+    const exchange = testExchange();
+    const queue = testQueue(DELAYS);
+    const seen: Record<string, unknown[]> = { strict: [], lenient: [] };
+
+    @Injectable()
+    class MessagingService {
+      @RabbitSubscribe({ exchange, routingKey: ['orders.created', 'orders.paid'], queue })
+      async strictHandler(msg: unknown): Promise<void> {
+        seen.strict.push(msg);
+      }
+
+      @RabbitSubscribe({ exchange, routingKey: 'orders.raw', queue, allowNonJsonMessages: true })
+      async lenientHandler(msg: unknown): Promise<void> {
+        seen.lenient.push(msg);
+      }
+    }
+
+    const app = await boot({ imports: [rabbit()], providers: [MessagingService] });
+    const rr = app.get(RabbitRetry);
+    for (let i = 0; i < 3; i++) {
+      await rr.publish(exchange, 'orders.raw', Buffer.from(`raw ${i}`));
+      await rr.publish(exchange, 'orders.created', { created: i });
+    }
+    await rr.publish(exchange, 'orders.raw', Buffer.alloc(0));
+    await rr.publish(exchange, 'orders.paid', { paid: 1 });
+    for (let i = 0; i < 2; i++) await rr.publish('', queue, { direct: i });
+    await waitFor(() => seen.strict.length + seen.lenient.length === 10, 10_000, 'ten messages');
+    await sleep(300);
+
+    const isDirect = (m: unknown) => typeof m === 'object' && m !== null && 'direct' in m;
+    expect(seen.strict.filter((m) => !isDirect(m))).toEqual([{ created: 0 }, { created: 1 }, { created: 2 }, { paid: 1 }]);
+    expect(seen.lenient.filter((m) => typeof m === 'string')).toEqual(['raw 0', 'raw 1', 'raw 2', '']);
+    // The two sent to the queue directly: one each.
+    expect([seen.strict.filter(isDirect).length, seen.lenient.filter(isDirect).length]).toEqual([1, 1]);
+    expect(await topologyDepths(queue, DELAYS)).toEqual({ work: 0, retry: { [`${queue}.retry.100ms`]: 0, [`${queue}.retry.200ms`]: 0 }, parked: 0 });
   });
 
   test("golevelup's Nack: new Nack(true) goes to the next retry queue, new Nack() parks; neither requeues", async () => {

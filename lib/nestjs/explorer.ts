@@ -32,7 +32,7 @@ import { type BatchPlan, batching } from './batch';
 import { logMoves } from './follow';
 import { type RabbitRPCOptions, RPC_OPTIONS, answer, answerFailure, checkErrorBehavior } from './rpc';
 import { defaultSerializer } from './serialize';
-import { handlerConfigs, keysOf, prefetchOf, routeByKey } from './golevelup';
+import { handlerConfigs, keysOf, prefetchOf, routeByKey, shareByKey } from './golevelup';
 import { rawOf } from './raw';
 
 /** One decorated method, found at bootstrap. */
@@ -56,6 +56,19 @@ interface HandlerRef {
   bindings?: readonly RabbitSubscribeBinding[];
   /** golevelup's `batchOptions`: the method takes its messages in batches. */
   batch?: BatchPlan;
+}
+
+/**
+ * What the handlers that share one consumer have alike (see `byQueue`); `undefined`
+ * for a handler that consumes on its own: an @Consume one, a batch, one bound by
+ * no key of its own, or one with a failure path or an inbox of its own.
+ */
+function shareKey(ref: HandlerRef): string | undefined {
+  if (ref.rpc) return `rpc ${ref.consume.queue}`;
+  const { routingKey, inbox, ...alike } = ref.consume;
+  if (!ref.subscribe || ref.batch || alike.exchange === undefined || routingKey === undefined || inbox !== undefined || ref.onFailure !== undefined)
+    return undefined;
+  return `subscribe ${JSON.stringify([alike, ref.channel ?? null])}`;
 }
 
 /** The queue a handler's decorator names, for messages (before its options are checked). */
@@ -270,18 +283,26 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     return [...this.modules.values()].some((m) => m.imports.has(host) && m.imports.has(mine));
   }
 
-  /** The handlers by queue: the @RabbitRPC handlers of one queue share its consumer, routed by routing key. */
+  /**
+   * The handlers by consumer: the @RabbitRPC handlers of one queue share its
+   * consumer, routed by routing key; so do the @RabbitSubscribe handlers of one
+   * queue that each bind it to an exchange with keys of their own and consume it
+   * alike. golevelup ran those as competing consumers, where a handler that could
+   * not read a message requeued it for another; rabbit-retry never requeues, so
+   * a message goes to the handler whose binding took it.
+   */
   private byQueue(found: HandlerRef[]): HandlerRef[][] {
     const groups: HandlerRef[][] = [];
-    const rpcQueues = new Map<string, HandlerRef[]>();
+    const byKey = new Map<string, HandlerRef[]>();
     for (const ref of found) {
-      const shared = ref.rpc ? rpcQueues.get(ref.consume.queue) : undefined;
+      const key = shareKey(ref);
+      const shared = key === undefined ? undefined : byKey.get(key);
       if (shared) {
         shared.push(ref);
         continue;
       }
       const group = [ref];
-      if (ref.rpc) rpcQueues.set(ref.consume.queue, group);
+      if (key !== undefined) byKey.set(key, group);
       groups.push(group);
     }
     return groups;
@@ -354,7 +375,7 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
     };
     const runs = refs.map((r) => this.runner(r));
     let handler = runs[0];
-    if (refs.length > 1) {
+    if (refs.length > 1 && ref.rpc) {
       options.routingKey = refs.flatMap((r) => keysOf(r.consume));
       const route = routeByKey(refs.map((r, i) => ({ keys: keysOf(r.consume), run: runs[i] })));
       handler = (msg, tx) => {
@@ -362,6 +383,10 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
         if (!run) throw new NoHandlerError(`no @RabbitRPC handler of '${ref.consume.queue}' takes routing key '${msg.routingKey}'`);
         return run(msg, tx);
       };
+    } else if (refs.length > 1) {
+      options.routingKey = [...new Set(refs.flatMap((r) => keysOf(r.consume)))];
+      const pick = shareByKey(refs.map((r, i) => ({ keys: keysOf(r.consume), run: runs[i] })));
+      handler = (msg, tx) => pick(msg.routingKey)(msg, tx);
     }
     let consumer: Consumer;
     try {

@@ -1,7 +1,7 @@
 /**
  * golevelup's module options that shape handlers: `handlers` and `defaultHandler`
  * (options by name), `channels` (a prefetch by channel name), and the routing of
- * one queue's requests to the @RabbitRPC handler whose routing key matches.
+ * one queue's messages to the handler whose routing key matches.
  */
 import type { Message } from '../message';
 import type { ConsumeHandlerOptions, RabbitRetryModuleOptions } from './options';
@@ -46,6 +46,24 @@ export function keysOf(consume: ConsumeHandlerOptions): string[] {
   const key = consume.routingKey;
   if (key === undefined) return [consume.queue];
   return typeof key === 'string' ? [key] : [...key];
+}
+
+/**
+ * Picks the handler of a message for the @RabbitSubscribe handlers that share
+ * one queue, which golevelup ran as competing consumers: one whose binding key
+ * takes its routing key (exactly, else as a topic pattern), in turn when
+ * several do; in turn among all when none does (a message sent to the queue
+ * directly, as any of golevelup's consumers could have taken it).
+ * @internal
+ */
+export function shareByKey<R>(handlers: readonly { keys: readonly string[]; run: R }[]): (routingKey: string) => R {
+  let turn = 0;
+  return (routingKey) => {
+    let takers: readonly { keys: readonly string[]; run: R }[] = handlers.filter((h) => h.keys.includes(routingKey));
+    if (takers.length === 0) takers = handlers.filter((h) => h.keys.some((k) => matchesTopic(k, routingKey)));
+    if (takers.length === 0) takers = handlers;
+    return takers[turn++ % takers.length].run;
+  };
 }
 
 /**

@@ -406,10 +406,10 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
 
   const deserializer = o.deserializer ?? context.deserializer;
   const lenient = o.allowNonJsonMessages === true;
-  // As golevelup reads a body: through the deserializer (JSON by default); with allowNonJsonMessages, a body
-  // it cannot read (an empty one too) reaches the handler as its text. An empty body otherwise is undefined.
+  // As golevelup reads a body, the empty one included: through the deserializer (JSON by default); with
+  // allowNonJsonMessages, a body it cannot read (an empty one too) reaches the handler as its text; without,
+  // the message parks (golevelup's deserializer throws at an empty body as at any other it cannot read).
   const body = (msg: Message): unknown => {
-    if (msg.body.length === 0 && !lenient) return undefined;
     if (deserializer) {
       // Fenced: whatever it throws parks the message (or gives the handler the text); a Promise it returns goes to the handler.
       const r = fenceSync(`the deserializer of ${where}`, () => deserializer(msg.body, msg));
