@@ -57,6 +57,12 @@ console.log(`jest: ${r.numPassedTests} passed, ${r.numFailedTests} failed`);
 ' || true
 rm -f "$results"
 [[ $status -eq 0 ]] || exit $status
+# golevelup's specs again, every handler bound to an exchange written without a queue, as golevelup's users write
+# them (jest.peers-queueless.config.js; __test__/peers/CHANGES.md). Only when no test files were named.
+if [[ $# -eq 0 ]]; then
+  echo "== jest: golevelup's specs with queue-less handlers"
+  npx jest -c jest.peers-queueless.config.js --runInBand --forceExit
+fi
 stage install || exit 0
 
 echo "== install into a new NestJS project (no Rust toolchain)"

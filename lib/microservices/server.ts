@@ -24,13 +24,14 @@ import {
 import type { ParkedMove } from '../consumer/moves';
 import { DEFAULT_CLOSE_TIMEOUT_MS } from '../options';
 import { logMoves } from '../nestjs/follow';
+import { removeOwnQueues } from '../nestjs/own-queue';
 import { reasonOf } from '../support/error-text';
 import { DEFAULT_CALLBACK_TIMEOUT_MS, OBJECT, fence } from '../support/fence';
 import { RabbitRetryChannelRef, RabbitRetryContext } from './context';
 import { NO_MESSAGE_HANDLER, answerOf, failureOf, isNestInternalError } from './errors';
 import { RMQ_SERVER_OPTIONS, type RabbitRetryServerOptions, SERVER_OPTION_KEYS, connectOptionsOf, consumeOptionsOf, publishOptionsOf } from './options';
 import { isTopicPattern, matchesTopic } from '../messaging/topic';
-import { consumeTarget, removeBroadcastQueues } from './topology';
+import { consumeTarget } from './topology';
 
 /** The events a server passes on from its consumer: `on('parked', e => …)`. */
 export type RabbitRetryServerEvents = ConsumerEvents;
@@ -185,7 +186,7 @@ export class RabbitRetryServer extends Server implements CustomTransportStrategy
       try {
         await this.#consumer?.close({ timeoutMs: this.#options.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS });
         if (this.#target.broadcast && this.#rr) {
-          await removeBroadcastQueues(this.#rr, this.#target.consume).catch((err: unknown) =>
+          await removeOwnQueues(this.#rr, this.#target.consume).catch((err: unknown) =>
             this.logger.warn(`the queues of broadcast queue '${this.#target.consume.queue}' could not be deleted: ${reasonOf(err)}`),
           );
         }

@@ -3,17 +3,10 @@
  * queue of its own for a broadcast (`queue: ''`), the exchange of
  * `wildcards`, and the topic patterns its handlers are found by.
  */
-import { randomBytes } from 'node:crypto';
-
-import type { RabbitRetry } from '../client';
-import { DEFAULT_DELAYS } from '../options';
 import type { ConsumeOptions } from '../options';
 import { InvalidOptionsError, UnsupportedOptionError } from '../errors';
-import { parkedQueueName, retryQueueName } from '../native';
+import { ownQueueArguments, ownQueueName } from '../nestjs/own-queue';
 import type { RabbitRetryServerOptions } from './options';
-
-/** How long the broker keeps a broadcast queue nobody consumes (its instance is gone): 5 minutes. */
-export const BROADCAST_QUEUE_EXPIRES_MS = 300_000;
 
 /** The one `queueOptions` key the server takes, and what the others are to be written as. @internal */
 const QUEUE_OPTIONS_ADVICE = 'the work queue is durable; put its `arguments` in `queueArguments`, and `x-queue-type` in `queueType`';
@@ -51,15 +44,5 @@ export function consumeTarget(options: RabbitRetryServerOptions, consume: Consum
   if (options.exchange === undefined || options.exchange === '') {
     throw new InvalidOptionsError("queue: '' (a queue of the server's own) needs `exchange`: the broadcast it receives comes through it");
   }
-  const queue = `${options.exchange}.${randomBytes(4).toString('hex')}`;
-  const queueArguments = { 'x-expires': BROADCAST_QUEUE_EXPIRES_MS, ...options.queueArguments };
-  return { consume: { ...consume, queue, queueArguments }, broadcast };
-}
-
-/** The queues a broadcast's server deletes when it closes: its work queue and its retry queues (its parked queue when empty). @internal */
-export async function removeBroadcastQueues(rr: RabbitRetry, consume: ConsumeOptions): Promise<void> {
-  const delays = consume.onFailure?.brokerDelay ? [] : (consume.onFailure?.delays ?? DEFAULT_DELAYS);
-  for (const name of [consume.queue, ...delays.map((d) => retryQueueName(consume.queue, d))]) await rr.deleteQueue(name);
-  const parked = parkedQueueName(consume.queue);
-  if ((await rr.queueInfo(parked))?.messages === 0) await rr.deleteQueue(parked);
+  return { consume: { ...consume, queue: ownQueueName(options.exchange), queueArguments: ownQueueArguments(options.queueArguments) }, broadcast };
 }

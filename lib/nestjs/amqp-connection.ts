@@ -16,7 +16,8 @@ import type { PublishOptions } from '../options';
 import { checkTimeout, sendRequest } from '../messaging/request';
 import type { Replies } from '../messaging/replies';
 import { type AmqpPublishOptions, type MessageDeserializer, type MessageSerializer, defaultDeserializer, defaultSerializer } from './serialize';
-import { type RabbitSubscribeOptions, bindOthers, subscribePlan } from './subscribe';
+import { type RabbitSubscribeOptions, type SubscribePlan, bindOthers, subscribePlan } from './subscribe';
+import { removeOwnQueues } from './own-queue';
 import { type AmqplibChannel, type AmqplibConnection, type AmqplibLink, closeAmqplib, noChannelError, openAmqplib } from './amqplib';
 import { DEFAULT_HEARTBEAT, connectModule, moduleUrls } from './connect';
 import { rawOf } from './raw';
@@ -73,6 +74,8 @@ interface Subscription {
   /** The last part of the name of a queue derived for options without `queue`. */
   name: string;
   consumer?: Consumer;
+  /** Its consumer's options, worked out at its first start (a queue of the instance's own keeps its name on resume). */
+  plan?: SubscribePlan;
 }
 
 /**
@@ -260,13 +263,17 @@ export class AmqpConnection {
 
   /** Closes the reply channel, the subscriptions and the amqplib connection; and the client of a connection of its own. */
   async close(): Promise<void> {
-    const consumers = [...this.#subscriptions.values()].flatMap((s) => (s.consumer ? [s.consumer] : []));
+    const subscriptions = [...this.#subscriptions.values()];
+    const consumers = subscriptions.flatMap((s) => (s.consumer ? [s.consumer] : []));
     this.#subscriptions.clear();
     const link = this.#amqplib;
     this.#amqplib = undefined;
     this.#noChannel = 'the connection is closed';
     await Promise.allSettled([this.#replies?.close(), ...consumers.map((c) => c.close()), closeAmqplib(link)]);
     this.#replies = undefined;
+    for (const { plan } of subscriptions) {
+      if (plan?.own && this.#rr) await removeOwnQueues(this.#rr, { ...plan.consume, onFailure: plan.onFailure }).catch(() => undefined);
+    }
     if (this.#own && this.#rr) {
       const rr = this.#rr;
       this.#rr = undefined;
@@ -275,11 +282,11 @@ export class AmqpConnection {
   }
 
   private async start(subscription: Subscription): Promise<void> {
-    const plan = subscribePlan(subscription.options, {
+    const plan = (subscription.plan ??= subscribePlan(subscription.options, {
       deserializer: this.#deserialize,
       handler: subscription.name,
       serviceName: this.#options.serviceName,
-    });
+    }));
     subscription.consumer = await this.client.consume({ ...plan.consume, onFailure: plan.onFailure }, async (msg) => {
       await subscription.handler(plan.body(msg), rawOf(msg), msg.headers);
     });

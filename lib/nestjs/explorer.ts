@@ -34,6 +34,7 @@ import { type RabbitRPCOptions, RPC_OPTIONS, answer, answerFailure, checkErrorBe
 import { defaultSerializer } from './serialize';
 import { handlerConfigs, keysOf, prefetchOf, routeByKey, shareByKey } from './golevelup';
 import { rawOf } from './raw';
+import { removeOwnQueues } from './own-queue';
 
 /** One decorated method, found at bootstrap. */
 interface HandlerRef {
@@ -56,6 +57,8 @@ interface HandlerRef {
   bindings?: readonly RabbitSubscribeBinding[];
   /** golevelup's `batchOptions`: the method takes its messages in batches. */
   batch?: BatchPlan;
+  /** The queue is this instance's own (`queueOptions.exclusive` without `queue`): deleted at shutdown. */
+  own?: boolean;
 }
 
 /**
@@ -138,6 +141,8 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
   private readonly logger = new Logger('RabbitRetry');
   private readonly info: (message: string) => void;
   private readonly consumers: { ref: HandlerRef; consumer: Consumer }[] = [];
+  /** The consumers of queues of this instance's own, deleted at shutdown once their consumers closed. */
+  private readonly ownQueues: ConsumeOptions[] = [];
   private closing?: Promise<void>;
 
   constructor(
@@ -187,6 +192,11 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
         if (r.status === 'rejected') this.logger.error(`closing the consumer of '${this.consumers[i].consumer.queue}' failed: ${reasonOf(r.reason)}`);
       }
       for (const { ref } of this.consumers) claimed.get(ref.instance)?.delete(ref.method);
+      for (const own of this.ownQueues) {
+        await removeOwnQueues(this.rr, own).catch((err: unknown) =>
+          this.logger.warn(`the queues of '${own.queue}' could not be deleted: ${reasonOf(err)}`),
+        );
+      }
       this.registry.clear();
       AmqpConnectionManager.remove(this.options.name ?? 'default', this.amqp);
       await this.amqp.close();
@@ -319,10 +329,15 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
         deserializer: this.options.deserializer,
         where: ref.rpc ? '@RabbitRPC' : '@RabbitSubscribe',
         allowed: ref.rpc ? RPC_OPTIONS : undefined,
-        handler: ref.rpc ? undefined : ref.name,
+        handler: ref.name,
         serviceName: this.options.serviceName,
       });
-      if (plan.derived) this.info(`${ref.name} gives no queue: it consumes the durable queue '${plan.consume.queue}'`);
+      if (plan.own)
+        this.info(
+          `${ref.name} gives no queue, and exclusive: it consumes '${plan.consume.queue}', a queue of this instance's own, deleted when it closes`,
+        );
+      else if (plan.derived) this.info(`${ref.name} gives no queue: it consumes the durable queue '${plan.consume.queue}'`);
+      ref.own = plan.own;
       ref.channel = plan.channel;
       ref.bindings = plan.bindings;
       ref.batch = plan.batch;
@@ -395,6 +410,7 @@ export class RabbitRetryExplorer implements OnApplicationBootstrap, OnApplicatio
       throw this.withName(ref, err);
     }
     this.follow(consumer);
+    if (ref.own) this.ownQueues.push(options);
     for (const r of refs) this.consumers.push({ ref: r, consumer });
     this.registry.add(consumer);
     for (const r of refs) {

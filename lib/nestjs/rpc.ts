@@ -54,7 +54,9 @@ export interface RabbitRPCOptions extends Omit<RabbitSubscribeOptions, 'errorHan
  * `{ status: 'error', message, code }` (and the `rabbit-retry-error` header, which
  * `rr.request` turns into a `RemoteError`), then the request is acked; a
  * request without a reply-to takes the failure path. A {@link Nack} sends no
- * reply: `new Nack(true)` retries, `new Nack()` parks.
+ * reply: `new Nack(true)` retries, `new Nack()` parks. Without `queue`, as golevelup
+ * allows, it consumes a durable queue of its own, named as a `@RabbitSubscribe`
+ * handler's without one (`<serviceName>.<exchange>.<routingKey>.<Class>.<method>`).
  *
  * ```ts
  * @RabbitRPC({ exchange: 'exchange1', routingKey: 'rpc', queue: 'rpc' })

@@ -17,18 +17,31 @@ import { RABBIT_SUBSCRIBE_METADATA } from './constants';
 import type { ConsumeHandlerOptions } from './options';
 import type { MessageDeserializer } from './serialize';
 import { type BatchPlan, type RabbitSubscribeBatchOptions, batchPlan } from './batch';
+import { ownQueueArguments, ownQueueName } from './own-queue';
 
 /**
  * The queue options of {@link RabbitSubscribe}, as golevelup (and amqplib's
- * `assertQueue`) name them. The work queue is always durable, never
- * exclusive or auto-deleted: a retry queue dead-letters back to it.
+ * `assertQueue`) name them. The work queue is always durable: a retry queue
+ * dead-letters back to it. Without `queue`, `exclusive: true` (or
+ * `autoDelete: true`) gives the handler a queue of this instance's own.
  */
 export interface RabbitSubscribeQueueOptions {
   /** Only `true` (the default): the work queue outlives the connection. */
   durable?: boolean;
-  /** Only `false` (the default). */
+  /**
+   * `true`, on a handler without `queue`: it consumes a queue of this instance's own,
+   * `<serviceName>.<exchange>.<routingKey>.<Class>.<method>.<8 hex digits>` (a new one at
+   * every start), so that every instance gets every message, as golevelup's exclusive
+   * queue. It is durable with `x-expires` (5 minutes, unless `expires` says otherwise), has
+   * its own retry and parked queues, and is deleted with its retry queues (and the messages
+   * waiting in them) when the application closes; the parked queue stays while it holds
+   * messages. An instance that stops without closing leaves its queue to the broker, which
+   * deletes it 5 minutes later with the messages in it; its retry and parked queues stay.
+   * With `queue`, refused (`UNSUPPORTED_OPTION`): a named queue is shared by the service's
+   * instances. @default false
+   */
   exclusive?: boolean;
-  /** Only `false` (the default). */
+  /** As `exclusive` (golevelup's auto-deleted queue: one instance's, gone when it stops consuming). @default false */
   autoDelete?: boolean;
   /** Queue arguments (`x-max-length`, …); `x-queue-type` becomes `queueType`. */
   arguments?: QueueArguments;
@@ -273,6 +286,8 @@ export interface SubscribePlan {
   batch?: BatchPlan;
   /** Whether the queue's name was derived (the handler gives none). */
   derived: boolean;
+  /** Whether the queue is this instance's own (`exclusive` or `autoDelete` without `queue`): deleted when the instance closes. */
+  own: boolean;
 }
 
 /** What the module gives every {@link subscribePlan}. @internal */
@@ -342,7 +357,14 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
   if (derived && exchange === undefined) {
     throw new InvalidOptionsError(`${where} without a queue needs an exchange: its queue is named after it and bound to it`);
   }
-  const queue = derived ? derivedQueue(context.serviceName, exchange, keys as string[], context.handler as string) : (o.queue as string);
+  const own = derived && isRecord(q) && (q.exclusive === true || q.autoDelete === true);
+  if (own && o.createQueueIfNotExists === false) {
+    throw new InvalidOptionsError(
+      `${where}: queueOptions.exclusive (or autoDelete) without \`queue\` declares a queue of this instance's own; createQueueIfNotExists: false has nothing to check: give \`queue\` to consume a queue that exists`,
+    );
+  }
+  const base = derived ? derivedQueue(context.serviceName, exchange, keys as string[], context.handler as string) : (o.queue as string);
+  const queue = own ? ownQueueName(base) : base;
   const routingKey = keys.length === 0 ? undefined : keys.length === 1 ? (keys[0] as string) : (keys as string[]);
   checkBoolean('createQueueIfNotExists', o.createQueueIfNotExists);
   checkBoolean('allowNonJsonMessages', o.allowNonJsonMessages);
@@ -360,11 +382,16 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
       checkString('queueOptions.consumerOptions.consumerTag', q.consumerOptions.consumerTag, { nonEmpty: true });
     }
     requireValue('durable', q.durable, true, 'the work queue is durable, as its retry queues dead-letter back to it');
-    const durableWhy = derived
-      ? 'the queue of a handler without `queue` is durable and named after the service and the handler, so that its retries and parked messages outlive a restart'
-      : 'the work queue outlives its connection, as its retry queues dead-letter back to it';
-    requireValue('exclusive', q.exclusive, false, durableWhy);
-    requireValue('autoDelete', q.autoDelete, false, durableWhy);
+    checkBoolean('queueOptions.exclusive', q.exclusive);
+    checkBoolean('queueOptions.autoDelete', q.autoDelete);
+    const namedWhy =
+      'a named queue is durable and shared by every instance of the service, as its retry queues dead-letter back to it; ' +
+      "for a queue of this instance's own, deleted when the application closes, leave out `queue`: " +
+      "{ exchange, routingKey, queueOptions: { exclusive: true } } consumes '<serviceName>.<exchange>.<routingKey>.<Class>.<method>.<8 hex digits>'";
+    if (!derived) {
+      requireValue('exclusive', q.exclusive, false, namedWhy);
+      requireValue('autoDelete', q.autoDelete, false, namedWhy);
+    }
     const args: Record<string, string | number | boolean> = {};
     if (q.arguments !== undefined) {
       if (!isRecord(q.arguments)) throw new InvalidOptionsError('queueOptions.arguments must be an object of argument names to values');
@@ -390,6 +417,7 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
     }
     if (Object.keys(args).length > 0) queueArguments = args;
   }
+  if (own) queueArguments = ownQueueArguments(queueArguments);
 
   const consume: ConsumeHandlerOptions = { queue };
   if (exchange !== undefined) consume.exchange = exchange;
@@ -424,7 +452,7 @@ export function subscribePlan(options: RabbitSubscribeOptions, context: PlanCont
       return msg.text();
     }
   };
-  return { consume, onFailure: o.onFailure, body, channel: q?.channel, bindings: others, batch, derived };
+  return { consume, onFailure: o.onFailure, body, channel: q?.channel, bindings: others, batch, derived, own };
 }
 
 /**
