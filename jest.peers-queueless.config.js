@@ -9,6 +9,9 @@ const base = require('./jest.config');
 module.exports = {
   ...base,
   testMatch: ['<rootDir>/__test__/peers/golevelup/**/*.test.ts'],
+  // The queues the handlers derive go before the run and after it (__test__/peers/queueless-queues.ts).
+  globalSetup: '<rootDir>/__test__/peers/queueless-queues.ts',
+  globalTeardown: '<rootDir>/__test__/peers/queueless-queues.ts',
   transform: {
     ...base.transform,
     '^.+\\.ts$': ['<rootDir>/scripts/queueless-transform.js', base.transform['^.+\\.ts$'][1]],
