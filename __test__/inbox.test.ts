@@ -73,11 +73,12 @@ async function writeEffect(tx: PoolClient, queue: string, msg: Message, note = '
   await tx.query('INSERT INTO effects (id, queue, note) VALUES ($1, $2, $3)', [msg.properties.messageId ?? msg.text(), queue, note]);
 }
 
-describe('inbox over a node-postgres pool', () => {
+// Each test runs with each message in a transaction of its own (group 1), and with the deliveries handed over together sharing one.
+describe.each([1, 10])('inbox over a node-postgres pool, group %i', (group) => {
   it('commits the effect and the id together, then acks', async () => {
     const rr = await connectClient();
     const queue = testQueue();
-    const consumer = track(await rr.consume({ queue, inbox: { pool } }, async (msg, { tx }) => writeEffect(tx, queue, msg)));
+    const consumer = track(await rr.consume({ queue, inbox: { pool, group } }, async (msg, { tx }) => writeEffect(tx, queue, msg)));
     await rr.publish('', queue, { n: 1 }, { messageId: `${queue}-1` });
     await waitFor(() => effectsOf(db, queue).length === 1, 10_000, 'the effect');
     await settled(queue);
@@ -97,7 +98,7 @@ describe('inbox over a node-postgres pool', () => {
     const name = `${queue}-orders`;
     let calls = 0;
     const consumer = track(
-      await rr.consume({ queue, prefetch: 10, inbox: { pool, consumer: name } }, async (msg, { tx }) => {
+      await rr.consume({ queue, prefetch: 10, inbox: { pool, group, consumer: name } }, async (msg, { tx }) => {
         calls++;
         await writeEffect(tx, queue, msg);
       }),
@@ -124,7 +125,7 @@ describe('inbox over a node-postgres pool', () => {
     const rr = await connectClient();
     const queue = testQueue();
     // The topology, declared by a first start of the consumer.
-    await (await rr.consume({ queue, inbox: { pool } }, () => undefined)).close();
+    await (await rr.consume({ queue, inbox: { pool, group } }, () => undefined)).close();
     await rr.publish('', queue, 'x', { messageId: `${queue}-lost-ack` });
     // A consumer committed the effect and the id, and its ack was lost: the broker redelivers.
     await withChannel(async (ch) => {
@@ -138,7 +139,7 @@ describe('inbox over a node-postgres pool', () => {
     let calls = 0;
     let redelivered: boolean | undefined;
     const consumer = track(
-      await rr.consume({ queue, inbox: { pool } }, (msg) => {
+      await rr.consume({ queue, inbox: { pool, group } }, (msg) => {
         calls++;
         redelivered = msg.redelivered;
       }),
@@ -158,7 +159,7 @@ describe('inbox over a node-postgres pool', () => {
     const queue = testQueue(['200ms']);
     let calls = 0;
     const consumer = track(
-      await rr.consume({ queue, onFailure: { delays: ['200ms'] }, inbox: { pool } }, async (msg, { tx }) => {
+      await rr.consume({ queue, onFailure: { delays: ['200ms'] }, inbox: { pool, group } }, async (msg, { tx }) => {
         calls++;
         await writeEffect(tx, queue, msg, `attempt ${msg.attempt}`);
         if (msg.attempt === 0) throw new Error('carrier down');
@@ -187,7 +188,7 @@ describe('inbox over a node-postgres pool', () => {
     let calls = 0;
     try {
       const consumer = track(
-        await rr.consume({ queue, onFailure: { delays: ['200ms'] }, inbox: { pool: own } }, async (msg, { tx }) => {
+        await rr.consume({ queue, onFailure: { delays: ['200ms'] }, inbox: { pool: own, group } }, async (msg, { tx }) => {
           calls++;
           if (calls === 1) await held; // the backend is terminated while this transaction is open and idle
           await writeEffect(tx, queue, msg, `attempt ${msg.attempt}`);
@@ -226,7 +227,7 @@ describe('inbox over a node-postgres pool', () => {
     const rr = await connectClient();
     const queue = testQueue();
     track(
-      await rr.consume({ queue, inbox: { pool } }, async (msg, { tx }) => {
+      await rr.consume({ queue, inbox: { pool, group } }, async (msg, { tx }) => {
         await writeEffect(tx, queue, msg);
         throw new NonRetryableError('bad order');
       }),
@@ -244,7 +245,7 @@ describe('inbox over a node-postgres pool', () => {
     const queue = testQueue(['200ms']);
     let calls = 0;
     const consumer = track(
-      await rr.consume({ queue, onFailure: { delays: ['200ms'], retryable: () => false }, inbox: { pool } }, async (msg, { tx }) => {
+      await rr.consume({ queue, onFailure: { delays: ['200ms'], retryable: () => false }, inbox: { pool, group } }, async (msg, { tx }) => {
         calls++;
         await writeEffect(tx, queue, msg);
         // The child's parent is checked at COMMIT: missing on the first attempt.
@@ -270,7 +271,7 @@ describe('inbox over a node-postgres pool', () => {
     const queue = testQueue();
     let calls = 0;
     const consumer = track(
-      await rr.consume({ queue, inbox: { pool } }, () => {
+      await rr.consume({ queue, inbox: { pool, group } }, () => {
         calls++;
       }),
     );
@@ -295,7 +296,7 @@ describe('inbox over a node-postgres pool', () => {
     const queue = testQueue();
     const handled: string[] = [];
     const consumer = track(
-      await rr.consume({ queue, inbox: { pool, key: (msg) => msg.json<{ orderId: string }>().orderId } }, (msg) => {
+      await rr.consume({ queue, inbox: { pool, group, key: (msg) => msg.json<{ orderId: string }>().orderId } }, (msg) => {
         handled.push(msg.json<{ orderId: string }>().orderId);
       }),
     );
@@ -321,6 +322,7 @@ describe('inbox over a node-postgres pool', () => {
           queue,
           inbox: {
             pool,
+            group,
             key: (msg) => {
               const { orderId } = msg.json<{ orderId: string }>();
               if (orderId === 'throws') throw new Error('no key here');
@@ -354,7 +356,7 @@ describe('inbox over a node-postgres pool', () => {
         ('${queue}', 'recent', now() - interval '6 days'), ('${other}', 'old-3', now() - interval '8 days')`,
       db,
     );
-    const consumer = track(await rr.consume({ queue, inbox: { pool, cleanupEvery: '100ms' } }, () => undefined));
+    const consumer = track(await rr.consume({ queue, inbox: { pool, group, cleanupEvery: '100ms' } }, () => undefined));
     await waitFor(() => inboxIds(queue).length === 1, 10_000, 'the old ids deleted');
     expect(inboxIds(queue)).toEqual(['recent']);
     expect(inboxIds(other)).toEqual(['old-3']);
@@ -380,7 +382,7 @@ describe('inbox over a node-postgres pool', () => {
     };
     let calls = 0;
     const consumer = track(
-      await rr.consume({ queue, onFailure: { delays: ['200ms'] }, inbox: { pool: flaky, migrate: false } }, () => {
+      await rr.consume({ queue, onFailure: { delays: ['200ms'] }, inbox: { pool: flaky, group, migrate: false } }, () => {
         calls++;
       }),
     );
@@ -393,6 +395,76 @@ describe('inbox over a node-postgres pool', () => {
     expect(retries[0].error).toContain('connection refused');
     expect(new InboxError('x').code).toBe('INBOX');
     expect(inboxIds(queue)).toEqual([`${queue}-f`]);
+  });
+});
+
+describe('inbox groups (inbox.group)', () => {
+  /**
+   * Ten messages `<queue>-0` to `<queue>-9`, waiting in `queue` before its consumer starts, so that they are
+   * handed over together; the handler writes each one's effect with its transaction's id as the note, calls
+   * `twist` on its first attempt, and counts its calls.
+   */
+  async function groupRun(queue: string, twist: (id: string, tx: PoolClient) => Promise<void>) {
+    const rr = await connectClient();
+    const ids = Array.from({ length: 10 }, (_, i) => `${queue}-${i}`);
+    // The topology, declared by a first start of the consumer.
+    await (await rr.consume({ queue, onFailure: { delays: ['200ms'] }, inbox: { pool } }, () => undefined)).close();
+    for (const id of ids) await rr.publish('', queue, 'x', { messageId: id });
+    await waitFor(async () => (await withChannel((ch) => ch.checkQueue(queue))).messageCount === 10, 5_000, 'ten waiting');
+    const calls = new Map<string, number>();
+    const errors: string[] = [];
+    const consumer = track(
+      await rr.consume({ queue, prefetch: 10, onFailure: { delays: ['200ms'] }, inbox: { pool, group: 10 } }, async (msg, { tx }) => {
+        const id = msg.properties.messageId ?? '?';
+        calls.set(id, (calls.get(id) ?? 0) + 1);
+        await tx.query('INSERT INTO effects (id, queue, note) VALUES ($1, $2, txid_current()::text)', [id, queue]);
+        if (msg.attempt === 0) await twist(id, tx);
+      }),
+    );
+    consumer.on('error', (e) => errors.push(e.message));
+    await waitFor(() => effectsOf(db, queue).length === 10, 15_000, 'ten effects');
+    await settled(queue);
+    await settled(retryQueueName(queue, '200ms'));
+    return { ids, calls, errors, consumer, effects: effectsOf(db, queue) };
+  }
+
+  it('deliveries handed over together share a transaction; a handler that throws rolls back its own work only, and no other handler runs twice', async () => {
+    const queue = testQueue(['200ms']);
+    const { ids, calls, effects } = await groupRun(queue, async (id) => {
+      if (id.endsWith('-3')) throw new Error('carrier down');
+    });
+    expect(effects.map((e) => e.id)).toEqual([...ids].sort());
+    expect(ids.map((id) => calls.get(id))).toEqual([1, 1, 1, 2, 1, 1, 1, 1, 1, 1]);
+    // The nine handled at the first attempt committed in fewer transactions than nine.
+    const first = effects.filter((e) => !e.id.endsWith('-3')).map((e) => e.note);
+    expect(new Set(first).size).toBeLessThan(9);
+    expect(inboxIds(queue)).toEqual([...ids].sort());
+  });
+
+  it('a handler that went on after a failed statement: its message is tried again with an InboxError, the others of its group commit once', async () => {
+    const queue = testQueue(['200ms']);
+    const { ids, calls, effects, errors } = await groupRun(queue, async (id, tx) => {
+      if (id.endsWith('-2')) await tx.query('SELECT 1 / 0').catch(() => undefined);
+    });
+    expect(effects.map((e) => e.id)).toEqual([...ids].sort());
+    expect(ids.map((id) => calls.get(id))).toEqual([1, 1, 2, 1, 1, 1, 1, 1, 1, 1]);
+    expect(errors).toEqual([
+      expect.stringMatching(/^inbox '.*': the handler's transaction was rolled back: a statement in it failed and the handler went on/),
+    ]);
+  });
+
+  it.each(['COMMIT', 'ROLLBACK'])('a handler that ends the shared transaction (%s through tx): every message still has its effect once', async (end) => {
+    const queue = testQueue(['200ms']);
+    const { ids, effects, errors, calls } = await groupRun(queue, async (id, tx) => {
+      if (id.endsWith('-4')) await tx.query(end);
+    });
+    expect(effects.map((e) => e.id)).toEqual([...ids].sort());
+    expect(inboxIds(queue)).toEqual([...ids].sort());
+    expect(errors).toContainEqual(expect.stringMatching(/the handler ended the transaction itself/));
+    // After a COMMIT, the messages it committed are duplicates when tried again; after a ROLLBACK, they are handled again.
+    const again = ids.filter((id) => (calls.get(id) ?? 0) > 1);
+    if (end === 'COMMIT') expect(again).toEqual([]);
+    else expect(again.length).toBeGreaterThan(0);
   });
 });
 
@@ -416,6 +488,14 @@ describe('inbox options', () => {
       /^inbox\.consumer is 1001 bytes long in UTF-8, more than the 1000 the inbox takes$/,
     ],
     ['a consumer name with a NUL', { pool: { connect: () => undefined }, consumer: 'orders\u0000' }, /^inbox\.consumer holds a NUL character/],
+    ['a group of 0', { pool: { connect: () => undefined }, group: 0 }, /^inbox\.group must be an integer from 1 to 50, got 0$/],
+    ['a group of 51', { pool: { connect: () => undefined }, group: 51 }, /^inbox\.group must be an integer from 1 to 50, got 51$/],
+    ['a group that is not an integer', { pool: { connect: () => undefined }, group: 2.5 }, /^inbox\.group must be an integer from 1 to 50, got 2\.5$/],
+    [
+      'a group over an adapter of another library',
+      { adapter: { transaction: () => undefined, query: () => undefined }, group: 4 },
+      /^inbox\.group needs a node-postgres pool, given as inbox\.pool or through pgAdapter\(pool\)/,
+    ],
   ];
 
   it.each(bad)('refuses %s before declaring anything', async (_, inbox, message) => {

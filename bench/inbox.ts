@@ -2,18 +2,20 @@
  * `npm run bench:inbox`: what the inbox costs a handler, on a database of its
  * own (created and dropped here).
  *
- * The same handler, one row inserted per message, runs in two ways over
+ * The same handler, one row inserted per message, runs in three ways over
  * INBOX_N (10,000) persistent 1 KiB messages, prefetch INBOX_PREFETCH (50),
- * alternating for INBOX_ROUNDS (3) rounds:
+ * in turn for INBOX_ROUNDS (3) rounds:
  *  - plain: `pool.query(INSERT …)` on the user's pool, its own transaction,
  *    and no record of the message (a redelivery would insert again);
  *  - inbox: `inbox: { pool }`, the insert through the `tx` the inbox opens,
- *    with the message's id recorded in the same transaction.
+ *    with the message's id recorded in the same transaction;
+ *  - inbox, group: `inbox: { pool, group: INBOX_GROUP }` (10): the deliveries
+ *    handed over together share a transaction, up to that many.
  * Each prints messages a second, client CPU and PostgreSQL CPU per message
  * (every `postgres` process on this machine), median of the rounds, and the
  * inbox's ratios against plain.
  *
- * Env: INBOX_N, INBOX_PREFETCH, INBOX_ROUNDS, PGHOST_TEST/PGPORT_TEST/PGUSER_TEST, AMQP_URL.
+ * Env: INBOX_N, INBOX_PREFETCH, INBOX_ROUNDS, INBOX_GROUP, PGHOST_TEST/PGPORT_TEST/PGUSER_TEST, AMQP_URL.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 
@@ -26,6 +28,7 @@ import { benchDatabase } from './pg';
 const N = envInt('INBOX_N', 10_000);
 const PREFETCH = envInt('INBOX_PREFETCH', 50);
 const ROUNDS = envInt('INBOX_ROUNDS', 3);
+const GROUP = envInt('INBOX_GROUP', 10);
 const { db: DB, url: DB_URL, psql } = benchDatabase('inbox');
 
 /** CPU seconds of every `postgres` process on this machine (the server and its backends). */
@@ -51,10 +54,11 @@ interface Sample {
   postgresUs: number;
 }
 
-type Mode = 'plain' | 'inbox';
+const MODES = ['plain', 'inbox', 'inbox, group'] as const;
+type Mode = (typeof MODES)[number];
 
 async function round(rr: RabbitRetry, pool: Pool, publisher: Publisher, mode: Mode): Promise<Sample> {
-  const queue = uniqueName(`bench-inbox-${mode}`);
+  const queue = uniqueName(`bench-inbox-${mode.replace(', ', '-')}`);
   await declareWorkQueue(queue);
   await publisher.publishRange(queue, 0, N);
   psql('TRUNCATE bench_effects');
@@ -68,8 +72,8 @@ async function round(rr: RabbitRetry, pool: Pool, publisher: Publisher, mode: Mo
   const pg0 = postgresCpuS();
   const t0 = performance.now();
   const consumer =
-    mode === 'inbox'
-      ? await rr.consume({ queue, prefetch: PREFETCH, inbox: { pool } }, async (msg, { tx }) => {
+    mode !== 'plain'
+      ? await rr.consume({ queue, prefetch: PREFETCH, inbox: { pool, group: mode === 'inbox' ? 1 : GROUP } }, async (msg, { tx }) => {
           await tx.query('INSERT INTO bench_effects (id) VALUES ($1)', [msg.properties.messageId]);
           count();
         })
@@ -95,9 +99,10 @@ async function main(): Promise<void> {
   const publisher = await Publisher.open();
   try {
     psql('CREATE TABLE bench_effects (id text NOT NULL)');
-    const samples: Record<Mode, Sample[]> = { plain: [], inbox: [] };
+    const samples: Record<Mode, Sample[]> = { plain: [], inbox: [], 'inbox, group': [] };
     for (let r = 0; r < ROUNDS; r++) {
-      for (const mode of r % 2 === 0 ? (['plain', 'inbox'] as const) : (['inbox', 'plain'] as const)) {
+      // Each round starts with another of the three.
+      for (const mode of MODES.map((_, i) => MODES[(i + r) % MODES.length])) {
         const s = await round(rr, pool, publisher, mode);
         samples[mode].push(s);
         process.stderr.write(
@@ -107,19 +112,21 @@ async function main(): Promise<void> {
       }
     }
     const med = (mode: Mode, k: keyof Sample) => median(samples[mode].map((s) => s[k]));
-    const rows = (['plain', 'inbox'] as const).map((mode) => [
-      mode,
+    const rows = MODES.map((mode) => [
+      mode === 'inbox, group' ? `inbox, group ${GROUP}` : mode,
       fmt(med(mode, 'msgsPerS'), 0),
       fmt(med(mode, 'clientUs'), 1),
       fmt(med(mode, 'postgresUs'), 1),
     ]);
-    rows.push([
-      'inbox / plain',
-      `${fmt(med('inbox', 'msgsPerS') / med('plain', 'msgsPerS'))}x`,
-      `${fmt(med('inbox', 'clientUs') / med('plain', 'clientUs'))}x`,
-      `${fmt(med('inbox', 'postgresUs') / med('plain', 'postgresUs'))}x`,
-    ]);
-    console.log(`inbox: ${N} persistent 1 KiB messages, prefetch ${PREFETCH}, one row inserted per message, median of ${ROUNDS} alternating rounds`);
+    for (const mode of ['inbox', 'inbox, group'] as const) {
+      rows.push([
+        `${mode === 'inbox' ? 'inbox' : `inbox, group ${GROUP}`} / plain`,
+        `${fmt(med(mode, 'msgsPerS') / med('plain', 'msgsPerS'))}x`,
+        `${fmt(med(mode, 'clientUs') / med('plain', 'clientUs'))}x`,
+        `${fmt(med(mode, 'postgresUs') / med('plain', 'postgresUs'))}x`,
+      ]);
+    }
+    console.log(`inbox: ${N} persistent 1 KiB messages, prefetch ${PREFETCH}, one row inserted per message, median of ${ROUNDS} rounds in turn`);
     console.log(table(['handler', 'msgs/s', 'client CPU µs/msg', 'PostgreSQL CPU µs/msg'], rows));
   } finally {
     await publisher.close();

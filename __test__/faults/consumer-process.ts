@@ -40,6 +40,8 @@ const failureOptions: Partial<ConsumeOptions> = brokerDelay
   : { queueType, onFailure: { delays, faults } };
 
 const inboxUrl = process.env.FAULT_INBOX ?? '';
+// FAULT_INBOX_GROUP=n: the deliveries handed over together share a transaction, up to n (inbox.group).
+const inboxGroup = Number(process.env.FAULT_INBOX_GROUP ?? 1);
 
 /** The ledger plan's handler; `effect` is the success's work (the inbox's row), before it is recorded. */
 async function work(msg: Message, effect?: (id: string) => Promise<unknown>): Promise<void> {
@@ -62,7 +64,7 @@ async function main(): Promise<void> {
     // No `error` listener of its own, as the guide makes its pool: the inbox hears the idle clients' errors
     // when the suite terminates their backends.
     const pool = new Pool({ connectionString: inboxUrl, application_name: 'rr-fault-inbox', max: prefetch + 2 });
-    consumer = await rr.consume({ ...options, inbox: { pool } }, (msg, { tx }) =>
+    consumer = await rr.consume({ ...options, inbox: { pool, group: inboxGroup } }, (msg, { tx }) =>
       work(msg, async (id) => {
         await tx.query('INSERT INTO fault_effects (queue, id) VALUES ($1, $2)', [queue, id]);
         if (msg.attempt === 0 && swallowsFirstAttempt(id)) await tx.query('SELECT 1 / 0').catch(() => undefined);

@@ -48,6 +48,7 @@ const RESTARTS = Number(process.env.FAULT_RESTARTS ?? 1);
 // effect is a row written in the handler's transaction, and every id's effect must happen exactly
 // once, through every fault, a killed PostgreSQL backend among them. Every 7th message's first
 // attempt swallows a failed statement in its transaction (plan.ts): none may be acked without its effect.
+// FAULT_INBOX_GROUP=n runs that inbox with inbox.group: the deliveries handed over together share a transaction.
 const INBOX = process.env.FAULT_INBOX ? `postgres://${PG_USER}@${PG_HOST}:${PG_PORT}/test` : '';
 
 jest.setTimeout(240_000);

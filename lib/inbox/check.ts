@@ -7,6 +7,7 @@ import type { Delay } from '../options/delay';
 import { InvalidOptionsError } from '../errors';
 import { DEFAULT_INBOX_CLEANUP_EVERY, DEFAULT_INBOX_RETENTION, INBOX_OPTION_KEYS, type InboxOptions } from './options';
 import { unfitText } from './key';
+import { MAX_GROUP } from './pg-group';
 
 /** The inbox's options once checked, with their defaults applied. */
 export interface CheckedInbox {
@@ -18,6 +19,8 @@ export interface CheckedInbox {
   retentionMs: number;
   cleanupEveryMs: number;
   migrate: boolean;
+  /** How many deliveries share a transaction (1: each its own). */
+  group: number;
 }
 
 /** The methods `v` lacks of `names`. */
@@ -67,6 +70,10 @@ export function checkInbox(inbox: unknown, queue: string): CheckedInbox {
   if (unfit) throw new InvalidOptionsError(`inbox.consumer ${unfit}`);
   checkFunction('inbox.key', o.key, 'a function (msg) => string');
   checkBoolean('inbox.migrate', o.migrate);
+  const group = o.group ?? 1;
+  if (typeof group !== 'number' || !Number.isInteger(group) || group < 1 || group > MAX_GROUP) {
+    throw new InvalidOptionsError(`inbox.group must be an integer from 1 to ${MAX_GROUP}, got ${kindOf(o.group)}`);
+  }
   return {
     source,
     consumer: (o.consumer as string | undefined) ?? queue,
@@ -74,5 +81,6 @@ export function checkInbox(inbox: unknown, queue: string): CheckedInbox {
     retentionMs: delayMs('inbox.retention', o.retention, DEFAULT_INBOX_RETENTION),
     cleanupEveryMs: delayMs('inbox.cleanupEvery', o.cleanupEvery, DEFAULT_INBOX_CLEANUP_EVERY),
     migrate: o.migrate !== false,
+    group,
   };
 }

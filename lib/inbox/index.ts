@@ -13,7 +13,7 @@
  */
 import { reasonOf } from '../support/error-text';
 import { type Expectation, fenceSync } from '../support/fence';
-import { InboxError, InboxRefusedError, NonRetryableError } from '../errors';
+import { InboxError, InboxRefusedError, InvalidOptionsError, NonRetryableError } from '../errors';
 import type { InboxHandler } from './options';
 import type { Message } from '../message';
 import { type PgPoolLike, type TransactionAdapter, migrateTables, pgAdapter, poolOfAdapter, reportIdleErrors } from '../sql';
@@ -21,6 +21,7 @@ import { type CheckedInbox, checkInbox } from './check';
 import { refusedKey } from './key';
 import { RECORD, outcomeOf, refusalOf } from './outcome';
 import { type PoolFailure, inPoolTransaction } from './pg-fast';
+import { InboxGroups } from './pg-group';
 
 export { checkInbox } from './check';
 
@@ -79,6 +80,11 @@ export class Inbox {
     this.adapter = adapterOf(this.o.source);
     const { source } = this.o;
     this.pool = 'pool' in source ? (source.pool as PgPoolLike) : poolOfAdapter(source.adapter);
+    if (this.o.group > 1 && !this.pool) {
+      throw new InvalidOptionsError(
+        "inbox.group needs a node-postgres pool, given as inbox.pool or through pgAdapter(pool): another adapter's transactions cannot be shared between messages",
+      );
+    }
   }
 
   /** The name the ids are kept under. */
@@ -103,6 +109,7 @@ export class Inbox {
    * recorded; anything else rejects and takes the failure path.
    */
   wrap(handler: InboxHandler<unknown>): (this: unknown, msg: Message) => Promise<void> {
+    if (this.pool && this.o.group > 1) return this.wrapGroups(this.pool, this.o.group, handler);
     if (this.pool) return this.wrapPool(this.pool, handler);
     const { adapter } = this;
     const { consumer } = this.o;
@@ -182,6 +189,29 @@ export class Inbox {
         );
       }
       if (!fresh) duplicate(key);
+    };
+  }
+
+  /** {@link wrap} with `inbox.group`: the deliveries handed over together share a transaction (see ./pg-group). */
+  private wrapGroups(pool: PgPoolLike, max: number, handler: InboxHandler<unknown>): (this: unknown, msg: Message) => Promise<void> {
+    const consumer = this.o.consumer;
+    const groups = new InboxGroups(pool, max, { consumer, broke: (err) => this.host?.fail(err) });
+    const keyOf = (msg: Message) => this.keyOf(msg);
+    const duplicate = (key: string) => this.host?.duplicate(key);
+    return function inboxed(this: unknown, msg: Message): Promise<void> {
+      const key = keyOf(msg);
+      return new Promise<void>((resolve, reject) => {
+        groups.add({
+          key,
+          // `this` is the consumer, as for a handler without an inbox.
+          run: (tx) => Reflect.apply(handler, this, [msg, { tx }]),
+          resolve: (fresh) => {
+            if (!fresh) duplicate(key);
+            resolve();
+          },
+          reject,
+        });
+      });
     };
   }
 

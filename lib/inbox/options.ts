@@ -36,6 +36,18 @@ export interface InboxCommonOptions {
   /** How often this consumer deletes the ids older than `retention`, in batches of 1,000. @default '1m' */
   cleanupEvery?: Delay;
   /**
+   * How many deliveries handed over together share one transaction. Their
+   * handlers then run one after another on one client of the pool, each under
+   * a savepoint of its own: a message costs one round trip beside its
+   * handler's statements, and the group one `COMMIT`. A handler that throws
+   * rolls back its own work only; a failed `COMMIT` tries each message of the
+   * group again. Handlers of a group do not run at once: a handler that waits
+   * on something slow holds up the group behind it. Needs a node-postgres pool
+   * (`pool`, or `pgAdapter(pool)`). 1 to 50.
+   * @default 1 (each message in a transaction of its own, handlers at once)
+   */
+  group?: number;
+  /**
    * Whether to create the inbox's tables (the migrations of `tableSchema()`,
    * once per process, under an advisory lock) when the consumer starts. Set
    * it to `false` when the tables are made by your own migrations.
@@ -76,6 +88,7 @@ export const INBOX_OPTION_KEYS = {
   retention: true,
   cleanupEvery: true,
   migrate: true,
+  group: true,
 } satisfies Record<keyof (InboxPoolOptions & InboxAdapterOptions<unknown>), true>;
 
 /** What an inbox handler receives beside the message. */

@@ -23,9 +23,22 @@ export function literal(s: string): string {
   return `E'${s.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
 }
 
+/** Records the key: a row back (the transaction's id) when it was new. */
+export function insertKeySql(consumer: string, key: string): string {
+  return `INSERT INTO rabbit_retry_inbox (consumer, message_id) VALUES (${literal(consumer)}, ${literal(key)}) ON CONFLICT DO NOTHING RETURNING txid_current()::text AS txid`;
+}
+
+/**
+ * Records the key once {@link checkSql}'s condition holds (the transaction
+ * open now is `txid`'s, unaborted), failing as the check does when it does not.
+ */
+export function checkedInsertKeySql(consumer: string, key: string, txid: string): string {
+  return `INSERT INTO rabbit_retry_inbox (consumer, message_id) SELECT ${literal(consumer)}, ${literal(key)} WHERE ${checkExpr(txid)} = 0 ON CONFLICT DO NOTHING RETURNING txid_current()::text AS txid`;
+}
+
 /** Opens the transaction and records the key: its second result has a row (the transaction's id) when the key was new. */
 export function recordSql(consumer: string, key: string): string {
-  return `BEGIN; INSERT INTO rabbit_retry_inbox (consumer, message_id) VALUES (${literal(consumer)}, ${literal(key)}) ON CONFLICT DO NOTHING RETURNING txid_current()::text AS txid`;
+  return `BEGIN; ${insertKeySql(consumer, key)}`;
 }
 
 /** Marks the error the check raises when the transaction is not the one that recorded the key. */
@@ -38,26 +51,41 @@ export const ENDED_MARK = 'rabbit-retry inbox check: ';
  * way the `COMMIT` after it is not run.
  */
 export function commitSql(txid: string): string {
+  return `${checkSql(txid)}; COMMIT`;
+}
+
+/** The check alone (see {@link commitSql}). */
+export function checkSql(txid: string): string {
+  return `SELECT ${checkExpr(txid)} AS ok`;
+}
+
+/** The check's expression: 0, or the error of {@link commitSql}. */
+function checkExpr(txid: string): string {
   if (!/^[0-9]+$/.test(txid)) throw new Error(`not a transaction id: ${txid}`);
-  return `SELECT CASE WHEN txid_current_if_assigned() = ${txid} THEN 0 ELSE ('${ENDED_MARK}' || coalesce(txid_current_if_assigned()::text, 'none'))::int END AS ok; COMMIT`;
+  return `CASE WHEN txid_current_if_assigned() = ${txid} THEN 0 ELSE ('${ENDED_MARK}' || coalesce(txid_current_if_assigned()::text, 'none'))::int END`;
+}
+
+/** Counts `n` duplicates for `consumer`. */
+export function countDuplicatesSql(consumer: string, n: number): string {
+  return `INSERT INTO rabbit_retry_inbox_duplicates AS d (consumer, n, last_at) VALUES (${literal(consumer)}, ${Math.trunc(n)}, now())
+  ON CONFLICT (consumer) DO UPDATE SET n = d.n + excluded.n, last_at = now()`;
 }
 
 /** Counts a duplicate for `consumer`, then commits. */
 export function duplicateSql(consumer: string): string {
-  return `INSERT INTO rabbit_retry_inbox_duplicates AS d (consumer, n, last_at) VALUES (${literal(consumer)}, 1, now())
-  ON CONFLICT (consumer) DO UPDATE SET n = d.n + 1, last_at = now(); COMMIT`;
+  return `${countDuplicatesSql(consumer, 1)}; COMMIT`;
 }
 
 /** SQLSTATE of "invalid input syntax": the check's own error, with {@link ENDED_MARK}. */
 const ENDED = '22P02';
 
 /** The last result of a query that may hold several statements (node-postgres answers each one). */
-function lastOf(raw: PgQueryResultLike | PgQueryResultLike[]): PgQueryResultLike | undefined {
+export function lastOf(raw: PgQueryResultLike | PgQueryResultLike[]): PgQueryResultLike | undefined {
   return Array.isArray(raw) ? raw[raw.length - 1] : raw;
 }
 
 /** What the check's failure `err` says of the transaction: a verdict, or undefined when it is the database's own error (the COMMIT's). */
-function verdictOf(err: unknown, consumer: string): InboxError | undefined {
+export function verdictOf(err: unknown, consumer: string): InboxError | undefined {
   const code = sqlStateOf(err);
   if (code === '25P02') return abortedVerdict(consumer, err);
   const text = reasonOf(err);

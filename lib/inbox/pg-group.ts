@@ -1,0 +1,272 @@
+/**
+ * The inbox's groups (`inbox.group`, over a node-postgres pool): deliveries
+ * handed to the handler together, up to `group` of them, share one transaction
+ * on one client of the pool. Their handlers run one after another, each under
+ * a savepoint of its own that holds its key's record and its work. One simple
+ * query goes between two handlers: the next savepoint, and the next key's
+ * insert, which checks first that the transaction is still the group's and
+ * unaborted (as the single transaction's check does before its `COMMIT`); the
+ * last check goes with the `COMMIT`. A message then costs its handler's
+ * statements and one round trip, and the group one `COMMIT`.
+ *
+ * What stays as without a group: one commit holds each message's work and
+ * its key's record; a key recorded by a committed copy is a duplicate, never
+ * handled; a handler that throws takes the failure path with its work rolled
+ * back (to its savepoint; the others' stays), and one that broke the
+ * transaction (a failed statement it went on from) is rolled back with its
+ * verdict. A message is acked only once the `COMMIT` that holds it succeeded;
+ * when it failed, or a handler ended the transaction itself, every message it
+ * held is tried again, and a copy whose key did commit is then a duplicate.
+ * Savepoints are not released: each nests in the one before, and rolling back
+ * to the name takes the newest.
+ */
+import { reasonOf } from '../support/error-text';
+import { InboxError } from '../errors';
+import type { PgClientLike, PgPoolLike, PgQueryResultLike } from '../sql/transaction';
+import { endedVerdict, refusalOf, sqlStateOf } from './outcome';
+import { checkSql, checkedInsertKeySql, countDuplicatesSql, insertKeySql, lastOf, verdictOf } from './pg-fast';
+
+/** The savepoint of the message whose handler runs. */
+const SAVEPOINT = 'rabbit_retry_inbox';
+const ROLLBACK_TO = `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`;
+
+/** SQLSTATEs of a savepoint's statement after a handler ended the transaction: no such savepoint, no transaction. */
+const GONE = new Set(['3B001', '25P01']);
+
+/** The most a group holds: each message's savepoint takes a subtransaction, and PostgreSQL keeps 64 per backend in shared memory. */
+export const MAX_GROUP = 50;
+
+/** One delivery waiting for its group. */
+export interface GroupItem {
+  /** Its key, checked. */
+  key: string;
+  /** Runs its handler (with its message and `this` bound) on `tx`. */
+  run(tx: PgClientLike): unknown;
+  /** Settles it: `true` when its work committed with its key, `false` when the key was recorded already (a duplicate). */
+  resolve(fresh: boolean): void;
+  /** Fails it: it takes the failure path with `err`. */
+  reject(err: unknown): void;
+}
+
+/** What the groups of one inbox need of it. */
+export interface GroupHost {
+  /** The name the keys are kept under. */
+  consumer: string;
+  /** A handler broke its transaction: a bug its author must hear of. */
+  broke(err: InboxError): void;
+}
+
+/** What the previous message left: its handler resolved (checked by the next query), or threw (rolled back by it). */
+type After = { kind: 'handled'; item: GroupItem } | { kind: 'threw'; item: GroupItem } | undefined;
+
+/** Gathers the deliveries handed over together into groups, and runs each group on a client of its own. @internal */
+export class InboxGroups {
+  #pending: GroupItem[] = [];
+  #scheduled = false;
+
+  constructor(
+    private readonly pool: PgPoolLike,
+    private readonly max: number,
+    private readonly host: GroupHost,
+  ) {}
+
+  /** Adds a delivery: it joins those handed over in the same turn of the event loop. */
+  add(item: GroupItem): void {
+    this.#pending.push(item);
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    queueMicrotask(() => this.flush());
+  }
+
+  private flush(): void {
+    this.#scheduled = false;
+    const items = this.#pending;
+    this.#pending = [];
+    for (let i = 0; i < items.length; i += this.max) void new Group(this.pool, items.slice(i, i + this.max), this.host).run();
+  }
+}
+
+/** One group's transaction, on one client. */
+class Group {
+  private client?: PgClientLike;
+  /** The client's connection failed: the pool closes it rather than taking it back. */
+  private broken?: Error;
+  /** Deliveries whose savepoint was released into the open transaction: settled by its `COMMIT`. */
+  private held: { item: GroupItem; fresh: boolean }[] = [];
+  /** Whether the group's transaction is open. */
+  private open = false;
+  /** Its id, once a key was recorded in it. */
+  private txid?: string;
+  private after: After;
+
+  constructor(
+    private readonly pool: PgPoolLike,
+    private readonly items: GroupItem[],
+    private readonly host: GroupHost,
+  ) {}
+
+  async run(): Promise<void> {
+    try {
+      this.client = await this.pool.connect();
+    } catch (err) {
+      for (const item of this.items) item.reject(this.failed(err));
+      return;
+    }
+    const lost = (err: Error) => {
+      this.broken = err;
+    };
+    this.client.on?.('error', lost);
+    let next = 0;
+    try {
+      for (; next < this.items.length; next++) await this.handle(this.items[next]);
+      await this.commit();
+    } catch (err) {
+      // The database failed: nothing of the transaction is known to have committed, and each message not settled yet is tried again.
+      const failed = this.failed(err);
+      for (const h of this.held) h.item.reject(failed);
+      if (this.after?.kind === 'handled') this.after.item.reject(failed);
+      for (const item of this.items.slice(next)) item.reject(failed);
+      if (this.open)
+        await this.query('ROLLBACK').catch((rollback: unknown) => (this.broken = rollback instanceof Error ? rollback : new Error('ROLLBACK failed')));
+    } finally {
+      this.client.removeListener?.('error', lost);
+      this.client.release(this.broken);
+    }
+  }
+
+  /** Records `item`'s key (with what the previous message left to do), and runs its handler when the key was new. */
+  private async handle(item: GroupItem): Promise<void> {
+    const { consumer } = this.host;
+    const record = () => {
+      const insert = this.txid === undefined ? insertKeySql(consumer, item.key) : checkedInsertKeySql(consumer, item.key, this.txid);
+      return `${this.open ? '' : 'BEGIN; '}SAVEPOINT ${SAVEPOINT}; ${insert}`;
+    };
+    let recorded: PgQueryResultLike | undefined;
+    try {
+      recorded = await this.withAfter(record);
+    } catch (err) {
+      const refused = refusalOf(err, consumer);
+      if (!refused) throw err;
+      // The key's content: this message parks; the transaction goes on from before its savepoint.
+      await this.query(ROLLBACK_TO);
+      item.reject(refused);
+      return;
+    }
+    // The insert returns the transaction's id as text when the key was new, no row when it was recorded already.
+    const txid = (recorded?.rows[0] as { txid?: string } | undefined)?.txid;
+    if (txid === undefined) {
+      this.held.push({ item, fresh: false });
+      return;
+    }
+    this.txid = txid;
+    try {
+      await item.run(this.client as PgClientLike);
+    } catch (err) {
+      // Its own failure path at once; its work goes back to its savepoint with the next query.
+      item.reject(err);
+      this.after = { kind: 'threw', item };
+      return;
+    }
+    this.after = { kind: 'handled', item };
+  }
+
+  /** Checks the last handler's transaction, counts the duplicates, and commits; then settles every message the transaction held. */
+  private async commit(): Promise<void> {
+    const committed = await this.withAfter(() => {
+      if (!this.open) return undefined;
+      const duplicates = this.held.filter((h) => !h.fresh).length;
+      const check = this.after?.kind === 'handled' && this.txid !== undefined ? `${checkSql(this.txid)}; ` : '';
+      return `${check}${duplicates > 0 ? `${countDuplicatesSql(this.host.consumer, duplicates)}; ` : ''}COMMIT`;
+    });
+    if (!this.open) return;
+    this.open = false;
+    if (committed?.command !== 'COMMIT') {
+      throw new Error(`COMMIT was answered with ${committed?.command ?? 'nothing'}: nothing is known to have been committed`);
+    }
+    const held = this.held;
+    this.held = [];
+    for (const h of held) h.item.resolve(h.fresh);
+  }
+
+  /**
+   * Runs what `build` makes of the state (nothing when it makes nothing),
+   * after what the previous message left: a handler that threw is rolled back
+   * to its savepoint first, in the same query; one that resolved is checked by
+   * the query's first statements. When that fails, the previous message is
+   * settled by what was found, the transaction is brought back (or found
+   * ended, and its messages tried again), and what `build` makes then runs.
+   */
+  private async withAfter(build: () => string | undefined): Promise<PgQueryResultLike | undefined> {
+    const after = this.after;
+    const run = async (prefix = '') => {
+      const sql = build();
+      this.after = undefined;
+      if (sql === undefined) return prefix === '' ? undefined : this.query(prefix);
+      const r = await this.query(`${prefix}${sql}`);
+      this.open = true;
+      return r;
+    };
+    if (after === undefined) return run();
+    if (after.kind === 'threw') {
+      try {
+        return await run(`${ROLLBACK_TO}; `);
+      } catch (err) {
+        if (!GONE.has(sqlStateOf(err) ?? '')) throw err;
+        // Its handler ended the transaction (a COMMIT or ROLLBACK through tx) before it threw.
+        await this.ended();
+        return run();
+      }
+    }
+    try {
+      const r = await run();
+      this.held.push({ item: after.item, fresh: true });
+      return r;
+    } catch (err) {
+      // The first statements (the savepoint, the check) fail when the handler broke the transaction or ended it.
+      const code = sqlStateOf(err);
+      const verdict = code === '25P01' ? endedVerdict(this.host.consumer, null) : verdictOf(err, this.host.consumer);
+      if (!verdict) {
+        // The transaction was whole; what failed came after, in a transaction that held this message too.
+        this.held.push({ item: after.item, fresh: true });
+        throw err;
+      }
+      this.host.broke(verdict);
+      after.item.reject(verdict);
+      if (code === '25P02') {
+        // A statement of its handler failed and the handler went on: back to before its savepoint.
+        await this.query(ROLLBACK_TO);
+      } else {
+        await this.ended();
+      }
+      return run();
+    }
+  }
+
+  /** A handler ended the group's transaction: what it held may or may not have committed, so each of its messages is tried again. */
+  private async ended(): Promise<void> {
+    // A transaction the handler began after ending ours is none of this group's.
+    await this.query('ROLLBACK');
+    this.open = false;
+    this.txid = undefined;
+    const held = this.held;
+    this.held = [];
+    for (const h of held) {
+      h.item.reject(
+        new InboxError(
+          `inbox '${this.host.consumer}': the handler of another message of its group ended the transaction they shared (a COMMIT or ROLLBACK through tx); this message will be tried again`,
+        ),
+      );
+    }
+  }
+
+  private async query(sql: string): Promise<PgQueryResultLike | undefined> {
+    return lastOf(await (this.client as PgClientLike).query(sql));
+  }
+
+  private failed(err: unknown): InboxError {
+    return new InboxError(
+      `inbox '${this.host.consumer}': the inbox's database failed (${reasonOf(err)}); nothing was committed, and the message will be tried again`,
+      { cause: err },
+    );
+  }
+}
