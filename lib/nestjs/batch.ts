@@ -11,6 +11,8 @@ import { checkFunction, checkKeys, checkObject, checkWhole } from '../options/ch
 import { NonRetryableError } from '../errors';
 import type { Message } from '../message';
 import type { OptionKeys } from '../options';
+import type { AmqplibMessage, ErrorHandlerOf } from './amqplib';
+import { type RabbitSubscribeMessage, rawOf } from './raw';
 
 /** golevelup's `batchOptions`, as {@link RabbitSubscribe} takes them. */
 export interface RabbitSubscribeBatchOptions {
@@ -19,33 +21,41 @@ export interface RabbitSubscribeBatchOptions {
   /** How long a partial batch waits for another message, in milliseconds, from the last one's arrival. @default 200 */
   timeout?: number;
   /**
-   * golevelup's batch error handler: called when the method throws, with a
-   * channel, the batch's messages and the error. `channel.ack(msg)` acks a
-   * message; `nack(msg, false, true)` or `reject(msg, true)` sends it to the next
-   * retry queue (never requeued at once); `nack(msg, false, false)` or
-   * `reject(msg, false)` parks it. A message it leaves unsettled takes the failure
-   * path with the method's error.
+   * golevelup's batch error handler (its `BatchMessageErrorHandler`): called when
+   * the method throws, with a channel, the batch's messages and the error.
+   * `channel.ack(msg)` acks a message; `nack(msg, false, true)` or `reject(msg, true)`
+   * sends it to the next retry queue (never requeued at once); `nack(msg, false, false)`
+   * or `reject(msg, false)` parks it. A message it leaves unsettled takes the failure
+   * path with the method's error. A handler typed with amqplib's `Channel` and
+   * `ConsumeMessage[]` compiles as it is (see {@link BatchErrorHandler}).
    */
-  // A method (checked bivariantly), so that golevelup's handlers typed with amqplib's Channel and ConsumeMessage compile.
-  // eslint-disable-next-line @typescript-eslint/no-invalid-void-type -- `this: void`: it is called unbound
-  errorHandler?(this: void, channel: BatchErrorChannel, msgs: Message[], error: unknown): unknown;
+  errorHandler?: BatchErrorHandler;
 }
 
-/** The channel a batch's `errorHandler` settles its messages on. */
+/**
+ * A batch's `errorHandler`: `(channel, msgs, error)`, its parameters checked as
+ * a method's are (bivariantly), so that golevelup's handlers typed with amqplib's
+ * `Channel` and `ConsumeMessage[]` compile: amqplib's `Channel` has each method of
+ * {@link BatchErrorChannel}, and its `ConsumeMessage` is an {@link AmqplibMessage}.
+ * The messages given are {@link RabbitSubscribeMessage}s.
+ */
+export type BatchErrorHandler = ErrorHandlerOf<BatchErrorChannel, AmqplibMessage[]>;
+
+/** The channel a batch's `errorHandler` settles its messages on: amqplib's `Channel`, as far as an error handler uses it. */
 export interface BatchErrorChannel {
   /** Acks `msg`. */
-  ack(msg: Message): void;
+  ack(msg: AmqplibMessage, allUpTo?: boolean): void;
   /** `requeue` (the default): the next retry queue; `false`: parks it. */
-  nack(msg: Message, allUpTo?: boolean, requeue?: boolean): void;
+  nack(msg: AmqplibMessage, allUpTo?: boolean, requeue?: boolean): void;
   /** As {@link BatchErrorChannel.nack}. */
-  reject(msg: Message, requeue?: boolean): void;
+  reject(msg: AmqplibMessage, requeue?: boolean): void;
 }
 
 /** The checked batch options. @internal */
 export interface BatchPlan {
   size: number;
   timeoutMs: number;
-  errorHandler?: RabbitSubscribeBatchOptions['errorHandler'];
+  errorHandler?: BatchErrorHandler;
 }
 
 const BATCH_OPTION_KEYS = { size: true, timeout: true, errorHandler: true } satisfies OptionKeys<RabbitSubscribeBatchOptions>;
@@ -76,13 +86,14 @@ interface Waiting {
  * A consumer's handler that gathers messages into batches for `run`: each
  * message's promise settles with its batch's outcome. `read` turns a body
  * into the method's value; a message it throws for fails alone, at once.
+ * `raw` makes the message the method and `errorHandler` get (golevelup's).
  * @internal
  */
 export function batching(
   plan: BatchPlan,
   read: (msg: Message) => unknown,
   run: BatchRun,
-  raw: (msg: Message) => Message = (m) => m,
+  raw: (msg: Message) => RabbitSubscribeMessage = rawOf,
 ): (msg: Message) => Promise<void> {
   let open: Waiting[] = [];
   let timer: NodeJS.Timeout | undefined;
@@ -135,12 +146,12 @@ export function batching(
 
 /** Runs a batch's `errorHandler`: what it says of each message (`undefined` for an ack), by message. */
 async function settleByHandler(
-  handler: NonNullable<RabbitSubscribeBatchOptions['errorHandler']>,
-  msgs: Message[],
+  handler: BatchErrorHandler,
+  msgs: RabbitSubscribeMessage[],
   error: unknown,
-): Promise<Map<Message, { err: unknown } | undefined>> {
-  const verdicts = new Map<Message, { err: unknown } | undefined>();
-  const fail = (msg: Message, requeue: boolean | undefined): void => {
+): Promise<Map<object, { err: unknown } | undefined>> {
+  const verdicts = new Map<object, { err: unknown } | undefined>();
+  const fail = (msg: object, requeue: boolean | undefined): void => {
     const err =
       requeue === false ? new NonRetryableError('the batch error handler rejected the message without requeue: it is parked', { cause: error }) : error;
     verdicts.set(msg, { err });

@@ -16,9 +16,27 @@ export {
   type RabbitSubscribeBinding,
   type RabbitSubscribeConsumerOptions,
 } from './subscribe';
-export type { RabbitSubscribeBatchOptions, BatchErrorChannel } from './batch';
+export type { RabbitSubscribeBatchOptions, BatchErrorChannel, BatchErrorHandler } from './batch';
 export { RabbitSubscribeMessage, type ConsumeMessageFields, type ConsumeMessageProperties } from './raw';
-export type { AmqplibChannel, AmqplibConnection } from './amqplib';
+export type {
+  AmqplibChannel,
+  AmqplibConnection,
+  AmqplibMessage,
+  AmqplibMessageProperties,
+  AmqplibDelivery,
+  AmqplibDeliveryFields,
+  AmqplibGetMessage,
+  AmqplibDeliveryProperties,
+  AmqplibPublishOptions,
+  AmqplibQueueOptions,
+  AmqplibExchangeOptions,
+  AmqplibQueueReply,
+  AmqplibServerProperties,
+  AmqplibCountReply,
+  AmqplibExchangeReply,
+  AmqplibConsumerReply,
+  ErrorHandlerOf,
+} from './amqplib';
 export { RabbitRPC, MessageHandlerErrorBehavior, type RabbitRPCOptions, type RpcErrorHandler, type RpcErrorChannel } from './rpc';
 export {
   AmqpConnection,

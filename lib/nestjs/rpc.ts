@@ -13,26 +13,35 @@ import type { PublishOptions } from '../options';
 import { REPLY_ERROR_HEADER } from '../messaging/request';
 import { RABBIT_RPC_METADATA } from './constants';
 import type { MessageSerializer } from './serialize';
+import type { AmqplibMessage, ErrorHandlerOf } from './amqplib';
+import { rawOf } from './raw';
 import type { RabbitSubscribeOptions } from './subscribe';
 
 /**
- * golevelup's `errorHandler` of an RPC handler: called with a channel whose
- * `publish` sends (a reply, say), and the request; `ack` (or nothing) settles
- * the request, `nack(msg, false, true)` sends it to the next retry queue,
+ * golevelup's `errorHandler` of an RPC handler (its `MessageErrorHandler`):
+ * called with a channel whose `publish` sends (a reply, say), the request, and
+ * what the handler threw; `ack` (or nothing) settles the request,
+ * `nack(msg, false, true)` sends it to the next retry queue,
  * `nack(msg, false, false)` or `reject(msg, false)` parks it.
+ *
+ * A handler written for golevelup, `(channel: Channel, msg: ConsumeMessage, error: any)`
+ * with amqplib's types, compiles as it is: its parameters are checked as a
+ * method's are (bivariantly), amqplib's `Channel` having each method of
+ * {@link RpcErrorChannel} and its `ConsumeMessage` being an {@link AmqplibMessage}.
+ * Only those four methods of the channel exist at run time.
  */
-export type RpcErrorHandler = (channel: RpcErrorChannel, msg: Message, error: unknown) => unknown;
+export type RpcErrorHandler = ErrorHandlerOf<RpcErrorChannel, AmqplibMessage>;
 
-/** The channel an {@link RpcErrorHandler} gets. */
+/** The channel an {@link RpcErrorHandler} gets: amqplib's `Channel`, as far as an error handler uses it. */
 export interface RpcErrorChannel {
   /** Publishes `content`; to `''` with a reply-to address as routing key, it is a reply. Sent once the error handler returns. */
   publish(exchange: string, routingKey: string, content: Buffer, options?: PublishOptions): boolean;
   /** Settles the request (the default). */
-  ack(msg: Message): void;
+  ack(msg: AmqplibMessage, allUpTo?: boolean): void;
   /** `requeue` (the default) sends the request to the next retry queue, `false` parks it. */
-  nack(msg: Message, allUpTo?: boolean, requeue?: boolean): void;
+  nack(msg: AmqplibMessage, allUpTo?: boolean, requeue?: boolean): void;
   /** `requeue: false` parks the request; `true` sends it to the next retry queue. */
-  reject(msg: Message, requeue?: boolean): void;
+  reject(msg: AmqplibMessage, requeue?: boolean): void;
 }
 
 /** What {@link RabbitRPC} takes: {@link RabbitSubscribeOptions}, and how failures are answered. */
@@ -204,7 +213,7 @@ async function runErrorHandler(a: Answerer, msg: Message, err: unknown, handler:
       verdict = requeue ? 'retry' : 'park';
     },
   };
-  await handler(channel, msg, err);
+  await handler(channel, rawOf(msg), err);
   await Promise.all(sends);
   const settled = verdict as 'ack' | 'retry' | 'park';
   if (settled === 'park') throw new NonRetryableError(`${a.name}'s errorHandler parked the request: ${reasonOf(err)}`, { cause: err });
