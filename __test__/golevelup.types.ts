@@ -151,9 +151,9 @@ export const wrongTagType: RabbitRPCOptions = {
   errorHandler: (_channel: Channel, _msg: { fields: { consumerTag: number } }) => undefined,
 };
 
-export const noDeliveryTag: RpcErrorHandler = (_channel, msg) => {
-  // @ts-expect-error rabbit-retry's core acks: the message has no deliveryTag
-  return msg.fields.deliveryTag;
+export const readsDeliveryTag: RpcErrorHandler = (_channel, msg) => {
+  const tag: number = msg.fields.deliveryTag;
+  return tag > 0 ? undefined : undefined;
 };
 
 export const errorChannelDeclares: RpcErrorHandler = async (channel) => {

@@ -15,14 +15,14 @@ import type { ConsumeMessageFields } from './raw';
 
 /**
  * A message as golevelup's callbacks (an `errorHandler`) read it: amqplib's
- * `ConsumeMessage`, as far as rabbit-retry's messages have it (no `deliveryTag`:
- * rabbit-retry's core acks). amqplib's `ConsumeMessage` is one, so callbacks typed
+ * `ConsumeMessage`, as far as rabbit-retry's messages have it (its delivery tag
+ * for logs: rabbit-retry's core acks). amqplib's `ConsumeMessage` is one, so callbacks typed
  * with it compile; the message given is a `RabbitSubscribeMessage`.
  */
 export interface AmqplibMessage {
   /** The body. */
   readonly content: Buffer;
-  /** The exchange, the routing key, `redelivered` and the consumer's tag (when its options name one). */
+  /** The exchange, the routing key, `redelivered`, the delivery tag and the consumer's tag (when its options name one). */
   readonly fields: ConsumeMessageFields;
   /** The message's properties, with its `headers`. */
   readonly properties: AmqplibMessageProperties;
