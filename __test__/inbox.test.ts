@@ -10,6 +10,7 @@ import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { Pool, type PoolClient } from 'pg';
 
 import {
+  type Delay,
   type DuplicateEvent,
   InboxError,
   type Message,
@@ -29,6 +30,7 @@ import {
   psql,
   psqlRows,
   queueExists,
+  sleep,
   testQueue,
   track,
   waitFor,
@@ -404,7 +406,7 @@ describe('inbox groups (inbox.group)', () => {
    * handed over together; the handler writes each one's effect with its transaction's id as the note, calls
    * `twist` on its first attempt, and counts its calls.
    */
-  async function groupRun(queue: string, twist: (id: string, tx: PoolClient) => Promise<void>) {
+  async function groupRun(queue: string, twist: (id: string, tx: PoolClient) => Promise<void>, groupTimeout?: Delay) {
     const rr = await connectClient();
     const ids = Array.from({ length: 10 }, (_, i) => `${queue}-${i}`);
     // The topology, declared by a first start of the consumer.
@@ -414,7 +416,7 @@ describe('inbox groups (inbox.group)', () => {
     const calls = new Map<string, number>();
     const errors: string[] = [];
     const consumer = track(
-      await rr.consume({ queue, prefetch: 10, onFailure: { delays: ['200ms'] }, inbox: { pool, group: 10 } }, async (msg, { tx }) => {
+      await rr.consume({ queue, prefetch: 10, onFailure: { delays: ['200ms'] }, inbox: { pool, group: 10, groupTimeout } }, async (msg, { tx }) => {
         const id = msg.properties.messageId ?? '?';
         calls.set(id, (calls.get(id) ?? 0) + 1);
         await tx.query('INSERT INTO effects (id, queue, note) VALUES ($1, $2, txid_current()::text)', [id, queue]);
@@ -422,10 +424,12 @@ describe('inbox groups (inbox.group)', () => {
       }),
     );
     consumer.on('error', (e) => errors.push(e.message));
+    const retried: string[] = [];
+    consumer.on('retry', (e) => retried.push(`${e.messageId ?? '?'}: ${e.error}`));
     await waitFor(() => effectsOf(db, queue).length === 10, 15_000, 'ten effects');
     await settled(queue);
     await settled(retryQueueName(queue, '200ms'));
-    return { ids, calls, errors, consumer, effects: effectsOf(db, queue) };
+    return { ids, calls, errors, retried, consumer, effects: effectsOf(db, queue) };
   }
 
   it('deliveries handed over together share a transaction; a handler that throws rolls back its own work only, and no other handler runs twice', async () => {
@@ -451,6 +455,28 @@ describe('inbox groups (inbox.group)', () => {
     expect(errors).toEqual([
       expect.stringMatching(/^inbox '.*': the handler's transaction was rolled back: a statement in it failed and the handler went on/),
     ]);
+  });
+
+  it('a handler that does not settle within groupTimeout costs its group a retry, not a stall: every message has its effect once', async () => {
+    const queue = testQueue(['200ms']);
+    let release: () => void = () => undefined;
+    const stuck = new Promise<void>((resolve) => (release = resolve));
+    const { ids, calls, effects, retried } = await groupRun(
+      queue,
+      async (id) => {
+        if (id.endsWith('-5')) await stuck;
+      },
+      '300ms',
+    );
+    release();
+    expect(effects.map((e) => e.id)).toEqual([...ids].sort());
+    expect(retried.find((r) => r.startsWith(`${queue}-5: `))).toMatch(
+      /did not settle within inbox\.groupTimeout \(300 ms\), and its group's transaction was abandoned/,
+    );
+    // Those its transaction held are tried again; none runs more than twice, and the stuck one's late end commits nothing.
+    expect(Math.max(...ids.map((id) => calls.get(id) ?? 0))).toBe(2);
+    await sleep(300);
+    expect(effectsOf(db, queue)).toHaveLength(10);
   });
 
   it.each(['COMMIT', 'ROLLBACK'])('a handler that ends the shared transaction (%s through tx): every message still has its effect once', async (end) => {

@@ -5,7 +5,7 @@
 import { checkBoolean, checkFunction, checkKeys, checkObject, checkString, kindOf, parseDelay } from '../options/check';
 import type { Delay } from '../options/delay';
 import { InvalidOptionsError } from '../errors';
-import { DEFAULT_INBOX_CLEANUP_EVERY, DEFAULT_INBOX_RETENTION, INBOX_OPTION_KEYS, type InboxOptions } from './options';
+import { DEFAULT_INBOX_CLEANUP_EVERY, DEFAULT_INBOX_GROUP_TIMEOUT, DEFAULT_INBOX_RETENTION, INBOX_OPTION_KEYS, type InboxOptions } from './options';
 import { unfitText } from './key';
 import { MAX_GROUP } from './pg-group';
 
@@ -21,6 +21,8 @@ export interface CheckedInbox {
   migrate: boolean;
   /** How many deliveries share a transaction (1: each its own). */
   group: number;
+  /** How long one handler of a group may run. */
+  groupTimeoutMs: number;
 }
 
 /** The methods `v` lacks of `names`. */
@@ -82,5 +84,6 @@ export function checkInbox(inbox: unknown, queue: string): CheckedInbox {
     cleanupEveryMs: delayMs('inbox.cleanupEvery', o.cleanupEvery, DEFAULT_INBOX_CLEANUP_EVERY),
     migrate: o.migrate !== false,
     group,
+    groupTimeoutMs: delayMs('inbox.groupTimeout', o.groupTimeout, DEFAULT_INBOX_GROUP_TIMEOUT),
   };
 }

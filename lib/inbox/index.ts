@@ -195,7 +195,7 @@ export class Inbox {
   /** {@link wrap} with `inbox.group`: the deliveries handed over together share a transaction (see ./pg-group). */
   private wrapGroups(pool: PgPoolLike, max: number, handler: InboxHandler<unknown>): (this: unknown, msg: Message) => Promise<void> {
     const consumer = this.o.consumer;
-    const groups = new InboxGroups(pool, max, { consumer, broke: (err) => this.host?.fail(err) });
+    const groups = new InboxGroups(pool, max, { consumer, timeoutMs: this.o.groupTimeoutMs, broke: (err) => this.host?.fail(err) });
     const keyOf = (msg: Message) => this.keyOf(msg);
     const duplicate = (key: string) => this.host?.duplicate(key);
     return function inboxed(this: unknown, msg: Message): Promise<void> {

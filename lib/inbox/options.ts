@@ -48,6 +48,15 @@ export interface InboxCommonOptions {
    */
   group?: number;
   /**
+   * How long one handler of a group may run (with `group` above 1): the
+   * messages behind it wait on it. Past it, the group's connection is closed
+   * under the handler (nothing of its transaction commits), its message and
+   * those its transaction held are tried again with an `InboxError`, and those
+   * not run yet go to another group. A delay such as `'30s'`, or milliseconds.
+   * @default '30s'
+   */
+  groupTimeout?: Delay;
+  /**
    * Whether to create the inbox's tables (the migrations of `tableSchema()`,
    * once per process, under an advisory lock) when the consumer starts. Set
    * it to `false` when the tables are made by your own migrations.
@@ -89,6 +98,7 @@ export const INBOX_OPTION_KEYS = {
   cleanupEvery: true,
   migrate: true,
   group: true,
+  groupTimeout: true,
 } satisfies Record<keyof (InboxPoolOptions & InboxAdapterOptions<unknown>), true>;
 
 /** What an inbox handler receives beside the message. */
@@ -107,6 +117,9 @@ export type InboxHandler<Tx> = (msg: Message, ctx: InboxContext<Tx>) => unknown;
 
 /** How long handled ids are kept by default: 7 days. */
 export const DEFAULT_INBOX_RETENTION: Delay = '168h';
+
+/** How long one handler of a group may run by default. */
+export const DEFAULT_INBOX_GROUP_TIMEOUT: Delay = '30s';
 
 /** How often the ids older than the retention are deleted by default. */
 export const DEFAULT_INBOX_CLEANUP_EVERY: Delay = '1m';

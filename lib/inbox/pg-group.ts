@@ -21,6 +21,7 @@
  * to the name takes the newest.
  */
 import { reasonOf } from '../support/error-text';
+import { fence } from '../support/fence';
 import { InboxError } from '../errors';
 import type { PgClientLike, PgPoolLike, PgQueryResultLike } from '../sql/transaction';
 import { endedVerdict, refusalOf, sqlStateOf } from './outcome';
@@ -52,6 +53,8 @@ export interface GroupItem {
 export interface GroupHost {
   /** The name the keys are kept under. */
   consumer: string;
+  /** How long one handler of a group may run (`inbox.groupTimeout`) before its group gives up on it. */
+  timeoutMs: number;
   /** A handler broke its transaction: a bug its author must hear of. */
   broke(err: InboxError): void;
 }
@@ -82,9 +85,16 @@ export class InboxGroups {
     this.#scheduled = false;
     const items = this.#pending;
     this.#pending = [];
-    for (let i = 0; i < items.length; i += this.max) void new Group(this.pool, items.slice(i, i + this.max), this.host).run();
+    for (let i = 0; i < items.length; i += this.max) {
+      void new Group(this.pool, items.slice(i, i + this.max), this.host, (rest) => {
+        for (const item of rest) this.add(item);
+      }).run();
+    }
   }
 }
+
+/** A handler of the group did not settle within `inbox.groupTimeout`: the group gives up its transaction. */
+class Abandoned extends Error {}
 
 /** One group's transaction, on one client. */
 class Group {
@@ -103,6 +113,8 @@ class Group {
     private readonly pool: PgPoolLike,
     private readonly items: GroupItem[],
     private readonly host: GroupHost,
+    /** Hands deliveries not run yet to another group. */
+    private readonly again: (items: GroupItem[]) => void,
   ) {}
 
   async run(): Promise<void> {
@@ -121,6 +133,10 @@ class Group {
       for (; next < this.items.length; next++) await this.handle(this.items[next]);
       await this.commit();
     } catch (err) {
+      if (err instanceof Abandoned) {
+        this.abandon(next);
+        return;
+      }
       // The database failed: nothing of the transaction is known to have committed, and each message not settled yet is tried again.
       const failed = this.failed(err);
       for (const h of this.held) h.item.reject(failed);
@@ -159,15 +175,43 @@ class Group {
       return;
     }
     this.txid = txid;
-    try {
-      await item.run(this.client as PgClientLike);
-    } catch (err) {
-      // Its own failure path at once; its work goes back to its savepoint with the next query.
-      item.reject(err);
-      this.after = { kind: 'threw', item };
+    const client = this.client as PgClientLike;
+    // Bounded: the messages behind it wait on it. Whatever it throws or rejects with is its own failure, as it was.
+    const ran = await fence('a handler of an inbox group', () => item.run(client), { timeoutMs: this.host.timeoutMs });
+    if (ran.ok) {
+      this.after = { kind: 'handled', item };
       return;
     }
-    this.after = { kind: 'handled', item };
+    if (ran.failure === 'timedOut') throw new Abandoned();
+    // Its own failure path at once; its work goes back to its savepoint with the next query.
+    item.reject(ran.error);
+    this.after = { kind: 'threw', item };
+  }
+
+  /**
+   * The handler of `items[index]` did not settle within the bound: the group's
+   * connection is closed under it (nothing of the transaction commits), its
+   * message and those the transaction held are tried again, and those not run
+   * yet go to another group.
+   */
+  private abandon(index: number): void {
+    const { consumer, timeoutMs } = this.host;
+    this.broken = new Error(`abandoned: a handler ran longer than inbox.groupTimeout (${timeoutMs} ms)`);
+    this.items[index].reject(
+      new InboxError(
+        `inbox '${consumer}': the handler did not settle within inbox.groupTimeout (${timeoutMs} ms), and its group's transaction was abandoned: nothing of it was committed, and the message will be tried again`,
+      ),
+    );
+    const held = this.held;
+    this.held = [];
+    for (const h of held) {
+      h.item.reject(
+        new InboxError(
+          `inbox '${consumer}': the handler of another message of its group did not settle within inbox.groupTimeout (${timeoutMs} ms), and the transaction they shared was abandoned; this message will be tried again`,
+        ),
+      );
+    }
+    this.again(this.items.slice(index + 1));
   }
 
   /** Checks the last handler's transaction, counts the duplicates, and commits; then settles every message the transaction held. */
