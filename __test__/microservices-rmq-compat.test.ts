@@ -72,7 +72,8 @@ describe("the context, as Nest's RmqContext gives it", () => {
     expect(rpcContext).toBeInstanceOf(RmqContext);
     expect(msg).toBeInstanceOf(Message);
     expect(JSON.parse(msg.content.toString())).toEqual({ pattern: 'order_placed', data: { id: 7 } });
-    expect(msg.fields).toEqual({ exchange: '', routingKey: queue, redelivered: false });
+    expect(msg.fields).toEqual({ exchange: '', routingKey: queue, redelivered: false, deliveryTag: expect.any(Number) as number });
+    expect(msg.fields.deliveryTag).toBeGreaterThanOrEqual(1);
     expect(msg.properties.headers).toEqual({ 'x-tenant': 'acme' });
     expect(msg.properties.contentType).toBe('application/json');
     expect(msg.headers).toEqual({ 'x-tenant': 'acme' });
