@@ -14,6 +14,13 @@ export function effectsOf(db: string, queue: string): { id: string; note: string
   return psqlRows(`SELECT id, note FROM effects WHERE queue = '${queue}' ORDER BY id`, db);
 }
 
+/** The ids the inbox of consumer `consumer` holds in database `db`, in order. */
+export function inboxIdsOf(db: string, consumer: string): string[] {
+  return psqlRows<{ message_id: string }>(`SELECT message_id FROM rabbit_retry_inbox WHERE consumer = '${consumer}' ORDER BY message_id`, db).map(
+    (r) => r.message_id,
+  );
+}
+
 /** Waits until `queue` holds no message, ready or unacked. */
 export async function settled(queue: string): Promise<void> {
   await waitFor(async () => (await queueDepth(queue)) === 0 && (await queueUnacked(queue)) === 0, 15_000, `'${queue}' settled`);

@@ -8,21 +8,8 @@
 import { Pool, type PoolClient } from 'pg';
 
 import { type Delay, retryQueueName } from '../lib';
-import {
-  closeAmqp,
-  cleanup,
-  connectClient,
-  createTestDatabase,
-  dropTestDatabase,
-  pgUrl,
-  psqlRows,
-  sleep,
-  testQueue,
-  track,
-  waitFor,
-  withChannel,
-} from './helpers';
-import { createEffects, effectsOf, settled } from './inbox-fixture';
+import { closeAmqp, cleanup, connectClient, createTestDatabase, dropTestDatabase, pgUrl, sleep, testQueue, track, waitFor, withChannel } from './helpers';
+import { createEffects, effectsOf, inboxIdsOf, settled } from './inbox-fixture';
 
 let db = '';
 let pool: Pool;
@@ -40,13 +27,6 @@ afterAll(async () => {
   await closeAmqp();
   dropTestDatabase(db);
 });
-
-/** The ids the inbox of consumer `consumer` holds. */
-function inboxIds(consumer: string): string[] {
-  return psqlRows<{ message_id: string }>(`SELECT message_id FROM rabbit_retry_inbox WHERE consumer = '${consumer}' ORDER BY message_id`, db).map(
-    (r) => r.message_id,
-  );
-}
 
 describe('inbox groups (inbox.group)', () => {
   /**
@@ -90,7 +70,7 @@ describe('inbox groups (inbox.group)', () => {
     // The nine handled at the first attempt committed in fewer transactions than nine.
     const first = effects.filter((e) => !e.id.endsWith('-3')).map((e) => e.note);
     expect(new Set(first).size).toBeLessThan(9);
-    expect(inboxIds(queue)).toEqual([...ids].sort());
+    expect(inboxIdsOf(db, queue)).toEqual([...ids].sort());
   });
 
   it('a handler that went on after a failed statement: its message is tried again with an InboxError, the others of its group commit once', async () => {
@@ -133,7 +113,7 @@ describe('inbox groups (inbox.group)', () => {
       if (id.endsWith('-4')) await tx.query(end);
     });
     expect(effects.map((e) => e.id)).toEqual([...ids].sort());
-    expect(inboxIds(queue)).toEqual([...ids].sort());
+    expect(inboxIdsOf(db, queue)).toEqual([...ids].sort());
     expect(errors).toContainEqual(expect.stringMatching(/the handler ended the transaction itself/));
     // After a COMMIT, the messages it committed are duplicates when tried again; after a ROLLBACK, they are handled again.
     const again = ids.filter((id) => (calls.get(id) ?? 0) > 1);

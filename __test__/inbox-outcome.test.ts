@@ -22,7 +22,6 @@ import {
   dropTestDatabase,
   pgUrl,
   psql,
-  psqlRows,
   queueDepth,
   recordingLogger,
   testQueue,
@@ -30,7 +29,7 @@ import {
   waitFor,
   waitForOne,
 } from './helpers';
-import { createEffects, effectsOf, settled } from './inbox-fixture';
+import { createEffects, effectsOf, inboxIdsOf, settled } from './inbox-fixture';
 
 let db = '';
 let pool: Pool;
@@ -92,13 +91,6 @@ const sources: [string, () => InboxAdapterOptions<unknown>][] = [
   ['typeormAdapter(dataSource)', () => ({ adapter: typeormAdapter(dataSource) })],
   ['an adapter of two methods of its own', () => ({ adapter: ownAdapter() })],
 ];
-
-/** The ids the inbox of consumer `consumer` holds. */
-function inboxIds(consumer: string): string[] {
-  return psqlRows<{ message_id: string }>(`SELECT message_id FROM rabbit_retry_inbox WHERE consumer = '${consumer}' ORDER BY message_id`, db).map(
-    (r) => r.message_id,
-  );
-}
 
 /** Writes the handler's effect for `id` in `tx`. */
 function writeEffect(tx: Queryable, queue: string, id: string, note: string): Promise<unknown> {
@@ -165,7 +157,7 @@ describe.each(sources)('inbox through %s', (_, inboxOf) => {
       // Nothing lost: the good message's effect and id committed once, the bad one parked with neither.
       expect(calls.filter((id) => id === `${queue}-bad`)).toHaveLength(2);
       expect(effectsOf(db, queue)).toEqual([{ id: `${queue}-good`, note: 'attempt 0' }]);
-      expect(inboxIds(queue)).toEqual([`${queue}-good`]);
+      expect(inboxIdsOf(db, queue)).toEqual([`${queue}-good`]);
       expect(await queueDepth(parkedQueueName(queue))).toBe(0);
       // Each broken transaction is logged: a handler's bug its author must hear of.
       expect(logger.errors.filter((l) => said.test(l.replace(/^rabbit-retry: consumer of '[^']+': /, '')))).toHaveLength(2);
@@ -195,7 +187,7 @@ describe.each(sources)('inbox through %s', (_, inboxOf) => {
     await waitFor(() => effectsOf(db, queue).length === 1, 10_000, 'the effect');
     await settled(queue);
     expect(effectsOf(db, queue)).toEqual([{ id: `${queue}-s`, note: 'recovered' }]);
-    expect(inboxIds(queue)).toEqual([`${queue}-s`]);
+    expect(inboxIdsOf(db, queue)).toEqual([`${queue}-s`]);
     expect(calls).toBe(1);
     expect(consumer.stats()).toMatchObject({ acked: 1, failed: 0 });
     expect(await queueDepth(retryQueueName(queue, '100ms'))).toBe(0);
@@ -235,7 +227,7 @@ describe('at least once unless parked', () => {
       { id: `${queue}-commit-fails-once`, note: 'attempt 1' },
       { id: `${queue}-ok`, note: 'attempt 0' },
     ]);
-    expect(inboxIds(queue)).toEqual([`${queue}-commit-fails-once`, `${queue}-ok`]);
+    expect(inboxIdsOf(db, queue)).toEqual([`${queue}-commit-fails-once`, `${queue}-ok`]);
     // Every message is accounted for, once: its effect committed, or parked, never both, never neither.
     expect([...committed, ...parkedIds].sort()).toEqual(kinds.map((k) => `${queue}-${k}`).sort());
     expect(Object.fromEntries(calls)).toEqual({ throws: 2, 'commit-fails': 2, swallows: 2, 'commit-fails-once': 2, ok: 1 });

@@ -34,14 +34,13 @@ import {
   dropTestDatabase,
   pgUrl,
   psql,
-  psqlRows,
   queueDepth,
   testQueue,
   track,
   waitFor,
   withChannel,
 } from './helpers';
-import { createEffects, effectsOf, settled } from './inbox-fixture';
+import { createEffects, effectsOf, inboxIdsOf, settled } from './inbox-fixture';
 
 let db = '';
 let latin1 = '';
@@ -72,13 +71,6 @@ afterAll(async () => {
   dropTestDatabase(db);
   dropTestDatabase(latin1);
 });
-
-/** The ids the inbox of consumer `consumer` holds. */
-function inboxIds(consumer: string): string[] {
-  return psqlRows<{ message_id: string }>(`SELECT message_id FROM rabbit_retry_inbox WHERE consumer = '${consumer}' ORDER BY message_id`, db).map(
-    (r) => r.message_id,
-  );
-}
 
 /** Waits until `queue`'s parked queue holds `n` messages, then takes them all, in the order of their message ids. */
 async function parkedOf(queue: string, n: number): Promise<Awaited<ReturnType<typeof drain>>> {
@@ -121,7 +113,7 @@ describe("keys the inbox's database cannot keep as they are", () => {
     expect(retries).toEqual([]);
     expect(handled).toEqual([`${queue}-ok`]);
     expect(effectsOf(db, queue)).toEqual([{ id: `${queue}-ok`, note: null }]);
-    expect(inboxIds(queue)).toEqual([`${queue}-ok`]);
+    expect(inboxIdsOf(db, queue)).toEqual([`${queue}-ok`]);
     expect(await queueDepth(retryQueueName(queue, '100ms'))).toBe(0);
   });
 
@@ -161,7 +153,7 @@ describe("keys the inbox's database cannot keep as they are", () => {
     expect(parkedEvents.map((e) => e.reason)).toEqual(['inbox-refused', 'inbox-refused', 'inbox-refused']);
     expect(handled).toEqual(['order-7']);
     expect(effectsOf(db, queue)).toEqual([{ id: 'order-7', note: null }]);
-    expect(inboxIds(queue)).toEqual(['order-7']);
+    expect(inboxIdsOf(db, queue)).toEqual(['order-7']);
     expect(consumer.stats()).toMatchObject({ duplicates: 0 });
     expect(await queueDepth(retryQueueName(queue, '100ms'))).toBe(0);
   });
@@ -284,7 +276,7 @@ describe("the database's own refusal of a key", () => {
     expect(retries).toHaveLength(1);
     expect(retries[0].error).toBe(`inbox '${queue}': the inbox's database failed (${text}); nothing was committed, and the message will be tried again`);
     expect(handled).toEqual([1]);
-    expect(inboxIds(queue)).toEqual([`${queue}-o`]);
+    expect(inboxIdsOf(db, queue)).toEqual([`${queue}-o`]);
     expect(await queueDepth(parkedQueueName(queue))).toBe(0);
   });
 });

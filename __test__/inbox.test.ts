@@ -35,7 +35,7 @@ import {
   waitForOne,
   withChannel,
 } from './helpers';
-import { createEffects, effectsOf, settled } from './inbox-fixture';
+import { createEffects, effectsOf, inboxIdsOf, settled } from './inbox-fixture';
 
 let db = '';
 let pool: Pool;
@@ -55,13 +55,6 @@ afterAll(async () => {
   await closeAmqp();
   dropTestDatabase(db);
 });
-
-/** The ids the inbox of consumer `consumer` holds. */
-function inboxIds(consumer: string): string[] {
-  return psqlRows<{ message_id: string }>(`SELECT message_id FROM rabbit_retry_inbox WHERE consumer = '${consumer}' ORDER BY message_id`, db).map(
-    (r) => r.message_id,
-  );
-}
 
 /** The duplicates counted for consumer `consumer`. */
 function duplicatesOf(consumer: string): number {
@@ -83,7 +76,7 @@ describe.each([1, 10])('inbox over a node-postgres pool, group %i', (group) => {
     await waitFor(() => effectsOf(db, queue).length === 1, 10_000, 'the effect');
     await settled(queue);
     expect(effectsOf(db, queue)).toEqual([{ id: `${queue}-1`, note: 'done' }]);
-    expect(inboxIds(queue)).toEqual([`${queue}-1`]);
+    expect(inboxIdsOf(db, queue)).toEqual([`${queue}-1`]);
     expect(consumer.stats()).toMatchObject({ acked: 1, duplicates: 0, failed: 0 });
   });
 
@@ -174,7 +167,7 @@ describe.each([1, 10])('inbox over a node-postgres pool, group %i', (group) => {
     expect(retries).toMatchObject([{ queue, target: retryQueueName(queue, '200ms'), error: 'carrier down', messageId: `${queue}-r` }]);
     expect(calls).toBe(2);
     expect(effectsOf(db, queue)).toEqual([{ id: `${queue}-r`, note: 'attempt 1' }]);
-    expect(inboxIds(queue)).toEqual([`${queue}-r`]);
+    expect(inboxIdsOf(db, queue)).toEqual([`${queue}-r`]);
   });
 
   it('survives its PostgreSQL backend terminated while a handler runs: the process lives, the message is retried and handled once', async () => {
@@ -216,7 +209,7 @@ describe.each([1, 10])('inbox over a node-postgres pool, group %i', (group) => {
       expect(retries[0].error).toMatch(/connection error/); // the handler's own query on the closed client
       expect(calls).toBe(2);
       expect(effectsOf(db, queue)).toEqual([{ id: `${queue}-t`, note: 'attempt 1' }]);
-      expect(inboxIds(queue)).toEqual([`${queue}-t`]);
+      expect(inboxIdsOf(db, queue)).toEqual([`${queue}-t`]);
     } finally {
       release();
       await own.end();
@@ -237,7 +230,7 @@ describe.each([1, 10])('inbox over a node-postgres pool, group %i', (group) => {
     expect(parked.properties.messageId).toBe(`${queue}-n`);
     expect(parked.headers).toMatchObject({ 'retry-reason': 'non-retryable', 'retry-last-error': 'bad order' });
     expect(effectsOf(db, queue)).toEqual([]);
-    expect(inboxIds(queue)).toEqual([]);
+    expect(inboxIdsOf(db, queue)).toEqual([]);
   });
 
   it('rolls back and retries when the commit fails (a deferred constraint)', async () => {
@@ -262,7 +255,7 @@ describe.each([1, 10])('inbox over a node-postgres pool, group %i', (group) => {
     expect(retries).toHaveLength(1);
     expect(retries[0].error).toMatch(/^inbox '.*': the inbox's database failed \(.*foreign key.*\); nothing was committed/);
     expect(calls).toBe(2);
-    expect(inboxIds(queue)).toEqual([`${queue}-c`]);
+    expect(inboxIdsOf(db, queue)).toEqual([`${queue}-c`]);
     expect(psql(`SELECT count(*) FROM children WHERE id = '${queue}-child'`, db)).toBe('1');
   });
 
@@ -309,7 +302,7 @@ describe.each([1, 10])('inbox over a node-postgres pool, group %i', (group) => {
     await settled(queue);
     expect(handled.sort()).toEqual(['o-7', 'o-8']);
     expect(seen).toEqual([{ queue, consumer: queue, messageId: 'o-7' }]);
-    expect(inboxIds(queue)).toEqual(['o-7', 'o-8']);
+    expect(inboxIdsOf(db, queue)).toEqual(['o-7', 'o-8']);
   });
 
   it('parks a message whose inbox.key throws or answers a Promise that rejects, costing only that message', async () => {
@@ -343,7 +336,7 @@ describe.each([1, 10])('inbox over a node-postgres pool, group %i', (group) => {
     expect(String(parked[0].headers?.['retry-last-error'])).toMatch(/^inbox: inbox\.key threw/);
     expect(String(parked[1].headers?.['retry-last-error'])).toMatch(/^inbox: inbox\.key /);
     expect(handled).toEqual(['o-9']);
-    expect(inboxIds(queue)).toEqual(['o-9']);
+    expect(inboxIdsOf(db, queue)).toEqual(['o-9']);
   });
 
   it('deletes the ids older than the retention, its own consumer only, and stops with the consumer', async () => {
@@ -357,14 +350,14 @@ describe.each([1, 10])('inbox over a node-postgres pool, group %i', (group) => {
       db,
     );
     const consumer = track(await rr.consume({ queue, inbox: { pool, group, cleanupEvery: '100ms' } }, () => undefined));
-    await waitFor(() => inboxIds(queue).length === 1, 10_000, 'the old ids deleted');
-    expect(inboxIds(queue)).toEqual(['recent']);
-    expect(inboxIds(other)).toEqual(['old-3']);
+    await waitFor(() => inboxIdsOf(db, queue).length === 1, 10_000, 'the old ids deleted');
+    expect(inboxIdsOf(db, queue)).toEqual(['recent']);
+    expect(inboxIdsOf(db, other)).toEqual(['old-3']);
     await consumer.close();
     psql(`INSERT INTO rabbit_retry_inbox (consumer, message_id, handled_at) VALUES ('${queue}', 'old-4', now() - interval '8 days')`, db);
     // A cleanup runs every 100 ms while the consumer runs; closed, none runs.
     await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(inboxIds(queue)).toEqual(['old-4', 'recent']);
+    expect(inboxIdsOf(db, queue)).toEqual(['old-4', 'recent']);
   });
 
   it('a database that fails at BEGIN sends the message the failure path as an InboxError', async () => {
@@ -394,7 +387,7 @@ describe.each([1, 10])('inbox over a node-postgres pool, group %i', (group) => {
     expect(retries).toHaveLength(1);
     expect(retries[0].error).toContain('connection refused');
     expect(new InboxError('x').code).toBe('INBOX');
-    expect(inboxIds(queue)).toEqual([`${queue}-f`]);
+    expect(inboxIdsOf(db, queue)).toEqual([`${queue}-f`]);
   });
 });
 

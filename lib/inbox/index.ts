@@ -19,7 +19,7 @@ import type { Message } from '../message';
 import { type PgPoolLike, type TransactionAdapter, migrateTables, pgAdapter, poolOfAdapter, reportIdleErrors } from '../sql';
 import { type CheckedInbox, checkInbox } from './check';
 import { refusedKey } from './key';
-import { RECORD, outcomeOf, refusalOf } from './outcome';
+import { RECORD, databaseFailed, outcomeOf, refusalOf } from './outcome';
 import { type PoolFailure, inPoolTransaction } from './pg-fast';
 import { InboxGroups } from './pg-group';
 
@@ -154,10 +154,7 @@ export class Inbox {
         // The handler's own error takes the failure path as it would without an inbox.
         if (failed) throw failed.err;
         if (verdict) throw verdict;
-        throw new InboxError(
-          `inbox '${consumer}': the inbox's database failed (${reasonOf(err)}); nothing was committed, and the message will be tried again`,
-          { cause: err },
-        );
+        throw databaseFailed(consumer, err);
       }
       if (seen) duplicate(key);
     };
@@ -183,10 +180,7 @@ export class Inbox {
           report(failure.broke);
           throw failure.broke;
         }
-        throw new InboxError(
-          `inbox '${consumer}': the inbox's database failed (${reasonOf(err)}); nothing was committed, and the message will be tried again`,
-          { cause: err },
-        );
+        throw databaseFailed(consumer, err);
       }
       if (!fresh) duplicate(key);
     };

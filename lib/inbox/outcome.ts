@@ -88,6 +88,14 @@ export async function outcomeOf<Tx>(adapter: TransactionAdapter<Tx>, tx: Tx, txi
   return endedVerdict(consumer, now === null || now === undefined ? null : 'another');
 }
 
+/** What a message gets when the inbox's database failed with `err` (an outage, a failed `COMMIT`): it is tried again. */
+export function databaseFailed(consumer: string, err: unknown): InboxError {
+  return new InboxError(
+    `inbox '${consumer}': the inbox's database failed (${reasonOf(err)}); nothing was committed, and the message will be tried again`,
+    { cause: err },
+  );
+}
+
 /** The verdict on a transaction that the check `err` (SQLSTATE 25P02) found aborted. */
 export function abortedVerdict(consumer: string, err: unknown): InboxError {
   return new InboxError(

@@ -23,17 +23,15 @@ export function literal(s: string): string {
   return `E'${s.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
 }
 
-/** Records the key: a row back (the transaction's id) when it was new. */
-export function insertKeySql(consumer: string, key: string): string {
-  return `INSERT INTO rabbit_retry_inbox (consumer, message_id) VALUES (${literal(consumer)}, ${literal(key)}) ON CONFLICT DO NOTHING RETURNING txid_current()::text AS txid`;
-}
-
 /**
- * Records the key once {@link checkSql}'s condition holds (the transaction
- * open now is `txid`'s, unaborted), failing as the check does when it does not.
+ * Records the key: a row back (the transaction's id) when it was new. With
+ * `txid`, only once {@link checkSql}'s condition holds (the transaction open
+ * now is `txid`'s, unaborted), failing as the check does when it does not.
  */
-export function checkedInsertKeySql(consumer: string, key: string, txid: string): string {
-  return `INSERT INTO rabbit_retry_inbox (consumer, message_id) SELECT ${literal(consumer)}, ${literal(key)} WHERE ${checkExpr(txid)} = 0 ON CONFLICT DO NOTHING RETURNING txid_current()::text AS txid`;
+export function insertKeySql(consumer: string, key: string, txid?: string): string {
+  const row =
+    txid === undefined ? `VALUES (${literal(consumer)}, ${literal(key)})` : `SELECT ${literal(consumer)}, ${literal(key)} WHERE ${checkExpr(txid)} = 0`;
+  return `INSERT INTO rabbit_retry_inbox (consumer, message_id) ${row} ON CONFLICT DO NOTHING RETURNING txid_current()::text AS txid`;
 }
 
 /** Opens the transaction and records the key: its second result has a row (the transaction's id) when the key was new. */

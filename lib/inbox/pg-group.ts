@@ -20,12 +20,11 @@
  * Savepoints are not released: each nests in the one before, and rolling back
  * to the name takes the newest.
  */
-import { reasonOf } from '../support/error-text';
 import { fence } from '../support/fence';
 import { InboxError } from '../errors';
 import type { PgClientLike, PgPoolLike, PgQueryResultLike } from '../sql/transaction';
-import { endedVerdict, refusalOf, sqlStateOf } from './outcome';
-import { checkSql, checkedInsertKeySql, countDuplicatesSql, insertKeySql, lastOf, verdictOf } from './pg-fast';
+import { databaseFailed, endedVerdict, refusalOf, sqlStateOf } from './outcome';
+import { checkSql, countDuplicatesSql, insertKeySql, lastOf, verdictOf } from './pg-fast';
 
 /** The savepoint of the message whose handler runs. */
 const SAVEPOINT = 'rabbit_retry_inbox';
@@ -101,7 +100,7 @@ class Group {
   private client?: PgClientLike;
   /** The client's connection failed: the pool closes it rather than taking it back. */
   private broken?: Error;
-  /** Deliveries whose savepoint was released into the open transaction: settled by its `COMMIT`. */
+  /** Deliveries whose work (or duplicate's count) the open transaction holds: settled by its `COMMIT`. */
   private held: { item: GroupItem; fresh: boolean }[] = [];
   /** Whether the group's transaction is open. */
   private open = false;
@@ -121,7 +120,7 @@ class Group {
     try {
       this.client = await this.pool.connect();
     } catch (err) {
-      for (const item of this.items) item.reject(this.failed(err));
+      for (const item of this.items) item.reject(databaseFailed(this.host.consumer, err));
       return;
     }
     const lost = (err: Error) => {
@@ -138,7 +137,7 @@ class Group {
         return;
       }
       // The database failed: nothing of the transaction is known to have committed, and each message not settled yet is tried again.
-      const failed = this.failed(err);
+      const failed = databaseFailed(this.host.consumer, err);
       for (const h of this.held) h.item.reject(failed);
       if (this.after?.kind === 'handled') this.after.item.reject(failed);
       for (const item of this.items.slice(next)) item.reject(failed);
@@ -153,10 +152,7 @@ class Group {
   /** Records `item`'s key (with what the previous message left to do), and runs its handler when the key was new. */
   private async handle(item: GroupItem): Promise<void> {
     const { consumer } = this.host;
-    const record = () => {
-      const insert = this.txid === undefined ? insertKeySql(consumer, item.key) : checkedInsertKeySql(consumer, item.key, this.txid);
-      return `${this.open ? '' : 'BEGIN; '}SAVEPOINT ${SAVEPOINT}; ${insert}`;
-    };
+    const record = () => `${this.open ? '' : 'BEGIN; '}SAVEPOINT ${SAVEPOINT}; ${insertKeySql(consumer, item.key, this.txid)}`;
     let recorded: PgQueryResultLike | undefined;
     try {
       recorded = await this.withAfter(record);
@@ -202,15 +198,9 @@ class Group {
         `inbox '${consumer}': the handler did not settle within inbox.groupTimeout (${timeoutMs} ms), and its group's transaction was abandoned: nothing of it was committed, and the message will be tried again`,
       ),
     );
-    const held = this.held;
-    this.held = [];
-    for (const h of held) {
-      h.item.reject(
-        new InboxError(
-          `inbox '${consumer}': the handler of another message of its group did not settle within inbox.groupTimeout (${timeoutMs} ms), and the transaction they shared was abandoned; this message will be tried again`,
-        ),
-      );
-    }
+    this.dropHeld(
+      `the handler of another message of its group did not settle within inbox.groupTimeout (${timeoutMs} ms), and the transaction they shared was abandoned`,
+    );
     this.again(this.items.slice(index + 1));
   }
 
@@ -292,25 +282,17 @@ class Group {
     await this.query('ROLLBACK');
     this.open = false;
     this.txid = undefined;
+    this.dropHeld('the handler of another message of its group ended the transaction they shared (a COMMIT or ROLLBACK through tx)');
+  }
+
+  /** The transaction's outcome is not known (`why`): each message it held is tried again, and a copy whose key did commit is then a duplicate. */
+  private dropHeld(why: string): void {
     const held = this.held;
     this.held = [];
-    for (const h of held) {
-      h.item.reject(
-        new InboxError(
-          `inbox '${this.host.consumer}': the handler of another message of its group ended the transaction they shared (a COMMIT or ROLLBACK through tx); this message will be tried again`,
-        ),
-      );
-    }
+    for (const h of held) h.item.reject(new InboxError(`inbox '${this.host.consumer}': ${why}; this message will be tried again`));
   }
 
   private async query(sql: string): Promise<PgQueryResultLike | undefined> {
     return lastOf(await (this.client as PgClientLike).query(sql));
-  }
-
-  private failed(err: unknown): InboxError {
-    return new InboxError(
-      `inbox '${this.host.consumer}': the inbox's database failed (${reasonOf(err)}); nothing was committed, and the message will be tried again`,
-      { cause: err },
-    );
   }
 }
