@@ -48,6 +48,18 @@ export function keysOf(consume: ConsumeHandlerOptions): string[] {
   return typeof key === 'string' ? [key] : [...key];
 }
 
+/** A handler of one queue and its binding keys. */
+interface Keyed<R> {
+  keys: readonly string[];
+  run: R;
+}
+
+/** The handlers whose keys take `routingKey`: those that include it, else those whose topic pattern matches it. */
+function takersOf<R>(handlers: readonly Keyed<R>[], routingKey: string): readonly Keyed<R>[] {
+  const exact = handlers.filter((h) => h.keys.includes(routingKey));
+  return exact.length > 0 ? exact : handlers.filter((h) => h.keys.some((k) => matchesTopic(k, routingKey)));
+}
+
 /**
  * Picks the handler of a message for the @RabbitSubscribe handlers that share
  * one queue, which golevelup ran as competing consumers: one whose binding key
@@ -56,13 +68,12 @@ export function keysOf(consume: ConsumeHandlerOptions): string[] {
  * directly, as any of golevelup's consumers could have taken it).
  * @internal
  */
-export function shareByKey<R>(handlers: readonly { keys: readonly string[]; run: R }[]): (routingKey: string) => R {
+export function shareByKey<R>(handlers: readonly Keyed<R>[]): (routingKey: string) => R {
   let turn = 0;
   return (routingKey) => {
-    let takers: readonly { keys: readonly string[]; run: R }[] = handlers.filter((h) => h.keys.includes(routingKey));
-    if (takers.length === 0) takers = handlers.filter((h) => h.keys.some((k) => matchesTopic(k, routingKey)));
-    if (takers.length === 0) takers = handlers;
-    return takers[turn++ % takers.length].run;
+    const takers = takersOf(handlers, routingKey);
+    const among = takers.length > 0 ? takers : handlers;
+    return among[turn++ % among.length].run;
   };
 }
 
@@ -73,11 +84,7 @@ export function shareByKey<R>(handlers: readonly { keys: readonly string[]; run:
  * @internal
  */
 export function routeByKey<R extends (msg: Message, ...rest: never[]) => Promise<void>>(
-  handlers: readonly { keys: readonly string[]; run: R }[],
+  handlers: readonly Keyed<R>[],
 ): (routingKey: string) => R | undefined {
-  return (routingKey) => {
-    const exact = handlers.find((h) => h.keys.includes(routingKey));
-    if (exact) return exact.run;
-    return handlers.find((h) => h.keys.some((k) => matchesTopic(k, routingKey)))?.run;
-  };
+  return (routingKey) => takersOf(handlers, routingKey)[0]?.run;
 }
