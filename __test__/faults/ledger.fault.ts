@@ -276,18 +276,17 @@ async function ledger(fault: string, inject: (run: Run) => Promise<void>): Promi
     const lost = missing.length;
     // What became of each lost id, in ms from the fault: its handler calls, its confirmed moves, and
     // where it was found after the deadline (a message the consumer held unacked is given back when it stops).
-    const at = faultAt;
     const moves = lines(run.retriesFile).map((l) => l.split(' '));
     const account = (id: string) => {
-      const its = moves.filter(([m]) => m === id).map(([, target, t]) => `${target}@${Number(t) - at}ms`);
+      const its = moves.filter(([m]) => m === id).map(([, target, t]) => `${target}@${Number(t) - faultAt}ms`);
       const left = leftover.filter((l) => l.startsWith(`${id}@`)).map((l) => l.slice(id.length + 1));
       return `${id}: calls ${calls.filter((c) => c === id).length}; moves ${its.join(', ') || 'none'}; after the deadline in ${left.join(', ') || 'no queue'}`;
     };
     const lostAccount = missing.slice(0, 20).map(account);
-    if (lost && disconnectedAt !== undefined) lostAccount.push(`the consumer disconnected at ${disconnectedAt - at}ms`);
+    if (lost && disconnectedAt !== undefined) lostAccount.push(`the consumer disconnected at ${disconnectedAt - faultAt}ms`);
     if (droppedAtShutdown.length) {
       console.log(
-        `fault ${fault}: dropped by the broker's dead-lettering during its shutdown (the consumer disconnected at ${(disconnectedAt ?? at) - at}ms): ${droppedAtShutdown.slice(0, 20).map(account).join(' | ')}`,
+        `fault ${fault}: dropped by the broker's dead-lettering during its shutdown (the consumer disconnected at ${(disconnectedAt ?? faultAt) - faultAt}ms): ${droppedAtShutdown.slice(0, 20).map(account).join(' | ')}`,
       );
     }
     const closing = run.events.filter((e) => e.includes('"closing"')).pop();
