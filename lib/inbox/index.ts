@@ -21,7 +21,7 @@ import { type CheckedInbox, checkInbox } from './check';
 import { refusedKey } from './key';
 import { RECORD, databaseFailed, outcomeOf, refusalOf } from './outcome';
 import { type PoolFailure, inPoolTransaction } from './pg-fast';
-import { InboxGroups } from './pg-group';
+import { InboxGroups } from './pg-groups';
 
 export { checkInbox } from './check';
 

@@ -37,22 +37,27 @@ export interface InboxCommonOptions {
   cleanupEvery?: Delay;
   /**
    * How many deliveries handed over together share one transaction. Their
-   * handlers then run one after another on one client of the pool, each under
-   * a savepoint of its own: a message costs one round trip beside its
-   * handler's statements, and the group one `COMMIT`. A handler that throws
-   * rolls back its own work only; a failed `COMMIT` tries each message of the
-   * group again. Handlers of a group do not run at once: a handler that waits
-   * on something slow holds up the group behind it. Needs a node-postgres pool
-   * (`pool`, or `pgAdapter(pool)`). 1 to 50.
+   * handlers then run one after another on one client of the pool: the keys
+   * are read with the `BEGIN` and written with the `COMMIT`, so a message
+   * costs its handler's statements, and the group two round trips. A handler
+   * that throws before writing costs only its own message; one that throws
+   * after writing, or goes on after a failed statement, rolls back the
+   * group's transaction, and the others run again under savepoints (a
+   * handler is then called twice; its work still commits once). `tx` refuses
+   * statements that would end the shared transaction (`COMMIT`, `ROLLBACK`,
+   * `BEGIN`, …) and `release()`. A failed `COMMIT` tries each message of the
+   * group again. Handlers of a group do not run at once: a handler that
+   * waits on something slow holds up the group behind it. Needs a
+   * node-postgres pool (`pool`, or `pgAdapter(pool)`). 1 to 50.
    * @default 1 (each message in a transaction of its own, handlers at once)
    */
   group?: number;
   /**
    * How long one handler of a group may run (with `group` above 1): the
    * messages behind it wait on it. Past it, the group's connection is closed
-   * under the handler (nothing of its transaction commits), its message and
-   * those its transaction held are tried again with an `InboxError`, and those
-   * not run yet go to another group. A delay such as `'30s'`, or milliseconds.
+   * under the handler (nothing of its transaction commits), its message is
+   * tried again with an `InboxError`, and so are the others of its group.
+   * A delay such as `'30s'`, or milliseconds.
    * @default '30s'
    */
   groupTimeout?: Delay;

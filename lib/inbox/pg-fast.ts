@@ -34,6 +34,24 @@ export function insertKeySql(consumer: string, key: string, txid?: string): stri
   return `INSERT INTO rabbit_retry_inbox (consumer, message_id) ${row} ON CONFLICT DO NOTHING RETURNING txid_current()::text AS txid`;
 }
 
+/**
+ * Opens a group's transaction, gives it an id, and reads which of `keys` are
+ * recorded already: one row, `txid` (text) and `seen` (the recorded keys).
+ */
+export function openGroupSql(consumer: string, keys: string[]): string {
+  return `BEGIN; SELECT txid_current()::text AS txid, ARRAY(SELECT message_id FROM rabbit_retry_inbox WHERE consumer = ${literal(consumer)} AND message_id IN (${keys.map(literal).join(', ')})) AS seen`;
+}
+
+/**
+ * Records `keys` for `consumer` with the work of their handlers, once
+ * {@link checkSql}'s condition holds for `txid` (failing as the check does when it
+ * does not). A key recorded meanwhile by another transaction fails it (23505).
+ */
+export function insertKeysSql(consumer: string, keys: string[], txid: string): string {
+  const rows = keys.map((k) => `(${literal(k)})`).join(', ');
+  return `INSERT INTO rabbit_retry_inbox (consumer, message_id) SELECT ${literal(consumer)}, k FROM (VALUES ${rows}) AS v (k) WHERE ${checkExpr(txid)} = 0`;
+}
+
 /** Opens the transaction and records the key: its second result has a row (the transaction's id) when the key was new. */
 export function recordSql(consumer: string, key: string): string {
   return `BEGIN; ${insertKeySql(consumer, key)}`;

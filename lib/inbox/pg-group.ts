@@ -1,8 +1,8 @@
 /**
- * The inbox's groups (`inbox.group`, over a node-postgres pool): deliveries
- * handed to the handler together, up to `group` of them, share one transaction
- * on one client of the pool. Their handlers run one after another, each under
- * a savepoint of its own that holds its key's record and its work. One simple
+ * A group of the inbox under savepoints: what runs a group again when its
+ * first try (./pg-groups) could not keep each message's outcome its own.
+ * Its deliveries share one transaction on one client of the pool; their
+ * handlers run one after another, each under a savepoint of its own that holds its key's record and its work. One simple
  * query goes between two handlers: the next savepoint, and the next key's
  * insert, which checks first that the transaction is still the group's and
  * unaborted (as the single transaction's check does before its `COMMIT`); the
@@ -25,6 +25,7 @@ import { InboxError } from '../errors';
 import type { PgClientLike, PgPoolLike, PgQueryResultLike } from '../sql/transaction';
 import { databaseFailed, endedVerdict, refusalOf, sqlStateOf } from './outcome';
 import { checkSql, countDuplicatesSql, insertKeySql, lastOf, verdictOf } from './pg-fast';
+import { guardTx } from './tx-guard';
 
 /** The savepoint of the message whose handler runs. */
 const SAVEPOINT = 'rabbit_retry_inbox';
@@ -61,42 +62,28 @@ export interface GroupHost {
 /** What the previous message left: its handler resolved (checked by the next query), or threw (rolled back by it). */
 type After = { kind: 'handled'; item: GroupItem } | { kind: 'threw'; item: GroupItem } | undefined;
 
-/** Gathers the deliveries handed over together into groups, and runs each group on a client of its own. @internal */
-export class InboxGroups {
-  #pending: GroupItem[] = [];
-  #scheduled = false;
-
-  constructor(
-    private readonly pool: PgPoolLike,
-    private readonly max: number,
-    private readonly host: GroupHost,
-  ) {}
-
-  /** Adds a delivery: it joins those handed over in the same turn of the event loop. */
-  add(item: GroupItem): void {
-    this.#pending.push(item);
-    if (this.#scheduled) return;
-    this.#scheduled = true;
-    queueMicrotask(() => this.flush());
+/**
+ * A client of `pool` for a group, its connection's failure told to `lost`
+ * (unheard, a backend that ends while the client is out would end the
+ * process); undefined when none came, and each item then failed.
+ */
+export async function groupClient(pool: PgPoolLike, items: GroupItem[], consumer: string, lost: (err: Error) => void): Promise<PgClientLike | undefined> {
+  let client: PgClientLike;
+  try {
+    client = await pool.connect();
+  } catch (err) {
+    for (const item of items) item.reject(databaseFailed(consumer, err));
+    return undefined;
   }
-
-  private flush(): void {
-    this.#scheduled = false;
-    const items = this.#pending;
-    this.#pending = [];
-    for (let i = 0; i < items.length; i += this.max) {
-      void new Group(this.pool, items.slice(i, i + this.max), this.host, (rest) => {
-        for (const item of rest) this.add(item);
-      }).run();
-    }
-  }
+  client.on?.('error', lost);
+  return client;
 }
 
 /** A handler of the group did not settle within `inbox.groupTimeout`: the group gives up its transaction. */
 class Abandoned extends Error {}
 
-/** One group's transaction, on one client. */
-class Group {
+/** One group's transaction, on one client, each message under a savepoint of its own. @internal */
+export class SavepointGroup {
   private client?: PgClientLike;
   /** The client's connection failed: the pool closes it rather than taking it back. */
   private broken?: Error;
@@ -117,16 +104,11 @@ class Group {
   ) {}
 
   async run(): Promise<void> {
-    try {
-      this.client = await this.pool.connect();
-    } catch (err) {
-      for (const item of this.items) item.reject(databaseFailed(this.host.consumer, err));
-      return;
-    }
     const lost = (err: Error) => {
       this.broken = err;
     };
-    this.client.on?.('error', lost);
+    this.client = await groupClient(this.pool, this.items, this.host.consumer, lost);
+    if (!this.client) return;
     let next = 0;
     try {
       for (; next < this.items.length; next++) await this.handle(this.items[next]);
@@ -171,9 +153,11 @@ class Group {
       return;
     }
     this.txid = txid;
-    const client = this.client as PgClientLike;
+    const guard = guardTx(this.client as PgClientLike, consumer);
     // Bounded: the messages behind it wait on it. Whatever it throws or rejects with is its own failure, as it was.
-    const ran = await fence('a handler of an inbox group', () => item.run(client), { timeoutMs: this.host.timeoutMs });
+    const ran = await fence('a handler of an inbox group', () => item.run(guard.tx), { timeoutMs: this.host.timeoutMs });
+    guard.end();
+    if (guard.use.refused) this.host.broke(guard.use.refused);
     if (ran.ok) {
       this.after = { kind: 'handled', item };
       return;
