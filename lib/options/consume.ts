@@ -463,7 +463,7 @@ export const CONSUME: Shape = {
         'effects were committed is acked and never handled again (the handler gets `{ tx }` second). See the inbox guide.',
       rule: { kind: 'by-hand' },
       row:
-        '`{ pool }` or `{ adapter }`, with `consumer`, `key`, `retention`, `cleanupEvery`, `migrate`: the handler runs in your ' +
+        '`{ pool }` or `{ adapter }`, with `consumer`, `key`, `retention`, `cleanupEvery`, `migrate`, `group`, `groupTimeout`: the handler runs in your ' +
         'transaction and gets `{ tx }` ([the inbox](inbox-outbox.md#reference))',
     },
   },
