@@ -111,6 +111,25 @@ describe('inbox groups (inbox.group)', () => {
     ]);
   });
 
+  it('a handler that leaves a failing statement behind it: the handler after it, which finds the transaction aborted, is not blamed', async () => {
+    const queue = testQueue(['200ms']);
+    const { ids, calls, effects, errors, retried } = await groupRun(queue, async (id, tx) => {
+      // Not awaited: it fails after the handler resolved, while the next handler runs.
+      if (id.endsWith('-2')) void tx.query('SELECT pg_sleep(0.05), 1 / 0').catch(() => undefined);
+    });
+    expect(effects.map((e) => e.id)).toEqual([...ids].sort());
+    expect(inboxIdsOf(db, queue)).toEqual([...ids].sort());
+    expect(retried).toEqual([
+      expect.stringMatching(new RegExp(`^${queue}-2: inbox '.*': the handler's transaction was rolled back: a statement in it failed`)),
+    ]);
+    expect(errors).toEqual([
+      expect.stringMatching(/^inbox '.*': the handler's transaction was rolled back: a statement in it failed and the handler went on/),
+    ]);
+    // Its delivery ran twice (the group's first try, then under savepoints, where its failure was found its own), then its retry.
+    expect(calls.get(`${queue}-2`)).toBe(3);
+    expect(Math.max(...ids.filter((id) => !id.endsWith('-2')).map((id) => calls.get(id) ?? 0))).toBe(2);
+  });
+
   it('a handler that does not settle within groupTimeout costs its group a retry, not a stall: every message has its effect once', async () => {
     const queue = testQueue(['200ms']);
     let release: () => void = () => undefined;
@@ -162,6 +181,39 @@ describe('inbox groups (inbox.group)', () => {
     expect(retried).toEqual([]);
     expect(effects.map((e) => e.id)).toEqual([...ids].sort());
     expect(ids.map((id) => calls.get(id))).toEqual(ids.map(() => 1));
+  });
+
+  it('a copy in another group while the first is in flight waits for it, and is a duplicate: its handler is not called', async () => {
+    const first = testQueue();
+    const second = testQueue();
+    const name = `${first}-both`;
+    const rr = await connectClient();
+    const calls: string[] = [];
+    let entered: () => void = () => undefined;
+    const inFirst = new Promise<void>((resolve) => (entered = resolve));
+    const handler =
+      (queue: string) =>
+      async (msg: { properties: { messageId?: string } }, { tx }: { tx: PoolClient }) => {
+        calls.push(queue);
+        await tx.query('INSERT INTO effects (id, queue) VALUES ($1, $2)', [msg.properties.messageId, first]);
+        if (queue === first) {
+          entered();
+          await sleep(500);
+        }
+      };
+    const a = track(await rr.consume({ queue: first, inbox: { pool, group: 10, consumer: name } }, handler(first)));
+    const b = track(await rr.consume({ queue: second, inbox: { pool, group: 10, consumer: name } }, handler(second)));
+    let duplicates = 0;
+    b.on('duplicate', () => duplicates++);
+    await rr.publish('', first, 'x', { messageId: `${first}-m` });
+    await inFirst;
+    await rr.publish('', second, 'x', { messageId: `${first}-m` });
+    await waitFor(() => duplicates === 1, 10_000, 'the second copy counted a duplicate');
+    await settled(first);
+    await settled(second);
+    expect(calls).toEqual([first]);
+    expect(effectsOf(db, first).map((e) => e.id)).toEqual([`${first}-m`]);
+    expect(a.stats()).toMatchObject({ acked: 1 });
   });
 
   it('two copies of one message in one group: the second waits for the first, and is a duplicate', async () => {

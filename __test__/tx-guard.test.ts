@@ -126,7 +126,18 @@ describe('guardTx', () => {
     await tx.query('SELECT 1');
     expect(use.failed).toBe(false);
     await expect(tx.query('SELECT 1 / 0')).rejects.toThrow('division by zero');
-    expect(use).toMatchObject({ sent: 2, failed: true, failure: expect.objectContaining({ code: '22012' }) });
+    expect(use).toMatchObject({ sent: 2, failed: true, abortedBefore: false, failure: expect.objectContaining({ code: '22012' }) });
+
+    // A statement that finds the transaction aborted already is not the handler's own failure.
+    const late = fakeClient(() => true);
+    const after = guardTx(late as PgClientLike, 'c');
+    late.query = (q: unknown) => {
+      late.sent.push(String(q));
+      return Promise.reject(Object.assign(new Error('current transaction is aborted'), { code: '25P02' }));
+    };
+    await expect(after.tx.query('SELECT 2')).rejects.toThrow('current transaction is aborted');
+    expect(after.use).toMatchObject({ sent: 1, failed: false, abortedBefore: true });
+    expect(after.use.failure).toBeUndefined();
 
     const other = guardTx(client as PgClientLike, 'c');
     const q = (...a: unknown[]): unknown => queryOf(other.tx, a);

@@ -21,8 +21,8 @@
  *    (BEGIN, the effects, COMMIT: what sharing a transaction costs at least),
  *    a group under savepoints (lib/inbox/pg-group.ts: a savepoint and the
  *    checked key's insert before each effect), and a group's first try
- *    (lib/inbox/pg-groups.ts: BEGIN with the keys' read, the effects, the
- *    keys' insert with the check and COMMIT).
+ *    (lib/inbox/pg-groups.ts: BEGIN with the keys' locks and read, the
+ *    effects, the keys' insert with the check and COMMIT).
  *
  * Env: STATEMENTS_N, STATEMENTS_ROUNDS, STATEMENTS_GROUP, PGHOST_TEST/PGPORT_TEST/PGUSER_TEST.
  */
@@ -141,7 +141,7 @@ const ways: [string, string, number, Way][] = [
     },
   ],
   [
-    `now, group of ${GROUP}: BEGIN+keys read, effects, keys+check+COMMIT`,
+    `now, group of ${GROUP}: BEGIN+locks+keys read, effects, keys+check+COMMIT`,
     `1 + 2/${GROUP}`,
     GROUP,
     async (c, ids) => {

@@ -35,11 +35,37 @@ export function insertKeySql(consumer: string, key: string, txid?: string): stri
 }
 
 /**
- * Opens a group's transaction, gives it an id, and reads which of `keys` are
- * recorded already: one row, `txid` (text) and `seen` (the recorded keys).
+ * The first of the two keys of the transaction-level advisory locks a
+ * group takes on its keys ("RRIB"); the second is {@link keyLock}'s hash.
+ */
+export const INBOX_LOCK_CLASS = 0x52524942;
+
+/**
+ * The second key of the advisory lock on `consumer`'s `key`: a 32-bit
+ * FNV-1a hash of both (two keys that share it only wait on each other).
+ */
+export function keyLock(consumer: string, key: string): number {
+  let h = 0x811c9dc5;
+  const text = `${consumer}\u0000${key}`;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h | 0;
+}
+
+/**
+ * Opens a group's transaction, locks its keys, gives it an id, and reads
+ * which of `keys` are recorded already: the last statement answers one row,
+ * `txid` (text) and `seen` (the recorded keys). The locks (one a key, taken
+ * in the order of their hashes, so that two groups never wait on each other
+ * in a circle) are held until the transaction ends: a copy of a key in
+ * another group waits in its own first statement, and its read, a statement
+ * after the wait, sees the first copy's commit or rollback.
  */
 export function openGroupSql(consumer: string, keys: string[]): string {
-  return `BEGIN; SELECT txid_current()::text AS txid, ARRAY(SELECT message_id FROM rabbit_retry_inbox WHERE consumer = ${literal(consumer)} AND message_id IN (${keys.map(literal).join(', ')})) AS seen`;
+  const locks = [...new Set(keys.map((k) => keyLock(consumer, k)))].sort((a, b) => a - b);
+  return `BEGIN; SELECT pg_advisory_xact_lock(${INBOX_LOCK_CLASS}, h) FROM (VALUES ${locks.map((h) => `(${h})`).join(', ')}) AS v (h); SELECT txid_current()::text AS txid, ARRAY(SELECT message_id FROM rabbit_retry_inbox WHERE consumer = ${literal(consumer)} AND message_id IN (${keys.map(literal).join(', ')})) AS seen`;
 }
 
 /**

@@ -5,8 +5,9 @@
  * another on it.
  *
  * A group is first tried in as few round trips as its handlers allow: one
- * query opens the transaction and reads which keys are recorded already (a
- * duplicate's handler is not called), the handlers' statements go as they
+ * query opens the transaction, takes an advisory lock on each key (a copy in
+ * another group waits there for this one's outcome) and reads which keys are
+ * recorded already (a duplicate's handler is not called), the handlers' statements go as they
  * send them, and one query records the keys of the handled messages, checks
  * that the transaction is still the group's and unaborted, counts the
  * duplicates and commits. A message then costs its handler's statements, and
@@ -190,9 +191,10 @@ class FirstTry {
         this.again(others());
         return;
       }
+      // The transaction was aborted before its turn, by a statement of another handler's: whose it was, savepoints will tell.
+      const brokeBefore = !use.failed && (use.abortedBefore || (!ran.ok && sqlStateOf(ran.error) === '25P02'));
+      if (brokeBefore) throw new RunAgain([item, ...others()]);
       if (!ran.ok) {
-        // A failed statement it did not send (the transaction was aborted before its turn): whose it was, savepoints will tell.
-        if (sqlStateOf(ran.error) === '25P02') throw new RunAgain([item, ...others()]);
         item.reject(ran.error);
         // Nothing of its in the transaction: the others go on.
         if (use.sent === 0) continue;

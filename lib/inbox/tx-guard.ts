@@ -16,10 +16,12 @@ import { sqlStateOf } from './outcome';
 export interface TxUse {
   /** Statements it sent (and the guard let through). */
   sent: number;
-  /** A statement it sent failed in the database: the transaction is aborted. */
+  /** A statement it sent failed in the database (the transaction is aborted from then on). */
   failed: boolean;
   /** What the first failed statement was answered with. */
   failure?: unknown;
+  /** A statement it sent found the transaction aborted already (SQLSTATE 25P02), before one of its own failed: it broke before its turn. */
+  abortedBefore: boolean;
   /** A statement whose outcome the guard cannot watch (a submittable): only the group's check will know. */
   unwatched: boolean;
   /** What the guard refused, the first time. */
@@ -183,11 +185,15 @@ function isSubmittable(q: unknown): boolean {
  * {@link InboxError}, and is never sent.
  */
 export function guardTx(client: PgClientLike, consumer: string): GuardedTx {
-  const use: TxUse = { sent: 0, failed: false, unwatched: false };
+  const use: TxUse = { sent: 0, failed: false, abortedBefore: false, unwatched: false };
   let ended = false;
   const failedWith = (err: unknown) => {
-    if (!use.failed) use.failure = err;
-    use.failed = true;
+    if (use.failed) return;
+    if (sqlStateOf(err) === '25P02') use.abortedBefore = true;
+    else {
+      use.failure = err;
+      use.failed = true;
+    }
   };
   const refuse = (why: string, args: unknown[]) => {
     const err = new InboxError(`inbox '${consumer}': ${why}`);
