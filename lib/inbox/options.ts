@@ -43,7 +43,8 @@ export interface InboxCommonOptions {
    * that throws before writing costs only its own message; one that throws
    * after writing, or goes on after a failed statement, rolls back the
    * group's transaction, and the others run again under savepoints (a
-   * handler is then called twice; its work still commits once). `tx` refuses
+   * handler is then called twice; its work still commits once), as do the
+   * next 10 groups. `tx` refuses
    * statements that would end the shared transaction (`COMMIT`, `ROLLBACK`,
    * `BEGIN`, …) and `release()`. A failed `COMMIT` tries each message of the
    * group again. Handlers of a group do not run at once: a handler that

@@ -22,6 +22,9 @@
  * handler is called at most twice for one delivery, and a message's work is
  * committed once, with its key. A handler that throws before sending a
  * statement costs nothing of the others: there is nothing of its to roll back.
+ * After such a rollback, the consumer's next groups (SAVEPOINT_SPELL of them)
+ * run under savepoints from the start: while failures come often, they cost
+ * their own messages only.
  *
  * Each handler's `tx` is guarded (./tx-guard): a statement that would end the
  * shared transaction is refused before it is sent, so no key is ever
@@ -37,10 +40,19 @@ import { checkSql, countDuplicatesSql, insertKeysSql, lastOf, openGroupSql, verd
 import { type GroupHost, type GroupItem, SavepointGroup, groupClient } from './pg-group';
 import { guardTx } from './tx-guard';
 
+/**
+ * How many groups run under savepoints after a first try had to be rolled
+ * back: while failures come often, each costs its message alone, and no
+ * handler is called twice for them.
+ */
+export const SAVEPOINT_SPELL = 10;
+
 /** Gathers the deliveries handed over together into groups, and runs each group on a client of its own. @internal */
 export class InboxGroups {
   #pending: GroupItem[] = [];
   #scheduled = false;
+  /** Groups still to run under savepoints (see {@link SAVEPOINT_SPELL}). */
+  #underSavepoints = 0;
 
   constructor(
     private readonly pool: PgPoolLike,
@@ -67,9 +79,18 @@ export class InboxGroups {
     const again = (rest: GroupItem[]) => {
       for (const item of rest) this.add(item);
     };
-    const underSavepoints = (rest: GroupItem[]) => new SavepointGroup(this.pool, rest, this.host, again).run();
+    const rolledBack = (rest: GroupItem[]) => {
+      this.#underSavepoints = SAVEPOINT_SPELL;
+      return new SavepointGroup(this.pool, rest, this.host, again).run();
+    };
     for (let i = 0; i < items.length; i += this.max) {
-      void new FirstTry(this.pool, items.slice(i, i + this.max), this.host, again, underSavepoints).run();
+      const group = items.slice(i, i + this.max);
+      if (this.#underSavepoints > 0) {
+        this.#underSavepoints--;
+        void new SavepointGroup(this.pool, group, this.host, again).run();
+      } else {
+        void new FirstTry(this.pool, group, this.host, again, rolledBack).run();
+      }
     }
   }
 }
