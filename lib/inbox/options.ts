@@ -44,9 +44,8 @@ export interface InboxCommonOptions {
    * after writing, or goes on after a failed statement, rolls back the
    * group's transaction, and the others run again under savepoints (a
    * handler is then called twice; its work still commits once), as do the
-   * next 10 groups. `tx` refuses
-   * statements that would end the shared transaction (`COMMIT`, `ROLLBACK`,
-   * `BEGIN`, …) and `release()`. A failed `COMMIT` tries each message of the
+   * next 10 groups. `tx` refuses statements that would end the shared
+   * transaction (`COMMIT`, `ROLLBACK`, `BEGIN`, …) and `release()`. A failed `COMMIT` tries each message of the
    * group again. Handlers of a group do not run at once: a handler that
    * waits on something slow holds up the group behind it. Needs a
    * node-postgres pool (`pool`, or `pgAdapter(pool)`). 1 to 50.

@@ -2,8 +2,9 @@
  * A group of the inbox under savepoints: what runs a group again when its
  * first try (./pg-groups) could not keep each message's outcome its own.
  * Its deliveries share one transaction on one client of the pool; their
- * handlers run one after another, each under a savepoint of its own that holds its key's record and its work. One simple
- * query goes between two handlers: the next savepoint, and the next key's
+ * handlers run one after another, each under a savepoint of its own that
+ * holds its key's record and its work. One simple query goes between two
+ * handlers: the next savepoint, and the next key's
  * insert, which checks first that the transaction is still the group's and
  * unaborted (as the single transaction's check does before its `COMMIT`); the
  * last check goes with the `COMMIT`. A message then costs its handler's
@@ -20,12 +21,12 @@
  * Savepoints are not released: each nests in the one before, and rolling back
  * to the name takes the newest.
  */
-import { fence } from '../support/fence';
+import { type FenceResult, fence } from '../support/fence';
 import { InboxError } from '../errors';
 import type { PgClientLike, PgPoolLike, PgQueryResultLike } from '../sql/transaction';
 import { databaseFailed, endedVerdict, refusalOf, sqlStateOf } from './outcome';
 import { checkSql, countDuplicatesSql, insertKeySql, lastOf, verdictOf } from './pg-fast';
-import { guardTx } from './tx-guard';
+import { type TxUse, guardTx } from './tx-guard';
 
 /** The savepoint of the message whose handler runs. */
 const SAVEPOINT = 'rabbit_retry_inbox';
@@ -77,6 +78,32 @@ export async function groupClient(pool: PgPoolLike, items: GroupItem[], consumer
   }
   client.on?.('error', lost);
   return client;
+}
+
+/**
+ * Runs `item`'s handler on `client` through a guarded `tx` (./tx-guard),
+ * bounded by `inbox.groupTimeout`: the messages behind it wait on it.
+ * Whatever it throws or rejects with is its own failure, as it was. A
+ * statement the guard refused is told to the consumer's owner.
+ */
+export async function runGuarded(client: PgClientLike, item: GroupItem, host: GroupHost): Promise<{ ran: FenceResult<unknown>; use: TxUse }> {
+  const guard = guardTx(client, host.consumer);
+  const ran = await fence('a handler of an inbox group', () => item.run(guard.tx), { timeoutMs: host.timeoutMs });
+  guard.end();
+  if (guard.use.refused) host.broke(guard.use.refused);
+  return { ran, use: guard.use };
+}
+
+/** What the message of a handler that ran past `inbox.groupTimeout` gets: its group's transaction was abandoned. */
+export function timedOut(host: GroupHost): InboxError {
+  return new InboxError(
+    `inbox '${host.consumer}': the handler did not settle within inbox.groupTimeout (${host.timeoutMs} ms), and its group's transaction was abandoned: nothing of it was committed, and the message will be tried again`,
+  );
+}
+
+/** What a group's connection is closed with when a handler ran past `inbox.groupTimeout`. */
+export function abandonedConnection(host: GroupHost): Error {
+  return new Error(`abandoned: a handler ran longer than inbox.groupTimeout (${host.timeoutMs} ms)`);
 }
 
 /** A handler of the group did not settle within `inbox.groupTimeout`: the group gives up its transaction. */
@@ -153,11 +180,7 @@ export class SavepointGroup {
       return;
     }
     this.txid = txid;
-    const guard = guardTx(this.client as PgClientLike, consumer);
-    // Bounded: the messages behind it wait on it. Whatever it throws or rejects with is its own failure, as it was.
-    const ran = await fence('a handler of an inbox group', () => item.run(guard.tx), { timeoutMs: this.host.timeoutMs });
-    guard.end();
-    if (guard.use.refused) this.host.broke(guard.use.refused);
+    const { ran } = await runGuarded(this.client as PgClientLike, item, this.host);
     if (ran.ok) {
       this.after = { kind: 'handled', item };
       return;
@@ -175,13 +198,9 @@ export class SavepointGroup {
    * yet go to another group.
    */
   private abandon(index: number): void {
-    const { consumer, timeoutMs } = this.host;
-    this.broken = new Error(`abandoned: a handler ran longer than inbox.groupTimeout (${timeoutMs} ms)`);
-    this.items[index].reject(
-      new InboxError(
-        `inbox '${consumer}': the handler did not settle within inbox.groupTimeout (${timeoutMs} ms), and its group's transaction was abandoned: nothing of it was committed, and the message will be tried again`,
-      ),
-    );
+    const { timeoutMs } = this.host;
+    this.broken = abandonedConnection(this.host);
+    this.items[index].reject(timedOut(this.host));
     this.dropHeld(
       `the handler of another message of its group did not settle within inbox.groupTimeout (${timeoutMs} ms), and the transaction they shared was abandoned`,
     );

@@ -6,9 +6,9 @@
  *
  * A group is first tried in as few round trips as its handlers allow: one
  * query opens the transaction, takes an advisory lock on each key (a copy in
- * another group waits there for this one's outcome) and reads which keys are
- * recorded already (a duplicate's handler is not called), the handlers' statements go as they
- * send them, and one query records the keys of the handled messages, checks
+ * another group waits there for this one's outcome) and reads which keys
+ * are recorded already (a duplicate's handler is not called), the handlers'
+ * statements go as they send them, and one query records the keys of the handled messages, checks
  * that the transaction is still the group's and unaborted, counts the
  * duplicates and commits. A message then costs its handler's statements, and
  * the group two round trips.
@@ -32,13 +32,11 @@
  * before the handlers: even a transaction ended by a way the guard cannot see
  * commits no key without its work (its handlers are then run again).
  */
-import { fence } from '../support/fence';
 import { InboxError } from '../errors';
 import type { PgClientLike, PgPoolLike, PgQueryResultLike } from '../sql/transaction';
 import { abortedVerdict, databaseFailed, sqlStateOf } from './outcome';
 import { checkSql, countDuplicatesSql, insertKeysSql, lastOf, openGroupSql, verdictOf } from './pg-fast';
-import { type GroupHost, type GroupItem, SavepointGroup, groupClient } from './pg-group';
-import { guardTx } from './tx-guard';
+import { type GroupHost, type GroupItem, SavepointGroup, abandonedConnection, groupClient, runGuarded, timedOut } from './pg-group';
 
 /**
  * How many groups run under savepoints after a first try had to be rolled
@@ -168,8 +166,10 @@ class FirstTry {
    * settled then fails with it).
    */
   private async attempt(mine: GroupItem[]): Promise<void> {
-    const { consumer, timeoutMs } = this.host;
+    const { consumer } = this.host;
     let opened: PgQueryResultLike | undefined;
+    // Open from here on: whatever the first query did, a ROLLBACK ends it.
+    this.open = true;
     try {
       opened = await this.query(
         openGroupSql(
@@ -177,9 +177,7 @@ class FirstTry {
           mine.map((i) => i.key),
         ),
       );
-      this.open = true;
     } catch (err) {
-      this.open = true;
       // A key the database refuses, or a table it cannot read: under savepoints, each message gets its own outcome.
       if (sqlStateOf(err) !== undefined) throw new RunAgain(mine);
       throw err;
@@ -194,21 +192,12 @@ class FirstTry {
     for (let k = 0; k < fresh.length; k++) {
       const item = fresh[k];
       const others = () => [...handled, ...fresh.slice(k + 1), ...duplicates];
-      const guard = guardTx(client, consumer);
-      // Bounded: the messages behind it wait on it. Whatever it throws or rejects with is its own failure, as it was.
-      const ran = await fence('a handler of an inbox group', () => item.run(guard.tx), { timeoutMs });
-      guard.end();
-      const { use } = guard;
-      if (use.refused) this.host.broke(use.refused);
+      const { ran, use } = await runGuarded(client, item, this.host);
       if (!ran.ok && ran.failure === 'timedOut') {
         // Its connection is closed under it: nothing of the transaction commits, and the others run in another group.
-        this.broken = new Error(`abandoned: a handler ran longer than inbox.groupTimeout (${timeoutMs} ms)`);
+        this.broken = abandonedConnection(this.host);
         this.open = false;
-        item.reject(
-          new InboxError(
-            `inbox '${consumer}': the handler did not settle within inbox.groupTimeout (${timeoutMs} ms), and its group's transaction was abandoned: nothing of it was committed, and the message will be tried again`,
-          ),
-        );
+        item.reject(timedOut(this.host));
         this.again(others());
         return;
       }

@@ -22,8 +22,6 @@ export interface TxUse {
   failure?: unknown;
   /** A statement it sent found the transaction aborted already (SQLSTATE 25P02), before one of its own failed: it broke before its turn. */
   abortedBefore: boolean;
-  /** A statement whose outcome the guard cannot watch (a submittable): only the group's check will know. */
-  unwatched: boolean;
   /** What the guard refused, the first time. */
   refused?: InboxError;
 }
@@ -185,7 +183,7 @@ function isSubmittable(q: unknown): boolean {
  * {@link InboxError}, and is never sent.
  */
 export function guardTx(client: PgClientLike, consumer: string): GuardedTx {
-  const use: TxUse = { sent: 0, failed: false, abortedBefore: false, unwatched: false };
+  const use: TxUse = { sent: 0, failed: false, abortedBefore: false };
   let ended = false;
   const failedWith = (err: unknown) => {
     if (use.failed) return;
@@ -233,11 +231,12 @@ export function guardTx(client: PgClientLike, consumer: string): GuardedTx {
       return (client.query as (...a: unknown[]) => unknown)(...watched);
     }
     const r = (client.query as (...a: unknown[]) => unknown)(...args);
+    // A submittable (a cursor, a stream) answers with events, not a promise: only the group's check will know how it ended.
     if (r && typeof (r as PromiseLike<unknown>).then === 'function') {
       (r as PromiseLike<unknown>).then(undefined, (err: unknown) => {
         if (sqlStateOf(err)) failedWith(err);
       });
-    } else use.unwatched = true;
+    }
     return r;
   };
   const release = () => {
